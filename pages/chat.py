@@ -1,0 +1,47 @@
+"""Ask a question; watch every step; see the answer with each claim checked against its source."""
+import streamlit as st
+
+from pages.answer_view import show_answer, step_line
+from pages.common import ollama_checks, resources, show_error, show_failed_checks
+from pipeline.engine import VerifiedQueryEngine
+from pipeline.errors import InputError
+from store.kb import count_chunks
+
+settings, db = resources()
+st.title("Chat")
+show_failed_checks(ollama_checks(settings.ollama_host, settings))
+if count_chunks(db, settings.embed_model) == 0:
+    st.warning("The knowledge base is empty: add documents on the Knowledge base page, "
+               "or run `python -m pipeline ingest data/kb`.")
+
+conversation = st.session_state.setdefault("conversation", [])
+for turn in conversation:
+    with st.chat_message("user"):
+        st.text(turn["question"])
+    with st.chat_message("assistant"):
+        show_answer(turn["result"])
+
+question = st.chat_input("Ask about the knowledge base")
+if question is not None:
+    engine = VerifiedQueryEngine(settings=settings, db=db)
+    try:
+        events = engine.stream(question)
+    except InputError as exc:
+        show_error(exc)
+        st.stop()
+    with st.chat_message("user"):
+        st.text(question)
+    with st.chat_message("assistant"):
+        result = None
+        with st.status("Working…", expanded=True) as status:
+            for event in events:
+                if event.kind == "final":
+                    result = event.data["result"]
+                else:
+                    status.write(step_line(event))
+                    status.update(label=step_line(event))
+            failed = result.status == "failed"
+            status.update(label="Failed" if failed else "Done: " + result.status, expanded=False,
+                          state="error" if failed else "complete")
+        show_answer(result)
+    conversation.append({"question": question, "result": result})

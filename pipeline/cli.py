@@ -1,0 +1,131 @@
+"""Command line: ask, ingest, doctor. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from pipeline.config import load_settings
+from pipeline.engine import VerifiedQueryEngine
+from pipeline.errors import InputError, WorkbenchError
+from pipeline.events import AnswerResult
+from pipeline.health import check_all
+from pipeline.knowledge_base import ingest
+from pipeline.llm import LLM
+from store.db import get_database
+from store.llm_log import save_calls
+
+VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "yellow", "unverified": "magenta"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description="RAG quality workbench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ask = sub.add_parser("ask", help="answer a question and check every claim")
+    ask.add_argument("question")
+    ask.add_argument("--json", action="store_true", help="print the result as JSON")
+    ask.add_argument("--quiet", action="store_true", help="do not print the steps as they happen")
+    ingest_cmd = sub.add_parser("ingest", help="add Markdown, text or PDF files (or folders) to the knowledge base")
+    ingest_cmd.add_argument("paths", nargs="+")
+    sub.add_parser("doctor", help="check Ollama, the models and the store, and print the fix for each problem")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out, err = Console(), Console(stderr=True)
+    try:
+        settings = load_settings()
+        db = get_database(settings)
+        return COMMANDS[args.command](args, settings, db, out, err)
+    except InputError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return 2
+    except WorkbenchError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return 1
+
+
+def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
+    engine = VerifiedQueryEngine(settings=settings, db=db)
+    result: AnswerResult | None = None
+    for event in engine.stream(args.question):
+        if event.kind == "final":
+            result = event.data["result"]
+        elif not args.quiet:
+            err.print(Text(f"· {event.message}", style="dim"))
+    if args.json:
+        out.print_json(json.dumps(result_json(result), default=str))
+    else:
+        print_result(result, out)
+    return 1 if result.status == "failed" else 0
+
+
+def result_json(result: AnswerResult) -> dict:
+    return {"run_id": result.run_id, "status": result.status, "answer": result.answer,
+            "faithfulness": result.faithfulness, "attempts": len(result.attempts),
+            "abstain_reason": result.abstain_reason, "error": result.error, "fix": result.fix,
+            "claims": [{"claim": c.text, "verdict": c.verdict, "verifier": c.verifier, "evidence": c.evidence,
+                        "source": c.passage.source if c.passage else None, "reason": c.reason}
+                       for c in result.final_claims],
+            "passages": [asdict(p) for p in result.passages]}
+
+
+def print_result(result: AnswerResult, out: Console) -> None:
+    if result.status == "failed":
+        out.print(Text(f"run {result.run_id} failed: {result.error}", style="red"))
+        if result.fix:
+            out.print(Text(f"fix: {result.fix}"))
+        return
+    out.print(Text(result.answer or ""))
+    faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
+    out.print(Text(f"\nrun {result.run_id} · {result.status} · faithfulness {faith} · "
+                   f"{len(result.attempts)} attempt(s)", style="bold"))
+    if result.abstain_reason:
+        out.print(Text(f"reason: {result.abstain_reason}"))
+    if result.final_claims:
+        table = Table("#", "verdict", "claim", "evidence", "source", show_lines=True)
+        for claim in result.final_claims:
+            table.add_row(str(claim.claim_no), Text(claim.verdict, style=VERDICT_STYLE.get(claim.verdict, "")),
+                          Text(claim.text), Text(claim.evidence or ""),
+                          Text(f"[{claim.passage.n}] {claim.passage.source.rsplit('/', 1)[-1]}" if claim.passage else ""))
+        out.print(table)
+
+
+def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
+    llm = LLM(settings, db)
+
+    def report(result):
+        line = f"{result.status:9} {result.path}"
+        line += f" ({result.chunks} chunks)" if result.chunks else ""
+        line += f": {result.reason}" if result.reason else ""
+        out.print(Text(line, style="yellow" if result.status == "skipped" else ""))
+
+    try:
+        results = ingest(args.paths, settings, db, llm, on_result=report)
+    finally:
+        save_calls(db, llm.take_calls())
+    if not results:
+        err.print(Text("error: no Markdown, text or PDF files found under the given paths", style="red"))
+        return 2
+    skipped = sum(r.status == "skipped" for r in results)
+    out.print(Text(f"{len(results) - skipped} files ingested or unchanged, {skipped} skipped"))
+    return 0 if skipped < len(results) else 1
+
+
+def cmd_doctor(args, settings, db, out: Console, err: Console) -> int:
+    checks = check_all(settings, db)
+    for check in checks:
+        mark = Text("ok  ", style="green") if check.ok else Text("FAIL", style="red")
+        out.print(mark, Text(f"{check.name}: {check.detail}"))
+        if not check.ok and check.fix:
+            out.print(Text(f"      fix: {check.fix}"))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+COMMANDS = {"ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor}

@@ -1,0 +1,142 @@
+"""Settings: defaults, overridden by an optional workbench.toml, overridden by environment variables.
+
+Environment variables are WORKBENCH_<FIELD> (upper case), except the Ollama host, which is read
+from OLLAMA_HOST like Ollama's own tools do, and the store path, WORKBENCH_DB.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from pipeline.errors import ConfigError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Settings:
+    ollama_host: str = "http://127.0.0.1:11434"
+    generator_model: str = "llama3.2"
+    claim_model: str = "llama3.2"
+    verifier_model: str = "bespoke-minicheck"
+    nli_model: str = "llama3.2"
+    embed_model: str = "nomic-embed-text"
+    judge_model: str = "llama3.2"
+    embed_query_prefix: str = "search_query:"
+    embed_document_prefix: str = "search_document:"
+    top_k: int = 5
+    chunk_size: int = 512
+    chunk_overlap: int = 64
+    faithfulness_threshold: float = 0.8
+    max_retries: int = 2
+    abstain_below: float = 0.5
+    verify_concurrency: int = 4
+    max_question_chars: int = 2000
+    temperature: float = 0.0
+    seed: int = 42
+    request_timeout_s: float = 120.0
+    llm_retries: int = 2
+    llm_backoff_s: float = 0.5
+    cache_enabled: bool = True
+    store_path: str = str(PROJECT_ROOT / "data" / "workbench.duckdb")
+    store_lock_timeout_s: float = 15.0
+    store_idle_release_s: float = 0.5
+    kb_path: str = str(PROJECT_ROOT / "data" / "kb")
+
+    def public_items(self) -> list[tuple[str, str, str]]:
+        """(name, value, where it is set) for display."""
+        return [(f.name, str(getattr(self, f.name)), env_name(f.name)) for f in fields(self)]
+
+
+ENV_OVERRIDES = {"ollama_host": "OLLAMA_HOST", "store_path": "WORKBENCH_DB"}
+
+
+def env_name(name: str) -> str:
+    return ENV_OVERRIDES.get(name, f"WORKBENCH_{name.upper()}")
+
+
+def normalise_host(host: str) -> str:
+    """Accept what OLLAMA_HOST accepts: '0.0.0.0', 'host:port', 'http://host:port'."""
+    host = host.strip().rstrip("/")
+    if "://" not in host:
+        host = "http://" + host
+    scheme, rest = host.split("://", 1)
+    if ":" not in rest.split("/")[0]:
+        rest = rest + ":11434"
+    if rest.startswith("0.0.0.0"):
+        rest = "127.0.0.1" + rest[len("0.0.0.0"):]
+    return f"{scheme}://{rest}"
+
+
+def _coerce(name: str, raw, kind):
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"setting {name} = {raw!r} is not a valid {kind.__name__}",
+            fix=f"set {env_name(name)} (or {name} in workbench.toml) to a {kind.__name__}",
+        ) from None
+
+
+def _read_toml(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}", fix=f"correct or remove {path}") from None
+    unknown = set(data) - {f.name for f in fields(Settings)}
+    if unknown:
+        raise ConfigError(f"{path} has unknown settings: {', '.join(sorted(unknown))}",
+                          fix="remove them; README lists every setting")
+    return data
+
+
+def _validate(s: Settings) -> Settings:
+    checks = [
+        (s.top_k >= 1, "top_k", "at least 1"),
+        (s.chunk_size >= 32, "chunk_size", "at least 32"),
+        (0 <= s.chunk_overlap < s.chunk_size, "chunk_overlap", "between 0 and chunk_size - 1"),
+        (0.0 <= s.faithfulness_threshold <= 1.0, "faithfulness_threshold", "between 0 and 1"),
+        (0.0 <= s.abstain_below <= 1.0, "abstain_below", "between 0 and 1"),
+        (s.max_retries >= 0, "max_retries", "0 or more"),
+        (s.verify_concurrency >= 1, "verify_concurrency", "at least 1"),
+        (s.request_timeout_s > 0, "request_timeout_s", "above 0"),
+        (s.max_question_chars >= 10, "max_question_chars", "at least 10"),
+    ]
+    for ok, name, rule in checks:
+        if not ok:
+            raise ConfigError(f"setting {name} = {getattr(s, name)!r} is out of range",
+                              fix=f"set {env_name(name)} to a value {rule}")
+    return s
+
+
+def load_settings(environ: dict | None = None, toml_path: Path | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    toml_path = toml_path or Path(env.get("WORKBENCH_CONFIG", "workbench.toml"))
+    from_file = _read_toml(toml_path)
+    values: dict = {}
+    for f in fields(Settings):
+        raw = from_file.get(f.name)
+        if env.get(env_name(f.name)) not in (None, ""):
+            raw = env[env_name(f.name)]
+        if raw is not None:
+            values[f.name] = _coerce(f.name, raw, type(f.default))
+    settings = dataclasses.replace(Settings(), **values)
+    return _validate(dataclasses.replace(settings, ollama_host=normalise_host(settings.ollama_host)))

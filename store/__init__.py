@@ -1,0 +1,1 @@
+"""Everything that remembers: the DuckDB connection, migrations and typed read/write functions."""

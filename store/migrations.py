@@ -1,0 +1,141 @@
+"""Append-only migrations: each is a named function, applied once in its own transaction and recorded.
+
+Never edit or reorder an applied migration; add a new one at the end of MIGRATIONS.
+"""
+from __future__ import annotations
+
+import duckdb
+
+
+def m001_knowledge_base(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("""
+        CREATE SEQUENCE documents_id_seq;
+        CREATE TABLE documents (
+            id BIGINT PRIMARY KEY DEFAULT nextval('documents_id_seq'),
+            path VARCHAR NOT NULL UNIQUE,
+            title VARCHAR,
+            content_hash VARCHAR NOT NULL,
+            embed_model VARCHAR NOT NULL,
+            chunk_size INTEGER NOT NULL,
+            chunk_overlap INTEGER NOT NULL,
+            n_chunks INTEGER NOT NULL,
+            n_chars INTEGER NOT NULL,
+            ingested_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE SEQUENCE chunks_id_seq;
+        CREATE TABLE chunks (
+            id BIGINT PRIMARY KEY DEFAULT nextval('chunks_id_seq'),
+            document_id BIGINT NOT NULL,
+            ordinal INTEGER NOT NULL,
+            text VARCHAR NOT NULL,
+            start_char INTEGER,
+            end_char INTEGER,
+            embedding FLOAT[] NOT NULL
+        );
+        CREATE INDEX chunks_document ON chunks(document_id);
+    """)
+
+
+def m002_run_log(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("""
+        CREATE SEQUENCE runs_id_seq;
+        CREATE TABLE runs (
+            id BIGINT PRIMARY KEY DEFAULT nextval('runs_id_seq'),
+            kind VARCHAR NOT NULL,
+            question VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,
+            answer VARCHAR,
+            faithfulness DOUBLE,
+            n_claims INTEGER,
+            n_supported INTEGER,
+            n_attempts INTEGER NOT NULL DEFAULT 0,
+            final_attempt INTEGER,
+            rewritten_query VARCHAR,
+            abstain_reason VARCHAR,
+            error VARCHAR,
+            generator_model VARCHAR,
+            config JSON,
+            started_at TIMESTAMP NOT NULL,
+            finished_at TIMESTAMP,
+            latency_ms DOUBLE
+        );
+        CREATE TABLE context_grades (
+            run_id BIGINT NOT NULL, round INTEGER NOT NULL, query VARCHAR NOT NULL,
+            relevant BOOLEAN, reason VARCHAR
+        );
+        CREATE TABLE retrievals (
+            run_id BIGINT NOT NULL, round INTEGER NOT NULL, query VARCHAR NOT NULL,
+            rank INTEGER NOT NULL, chunk_id BIGINT NOT NULL, score DOUBLE NOT NULL, cited BOOLEAN
+        );
+        CREATE TABLE attempts (
+            run_id BIGINT NOT NULL, attempt_no INTEGER NOT NULL, strict BOOLEAN NOT NULL,
+            answer VARCHAR, status VARCHAR NOT NULL, faithfulness DOUBLE,
+            n_claims INTEGER, n_supported INTEGER, failed_claims JSON, error VARCHAR
+        );
+        CREATE TABLE claims (
+            run_id BIGINT NOT NULL, attempt_no INTEGER NOT NULL, claim_no INTEGER NOT NULL,
+            text VARCHAR NOT NULL, verdict VARCHAR NOT NULL, verifier VARCHAR,
+            evidence_chunk_id BIGINT, span_start INTEGER, span_end INTEGER,
+            evidence VARCHAR, reason VARCHAR
+        );
+        CREATE INDEX retrievals_run ON retrievals(run_id);
+        CREATE INDEX attempts_run ON attempts(run_id);
+        CREATE INDEX claims_run ON claims(run_id);
+        CREATE INDEX grades_run ON context_grades(run_id);
+    """)
+
+
+def m003_llm_calls_and_cache(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("""
+        CREATE SEQUENCE llm_calls_id_seq;
+        CREATE TABLE llm_calls (
+            id BIGINT PRIMARY KEY DEFAULT nextval('llm_calls_id_seq'),
+            run_id BIGINT,
+            stage VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            digest VARCHAR,
+            prompt_hash VARCHAR,
+            prompt_tokens INTEGER,
+            completion_tokens INTEGER,
+            latency_ms DOUBLE,
+            cache_hit BOOLEAN NOT NULL,
+            error VARCHAR,
+            started_at TIMESTAMP NOT NULL
+        );
+        CREATE INDEX llm_calls_run ON llm_calls(run_id);
+        CREATE TABLE llm_cache (
+            key VARCHAR PRIMARY KEY,
+            model VARCHAR NOT NULL,
+            digest VARCHAR NOT NULL,
+            response JSON NOT NULL,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+    """)
+
+
+MIGRATIONS = [m001_knowledge_base, m002_run_log, m003_llm_calls_and_cache]
+
+
+def applied(con: duckdb.DuckDBPyConnection) -> list[str]:
+    con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)")
+    return [row[0] for row in con.execute("SELECT name FROM schema_migrations ORDER BY applied_at, name").fetchall()]
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Apply every migration not yet recorded; return the names applied now."""
+    done = set(applied(con))
+    new = []
+    for migration in MIGRATIONS:
+        if migration.__name__ in done:
+            continue
+        con.begin()
+        try:
+            migration(con)
+            con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [migration.__name__])
+        except BaseException:
+            con.rollback()
+            raise
+        con.commit()
+        new.append(migration.__name__)
+    return new

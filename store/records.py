@@ -1,0 +1,106 @@
+"""The shapes of what the store remembers, passed between pipeline/ and store/."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass
+class Chunk:
+    id: int
+    document_id: int
+    ordinal: int
+    text: str
+    source: str
+    title: str = ""
+
+
+@dataclass
+class LLMCallRecord:
+    stage: str
+    model: str
+    digest: str | None
+    prompt_hash: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_ms: float
+    cache_hit: bool
+    error: str | None
+    started_at: datetime
+
+
+@dataclass
+class GradeRecord:
+    round: int
+    query: str
+    relevant: bool | None
+    reason: str
+
+
+@dataclass
+class RetrievalRecord:
+    round: int
+    query: str
+    rank: int
+    chunk_id: int
+    score: float
+    cited: bool = False
+
+
+@dataclass
+class ClaimRecord:
+    attempt_no: int
+    claim_no: int
+    text: str
+    verdict: str  # supported | contradicted | unsupported | unverified
+    verifier: str
+    evidence_chunk_id: int | None = None
+    span_start: int | None = None
+    span_end: int | None = None
+    evidence: str | None = None
+    reason: str = ""
+
+
+@dataclass
+class AttemptRecord:
+    attempt_no: int
+    strict: bool
+    answer: str
+    status: str  # verified | no_claims | unverified | error
+    faithfulness: float | None
+    n_claims: int
+    n_supported: int
+    failed_claims: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class RunRecord:
+    kind: str
+    question: str
+    status: str  # accepted | flagged | abstained | unverified | failed
+    started_at: datetime
+    answer: str | None = None
+    faithfulness: float | None = None
+    n_claims: int | None = None
+    n_supported: int | None = None
+    n_attempts: int = 0
+    final_attempt: int | None = None
+    rewritten_query: str | None = None
+    abstain_reason: str | None = None
+    error: str | None = None
+    generator_model: str | None = None
+    config: dict = field(default_factory=dict)
+    finished_at: datetime | None = None
+    latency_ms: float | None = None
+
+
+@dataclass
+class RunLog:
+    """Everything one question produced, written in one transaction."""
+    run: RunRecord
+    grades: list[GradeRecord] = field(default_factory=list)
+    retrievals: list[RetrievalRecord] = field(default_factory=list)
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    claims: list[ClaimRecord] = field(default_factory=list)
+    calls: list[LLMCallRecord] = field(default_factory=list)

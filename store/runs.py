@@ -1,0 +1,81 @@
+"""Write one question's whole log in one transaction; read runs back."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from store.db import Database
+from store.llm_log import insert_calls
+from store.records import RunLog
+
+RUN_FIELDS = ("kind", "question", "status", "answer", "faithfulness", "n_claims", "n_supported",
+              "n_attempts", "final_attempt", "rewritten_query", "abstain_reason", "error", "generator_model", "config",
+              "started_at", "finished_at", "latency_ms")
+
+
+def _insert_many(cur, table: str, run_id: int, records: list) -> None:
+    if not records:
+        return
+    rows = []
+    for record in records:
+        values = asdict(record)
+        rows.append([run_id] + [json.dumps(v) if isinstance(v, (list, dict)) else v for v in values.values()])
+    columns = ", ".join(["run_id"] + list(asdict(records[0]).keys()))
+    marks = ", ".join("?" * len(rows[0]))
+    cur.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+
+
+def save_run(db: Database, log: RunLog) -> int:
+    run = asdict(log.run)
+    run["config"] = json.dumps(run["config"])
+    with db.transaction() as cur:
+        run_id = cur.execute(
+            f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) RETURNING id",
+            [run[name] for name in RUN_FIELDS]).fetchone()[0]
+        _insert_many(cur, "context_grades", run_id, log.grades)
+        _insert_many(cur, "retrievals", run_id, log.retrievals)
+        _insert_many(cur, "attempts", run_id, log.attempts)
+        _insert_many(cur, "claims", run_id, log.claims)
+        insert_calls(cur, run_id, log.calls)
+    return run_id
+
+
+def _rows(cur, sql: str, params: list) -> list[dict]:
+    rel = cur.execute(sql, params)
+    names = [d[0] for d in rel.description]
+    return [dict(zip(names, row)) for row in rel.fetchall()]
+
+
+def get_run(db: Database, run_id: int) -> dict | None:
+    """One run with its grades, retrievals (with chunk text and source), attempts and claims."""
+    with db.cursor() as cur:
+        runs = _rows(cur, "SELECT * FROM runs WHERE id = ?", [run_id])
+        if not runs:
+            return None
+        run = runs[0]
+        run["grades"] = _rows(cur, "SELECT * FROM context_grades WHERE run_id = ? ORDER BY round", [run_id])
+        run["retrievals"] = _rows(cur, """
+            SELECT r.*, c.text, d.path AS source FROM retrievals r
+            LEFT JOIN chunks c ON c.id = r.chunk_id LEFT JOIN documents d ON d.id = c.document_id
+            WHERE r.run_id = ? ORDER BY r.round, r.rank""", [run_id])
+        run["attempts"] = _rows(cur, "SELECT * FROM attempts WHERE run_id = ? ORDER BY attempt_no", [run_id])
+        run["claims"] = _rows(cur, "SELECT * FROM claims WHERE run_id = ? ORDER BY attempt_no, claim_no", [run_id])
+    return run
+
+
+def list_runs(db: Database, limit: int = 50, status: str | None = None) -> list[dict]:
+    sql = ("SELECT id, kind, status, question, faithfulness, n_attempts, generator_model, latency_ms, "
+           "started_at FROM runs")
+    params: list = []
+    if status:
+        sql += " WHERE status = ?"
+        params.append(status)
+    sql += " ORDER BY id DESC LIMIT ?"
+    params.append(limit)
+    with db.cursor() as cur:
+        return _rows(cur, sql, params)
+
+
+def count_runs(db: Database) -> int:
+    with db.cursor() as cur:
+        return cur.execute("SELECT count(*) FROM runs").fetchone()[0]

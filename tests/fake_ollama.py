@@ -1,0 +1,681 @@
+"""A protocol-faithful fake Ollama server for offline tests (standard library only).
+
+    with FakeOllama() as fake:
+        client = ollama.Client(host=fake.url)
+
+Answers come from a deterministic rule brain (see `rule_reply` and `embed_vector`)
+unless a reply was scripted with `enqueue`; `inject` adds transport/content faults.
+"""
+
+import hashlib
+import json
+import math
+import re
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+FAULTS = frozenset({"500", "timeout", "drop", "malformed_json", "truncated_json", "not_found"})
+CONTENT_FAULTS = frozenset({"malformed_json", "truncated_json"})
+GENERATION_PATHS = ("/api/chat", "/api/generate")
+MALFORMED_JSON = '{"claims": ["unterminated'
+NO_ANSWER = "The knowledge base does not cover this question."
+MODIFIED_AT = "2025-01-01T00:00:00Z"
+LABELS = ("Question", "Context", "Reference", "Answer", "Claim", "Document")
+
+STOPWORDS = frozenset("""
+a about above after again against all also am an and any are as at be because been before being below
+between both but by can could did do does doing down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just me more most my
+myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+some such than that the their theirs them themselves then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you your
+yours yourself yourselves
+""".split())
+
+_TOKEN = re.compile(r"[a-z0-9]*[a-z][a-z0-9]*|\d+(?:,\d{3})*(?:\.\d+)?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
+_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+_BLOCK_HEAD = re.compile(r"^\s*\[(\d+)\]\s*source:.*$", re.M)
+_EMBED_PREFIX = re.compile(r"^\s*(?:search_query|search_document):\s*")
+
+_LLM_PROFILE = {
+    "family": "llama", "parameter_size": "3.2B", "quantization_level": "Q4_K_M", "size": 2019393189,
+    "context_length": 131072, "embedding_length": 3072, "capabilities": ["completion", "tools"],
+    "template": "{{ .Prompt }}", "parameters": 'stop "<|eot_id|>"',
+}
+_EMBED_PROFILE = {
+    "family": "nomic-bert", "parameter_size": "137M", "quantization_level": "F16", "size": 274302450,
+    "context_length": 2048, "embedding_length": 768, "capabilities": ["embedding"],
+    "template": "{{ .Prompt }}", "parameters": "num_ctx 8192",
+}
+
+
+# ---------------------------------------------------------------- text helpers
+
+def normalise_name(name):
+    """Ollama model name with an explicit tag: "llama3.2" -> "llama3.2:latest"."""
+    name = name.strip().lower()
+    return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
+
+
+def is_number(word):
+    """True for a numeric content word such as "28.4" or "1000"."""
+    return bool(_NUMBER.fullmatch(word))
+
+
+def content_words(text):
+    """Lowercased content words (stopwords and short non-numbers dropped, plural "s" stripped)."""
+    words = []
+    for token in _TOKEN.findall(text.lower()):
+        number = token.replace(",", "")
+        if is_number(number):
+            words.append(number)
+        elif token not in STOPWORDS and len(token) >= 3:
+            words.append(token[:-1] if len(token) > 3 and token.endswith("s") else token)
+    return words
+
+
+def sentences(text):
+    """Sentences and lines of `text`, each an exact (stripped) substring of it."""
+    return [s.strip() for s in _SENTENCE_BREAK.split(text) if s.strip()]
+
+
+def _squash(text):
+    """Collapse runs of whitespace to single spaces."""
+    return " ".join(text.split())
+
+
+def _line_value(text, label):
+    """Text after "label:" on the first line starting with it, or ""."""
+    for line in text.splitlines():
+        if line.strip().startswith(label + ":"):
+            return line.strip()[len(label) + 1:].strip()
+    return ""
+
+
+def _section(text, label, stops=()):
+    """Text from the first "label:" line to the next line starting with a stop label; None if absent."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith(label + ":"):
+            body = [line.strip()[len(label) + 1:]]
+            for rest in lines[i + 1:]:
+                if any(rest.startswith(stop + ":") for stop in stops):
+                    break
+                body.append(rest)
+            return "\n".join(body).strip()
+    return None
+
+
+def _split_last_claim(text):
+    """(text before the last "Claim:" line, the claim) or (text, None)."""
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("Claim:"):
+            return "\n".join(lines[:i]), lines[i][len("Claim:"):].strip()
+    return text, None
+
+
+def _blocks(context):
+    """[(n, text)] for the "[n] source: ..." blocks of a context; one block 1 if unnumbered."""
+    heads = list(_BLOCK_HEAD.finditer(context))
+    if not heads:
+        return [(1, context)]
+    ends = [h.start() for h in heads[1:]] + [len(context)]
+    return [(int(h.group(1)), context[h.end():end]) for h, end in zip(heads, ends)]
+
+
+# ---------------------------------------------------------------- rule brain
+
+def verify(prompt):
+    """MiniCheck-style verdict "Yes"/"No" for a "Document: ...\\nClaim: ..." prompt."""
+    before, claim = _split_last_claim(prompt)
+    if claim is None:
+        return "No"
+    document = set(content_words(_section(before, "Document") or ""))
+    words = set(content_words(claim))
+    numbers = {w for w in words if is_number(w)}
+    others = words - numbers
+    supported = numbers <= document and len(others & document) >= 0.8 * len(others)
+    return "Yes" if supported else "No"
+
+
+def answer(prompt):
+    """Extractive RAG answer: the 2 context sentences that best overlap the question, cited."""
+    question = set(content_words(_line_value(prompt, "Question")))
+    ranked = {}
+    for n, block in _blocks(_section(prompt, "Context") or ""):
+        for sentence in map(_squash, sentences(block)):
+            overlap = len(question & set(content_words(sentence)))
+            if overlap and sentence not in ranked:
+                ranked[sentence] = (-overlap, len(ranked), n)
+    best = sorted(ranked.items(), key=lambda item: item[1])[:2]
+    return " ".join(f"{s} [{n}]" for s, (_, _, n) in best) or NO_ANSWER
+
+
+def extract_claims(prompt):
+    """{"claims"}: sentences of the text after the "Answer:" line, citations removed."""
+    text = _CITATION.sub("", _section(prompt, "Answer") or "")
+    if text.startswith("The knowledge base does not cover"):
+        return {"claims": []}
+    return {"claims": [_squash(s) for s in sentences(text) if len(s.split()) >= 3]}
+
+
+def judge_relevance(prompt):
+    """{"relevant", "reason"}: at least half the question terms occur in the context."""
+    question = set(content_words(_line_value(prompt, "Question")))
+    found = len(question & set(content_words(_section(prompt, "Context") or "")))
+    return {
+        "relevant": bool(question) and found >= 0.5 * len(question),
+        "reason": f"{found} of {len(question)} question terms found in the context",
+    }
+
+
+def rewrite_query(prompt):
+    """{"query"}: the question's distinct content words."""
+    words = dict.fromkeys(content_words(_line_value(prompt, "Question")))
+    return {"query": " ".join(words)}
+
+
+def judge_claim(prompt):
+    """{"verdict", "quote", "reason"}: contradicted when a claimed number clashes with a close sentence."""
+    before, claim = _split_last_claim(prompt)
+    context = _section(before, "Context") or ""
+    claimed = set(content_words(claim or ""))
+    best = max(sentences(context), key=lambda s: len(claimed & set(content_words(s))), default="")
+    best_words = set(content_words(best))
+    missing = sorted(w for w in claimed - set(content_words(context)) if is_number(w))
+    if missing and len(claimed & best_words) >= 2 and any(map(is_number, best_words)):
+        reason = f"the context gives a different figure than {', '.join(missing)}"
+        return {"verdict": "contradicted", "quote": best, "reason": reason}
+    return {"verdict": "unsupported", "quote": "", "reason": "the context does not state the claim"}
+
+
+def judge_score(prompt):
+    """{"score" 1-5, "reasoning"}: share of reference terms found in the answer (3 without a reference)."""
+    reference = set(content_words(_section(prompt, "Reference", LABELS) or ""))
+    answer_text = _section(prompt, "Answer", LABELS)
+    if not reference or answer_text is None:
+        score, why = 3, "no reference answer to compare against"
+    else:
+        found = len(reference & set(content_words(answer_text)))
+        score, why = 1 + round(4 * found / len(reference)), f"{found} of {len(reference)} reference terms appear in the answer"
+    return {"score": score, "reasoning": why, "reason": why}
+
+
+_STRUCTURED_RULES = (
+    ("claims", extract_claims), ("relevant", judge_relevance), ("query", rewrite_query),
+    ("verdict", judge_claim), ("score", judge_score),
+)
+
+
+def empty_value(schema, defs):
+    """A type-appropriate empty value for a JSON schema."""
+    if "$ref" in schema:
+        schema = defs.get(schema["$ref"].rsplit("/", 1)[-1], {})
+    if schema.get("enum"):
+        return schema["enum"][0]
+    options = schema.get("anyOf") or schema.get("oneOf") or schema.get("allOf")
+    if options:
+        return empty_value(next((o for o in options if o.get("type") != "null"), options[0]), defs)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        return fit_schema({}, schema, defs)
+    return {"string": "", "integer": 0, "number": 0.0, "boolean": False, "array": [], "null": None}.get(kind, "")
+
+
+def fit_schema(values, schema, defs=None):
+    """Keep only the schema's properties and add missing required ones as empty values."""
+    defs = schema.get("$defs", {}) if defs is None else defs
+    properties = schema.get("properties") or {}
+    out = {k: v for k, v in values.items() if k in properties}
+    for key in schema.get("required", []):
+        if key not in out:
+            out[key] = empty_value(properties.get(key, {}), defs)
+    return out
+
+
+def structured_reply(schema, prompt):
+    """The rule object for a `format` schema, dispatched on its top-level property names."""
+    properties = schema.get("properties") or {}
+    rule = next((fn for key, fn in _STRUCTURED_RULES if key in properties), None)
+    return fit_schema(rule(prompt) if rule else {}, schema)
+
+
+def rule_reply(prompt, fmt, verifier):
+    """The rule brain's reply text for a chat/generate prompt."""
+    if verifier:
+        return verify(prompt)
+    if fmt:
+        return json.dumps(structured_reply(fmt if isinstance(fmt, dict) else {}, prompt))
+    return answer(prompt)
+
+
+def embed_vector(text, dim):
+    """Feature-hashed bag of content words, L2-normalised; empty text -> unit vector on dim 0."""
+    vector = [0.0] * dim
+    words = content_words(_EMBED_PREFIX.sub("", text))
+    if not words:
+        vector[0] = 1.0
+        return vector
+    for word in words:
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % dim] += 1.0
+    norm = math.sqrt(sum(v * v for v in vector))
+    return [v / norm for v in vector]
+
+
+# ---------------------------------------------------------------- HTTP plumbing
+
+def _iso(ts):
+    """RFC 3339 UTC timestamp with microseconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1e6):06d}Z"
+
+
+def _json(obj, status=200):
+    """A JSON reply tuple."""
+    return status, "application/json; charset=utf-8", json.dumps(obj).encode()
+
+
+def _ndjson(objs):
+    """A streamed NDJSON reply tuple (one chunk per line)."""
+    return 200, "application/x-ndjson", [json.dumps(o).encode() + b"\n" for o in objs]
+
+
+def _pieces(text):
+    """Word-sized stream chunks that concatenate back to `text`."""
+    return [p for p in re.split(r"(?<=\s)(?=\S)", text) if p]
+
+
+class _Call:
+    """One received request."""
+
+    def __init__(self, path, body, model):
+        self.path, self.body, self.model = path, body, model
+        self.fault = None
+        self.t0 = time.perf_counter_ns()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Transport only: reads the body, asks FakeOllama, writes (or drops) the reply."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def _serve(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        reply = self.server.fake.handle(self.command, self.path.split("?")[0], raw)
+        if reply is None:
+            self.close_connection = True
+            return
+        status, ctype, payload = reply
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        if isinstance(payload, list):
+            self._write_chunked(payload)
+            return
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    do_GET = do_HEAD = do_POST = do_DELETE = _serve
+
+    def _write_chunked(self, lines):
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for line in lines:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args):
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    """Threading server that can sever its open connections and ignores peers hanging up."""
+
+    daemon_threads = True
+
+    def __init__(self, fake):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.fake = fake
+        self.open_sockets = set()
+
+    def process_request(self, request, client_address):
+        self.open_sockets.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        self.open_sockets.discard(request)
+        super().shutdown_request(request)
+
+    def sever_all(self):
+        for sock in list(self.open_sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+# ---------------------------------------------------------------- the fake
+
+class FakeOllama:
+    """In-process Ollama look-alike on 127.0.0.1 with scripted replies, faults and latency."""
+
+    def __init__(self, models=("llama3.2", "bespoke-minicheck", "nomic-embed-text"), embed_dim=768,
+                 seconds_per_token=0.0, slots=4, verifier_models=("bespoke-minicheck",), fault_delay_s=5.0):
+        self.embed_dim = embed_dim
+        self.fault_delay_s = fault_delay_s
+        self.verifier_models = {normalise_name(m) for m in verifier_models}
+        self.requests = []
+        self.url = None
+        self._lock = threading.Lock()
+        self._models = {}
+        self._loaded = set()
+        self._scripted = []
+        self._faults = []
+        self._stopping = threading.Event()
+        self._server = self._thread = None
+        for name in models:
+            self.add_model(name)
+        self.set_latency(seconds_per_token, slots)
+
+    # -- lifecycle
+
+    def start(self):
+        """Bind a free port and serve in a background thread."""
+        self._stopping.clear()
+        self._server = _Server(self)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
+                                         daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        """Stop serving, wake sleeping requests and close every connection."""
+        self._stopping.set()
+        self._server.shutdown()
+        self._server.sever_all()
+        self._server.server_close()
+        self._thread.join()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- scripting
+
+    def enqueue(self, reply, model=None, match=None, times=1):
+        """Script `reply` (str, or dict/list as JSON) for the next chat/generate request(s) whose
+        model matches and whose parsed JSON body satisfies `match(body)`; FIFO among matches."""
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        entry = (model and normalise_name(model), match, text)
+        with self._lock:
+            self._scripted.extend([entry] * times)
+
+    def inject(self, fault, model=None, path=None, times=1):
+        """Make the next matching request(s) fail with `fault` (one of FAULTS)."""
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; expected one of {sorted(FAULTS)}")
+        entry = (fault, model and normalise_name(model), path)
+        with self._lock:
+            self._faults.extend([entry] * times)
+
+    def clear(self):
+        """Forget scripted replies, pending faults and recorded requests."""
+        with self._lock:
+            self._scripted.clear()
+            self._faults.clear()
+            self.requests.clear()
+
+    def add_model(self, name):
+        """Mark `name` as pulled (digest = sha256 of the normalised name)."""
+        name = normalise_name(name)
+        with self._lock:
+            self._models.setdefault(name, hashlib.sha256(name.encode()).hexdigest())
+
+    def remove_model(self, name):
+        """Mark `name` as not pulled."""
+        with self._lock:
+            self._models.pop(normalise_name(name), None)
+
+    def set_digest(self, name, digest):
+        """Change the digest reported for a pulled model."""
+        name = normalise_name(name)
+        with self._lock:
+            if name not in self._models:
+                raise KeyError(name)
+            self._models[name] = digest
+
+    def set_latency(self, seconds_per_token, slots=None):
+        """Simulated decode time per reply token; `slots` bounds concurrent generations."""
+        with self._lock:
+            self._seconds_per_token = seconds_per_token
+            if slots is not None:
+                self._slots = threading.BoundedSemaphore(slots)
+
+    # -- request handling
+
+    def handle(self, method, path, raw):
+        """Reply tuple (status, content type, bytes or list of lines) for a request; None = drop."""
+        body = self._parse(raw)
+        name = body.get("model") or body.get("name") if isinstance(body, dict) else None
+        call = _Call(path, body, normalise_name(name) if isinstance(name, str) and name.strip() else None)
+        with self._lock:
+            self.requests.append({"path": path, "body": body, "model": call.model})
+        call.fault = self._take_fault(call)
+        if call.fault == "drop":
+            return None
+        if call.fault == "500":
+            return _json({"error": "internal server error"}, 500)
+        if call.fault == "not_found":
+            return self._not_found(name)
+        if call.fault == "timeout":
+            self._stopping.wait(self.fault_delay_s)
+        return self._route(method, call)
+
+    @staticmethod
+    def _parse(raw):
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+
+    def _take_fault(self, call):
+        with self._lock:
+            for i, (fault, model, path) in enumerate(self._faults):
+                if fault in CONTENT_FAULTS and call.path not in GENERATION_PATHS:
+                    continue
+                if (model is None or model == call.model) and (path is None or path == call.path):
+                    del self._faults[i]
+                    return fault
+        return None
+
+    def _take_scripted(self, call):
+        with self._lock:
+            for i, (model, match, text) in enumerate(self._scripted):
+                if (model is None or model == call.model) and (match is None or match(call.body)):
+                    del self._scripted[i]
+                    return text
+        return None
+
+    def _route(self, method, call):
+        routes = {
+            ("GET", "/"): self._root, ("HEAD", "/"): self._root, ("GET", "/api/version"): self._version,
+            ("GET", "/api/tags"): self._tags, ("GET", "/api/ps"): self._ps, ("POST", "/api/show"): self._show,
+            ("POST", "/api/chat"): self._chat, ("POST", "/api/generate"): self._generate,
+            ("POST", "/api/embed"): self._embed, ("POST", "/api/embeddings"): self._embeddings,
+        }
+        route = routes.get((method, call.path))
+        if route is None:
+            return 404, "text/plain; charset=utf-8", b"404 page not found"
+        if method == "POST" and not isinstance(call.body, dict):
+            return _json({"error": "invalid request body"}, 400)
+        return route(call)
+
+    @staticmethod
+    def _not_found(name):
+        return _json({"error": f'model "{name or ""}" not found, try pulling it first'}, 404)
+
+    def _check_model(self, call, capability=None):
+        """An error reply if the model is missing, not pulled or lacks `capability`; else None."""
+        name = call.body.get("model")
+        if not name:
+            return _json({"error": "model is required"}, 400)
+        if call.model not in self._models:
+            return self._not_found(name)
+        if capability and "completion" not in self._profile(call.model)["capabilities"]:
+            return _json({"error": f'"{name}" does not support {capability}'}, 400)
+        with self._lock:
+            self._loaded.add(call.model)
+        return None
+
+    def _profile(self, name):
+        if "embed" in name:
+            return {**_EMBED_PROFILE, "embedding_length": self.embed_dim}
+        return _LLM_PROFILE
+
+    def _details(self, name):
+        p = self._profile(name)
+        return {"parent_model": "", "format": "gguf", "family": p["family"], "families": [p["family"]],
+                "parameter_size": p["parameter_size"], "quantization_level": p["quantization_level"]}
+
+    def _model_entry(self, name, digest):
+        return {"name": name, "model": name, "size": self._profile(name)["size"], "digest": digest,
+                "details": self._details(name)}
+
+    # -- metadata endpoints
+
+    def _root(self, call):
+        return 200, "text/plain; charset=utf-8", b"Ollama is running"
+
+    def _version(self, call):
+        return _json({"version": "0.12.0"})
+
+    def _tags(self, call):
+        with self._lock:
+            models = sorted(self._models.items())
+        return _json({"models": [{**self._model_entry(n, d), "modified_at": MODIFIED_AT} for n, d in models]})
+
+    def _ps(self, call):
+        expires = _iso(time.time() + 300)
+        with self._lock:
+            loaded = sorted((n, self._models[n]) for n in self._loaded if n in self._models)
+        return _json({"models": [
+            {**self._model_entry(n, d), "expires_at": expires, "size_vram": self._profile(n)["size"],
+             "context_length": self._profile(n)["context_length"]} for n, d in loaded]})
+
+    def _show(self, call):
+        name = call.body.get("model") or call.body.get("name") or ""
+        if call.model not in self._models:
+            return _json({"error": f"model '{name}' not found"}, 404)
+        p = self._profile(call.model)
+        arch = p["family"]
+        return _json({
+            "license": "", "modified_at": MODIFIED_AT, "template": p["template"], "parameters": p["parameters"],
+            "modelfile": f'# Modelfile generated by "ollama show"\nFROM {call.model}\n'
+                         f'TEMPLATE """{p["template"]}"""\nPARAMETER {p["parameters"]}\n',
+            "details": self._details(call.model), "capabilities": p["capabilities"],
+            "model_info": {"general.architecture": arch, f"{arch}.context_length": p["context_length"],
+                           f"{arch}.embedding_length": p["embedding_length"]},
+        })
+
+    # -- generation endpoints
+
+    def _chat(self, call):
+        error = self._check_model(call, "chat")
+        if error:
+            return error
+        messages = call.body.get("messages") or []
+        if not messages:
+            return self._loaded_reply(call, {"message": {"role": "assistant", "content": ""}})
+        users = [m for m in messages if m.get("role") == "user"]
+        prompt = (users[-1].get("content") or "") if users else ""
+        prompt_count = sum(len((m.get("content") or "").split()) for m in messages)
+        return self._complete(call, prompt, prompt_count, lambda c: {"message": {"role": "assistant", "content": c}})
+
+    def _generate(self, call):
+        error = self._check_model(call, "generate")
+        if error:
+            return error
+        prompt = call.body.get("prompt") or ""
+        if not prompt:
+            return self._loaded_reply(call, {"response": ""})
+        prompt_count = len(prompt.split()) + len((call.body.get("system") or "").split())
+        return self._complete(call, prompt, prompt_count, lambda c: {"response": c})
+
+    def _loaded_reply(self, call, content):
+        """Ollama's answer to an empty prompt: the model is loaded, nothing generated."""
+        return _json({**self._head(call, content), "done": True, "done_reason": "load"})
+
+    def _reply_text(self, call, prompt):
+        """Fault content, else the next scripted reply, else the rule brain's."""
+        if call.fault == "malformed_json":
+            return MALFORMED_JSON
+        scripted = None if call.fault == "truncated_json" else self._take_scripted(call)
+        if scripted is not None:
+            return scripted
+        text = rule_reply(prompt, call.body.get("format"), call.model in self.verifier_models)
+        return text[:len(text) // 2] if call.fault == "truncated_json" else text
+
+    def _complete(self, call, prompt, prompt_count, wrap):
+        """Generate, occupy a slot for the simulated decode time, and answer (streamed unless stream=false)."""
+        reply = self._reply_text(call, prompt)
+        eval_count = len(reply.split())
+        eval_ns = self._decode(eval_count)
+        total = max(1, time.perf_counter_ns() - call.t0)
+        prompt_ns = max(0, total - eval_ns) // 2
+        final = {"done": True, "done_reason": "stop", "total_duration": total,
+                 "load_duration": max(0, total - eval_ns - prompt_ns), "prompt_eval_count": prompt_count,
+                 "prompt_eval_duration": prompt_ns, "eval_count": eval_count, "eval_duration": eval_ns}
+        if call.body.get("stream") is False:
+            return _json({**self._head(call, wrap(reply)), **final})
+        chunks = [{**self._head(call, wrap(p)), "done": False} for p in _pieces(reply)]
+        return _ndjson(chunks + [{**self._head(call, wrap("")), **final}])
+
+    @staticmethod
+    def _head(call, content):
+        """The model/created_at/content part of a chat or generate response."""
+        return {"model": call.body["model"], "created_at": _iso(time.time()), **content}
+
+    def _decode(self, eval_count):
+        """Hold a slot while sleeping seconds_per_token x eval_count; returns the ns spent."""
+        with self._lock:
+            seconds, slots = self._seconds_per_token * eval_count, self._slots
+        if seconds <= 0:
+            return 0
+        with slots:
+            start = time.perf_counter_ns()
+            self._stopping.wait(seconds)
+            return time.perf_counter_ns() - start
+
+    # -- embedding endpoints
+
+    def _embed(self, call):
+        error = self._check_model(call)
+        if error:
+            return error
+        given = call.body.get("input")
+        texts = [given] if isinstance(given, str) else list(given or [])
+        embeddings = [embed_vector(t, self.embed_dim) for t in texts]
+        total = max(1, time.perf_counter_ns() - call.t0)
+        return _json({"model": call.body["model"], "embeddings": embeddings, "total_duration": total,
+                      "load_duration": total // 2, "prompt_eval_count": sum(len(t.split()) for t in texts)})
+
+    def _embeddings(self, call):
+        error = self._check_model(call)
+        return error or _json({"embedding": embed_vector(call.body.get("prompt") or "", self.embed_dim)})

@@ -1,0 +1,212 @@
+"""End-to-end through the real ollama client and LlamaIndex classes against the fake Ollama server."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.engine import VerifiedQueryEngine, final_result
+from pipeline.errors import InputError
+from store.runs import count_runs, get_run
+
+RAG_QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+
+
+def ask(kb_db, settings, question):
+    engine = VerifiedQueryEngine(settings=settings, db=kb_db)
+    events = list(engine.stream(question))
+    return events, events[-1].data["result"]
+
+
+def is_generation(body):
+    return not body.get("format")
+
+
+def schema_has(key):
+    return lambda body: key in ((body.get("format") or {}).get("properties") or {})
+
+
+def generate_requests(fake):
+    return [r for r in fake.requests if r["path"] == "/api/chat" and not r["body"].get("format")
+            and r["model"] == "llama3.2:latest"]
+
+
+def test_faithful_answer_is_accepted_with_evidence(fake, settings, kb_db):
+    events, result = ask(kb_db, settings, RAG_QUESTION)
+    assert [e.kind for e in events][:3] == ["retrieve", "grade", "generate"]
+    assert result.status == "accepted"
+    assert result.faithfulness == 1.0
+    assert len(result.attempts) == 1
+    assert "21 million passages" in result.answer
+    claims = result.final_claims
+    assert claims and all(c.verdict == "supported" for c in claims)
+    for claim in claims:
+        assert claim.passage.source.endswith("rag.md")
+        assert claim.evidence == claim.passage.text[claim.span[0]:claim.span[1]]
+    assert any("21 million" in c.evidence for c in claims)
+
+
+def test_invented_fact_is_retried_and_the_retry_names_the_failed_claim(fake, settings, kb_db):
+    invented = ("The RAG index held 21 million passages [1]. "
+                "The RAG paper won the best paper award at ICML 2019 [1].")
+    fake.enqueue(invented, model="llama3.2", match=is_generation)
+    events, result = ask(kb_db, settings, RAG_QUESTION)
+    kinds = [e.kind for e in events]
+    assert "retry" in kinds
+    retry = next(e for e in events if e.kind == "retry")
+    failed = retry.data["failed_claims"]
+    assert failed == ["The RAG paper won the best paper award at ICML 2019."]
+    second_prompt = generate_requests(fake)[1]["body"]["messages"]
+    assert "ICML 2019" in second_prompt[-1]["content"]
+    assert "previous answer" in second_prompt[0]["content"]
+    first = result.attempts[0]
+    assert first.record.faithfulness == 0.5
+    assert [c.verdict for c in first.claims] == ["supported", "unsupported"]
+    assert result.status == "accepted" and result.final_attempt == 2
+    assert "ICML" not in result.answer
+
+
+def test_contradiction_quotes_a_sentence_that_exists_in_the_source(fake, settings, kb_db):
+    fake.enqueue("The RAG index was split into 50 million passages [1].", model="llama3.2",
+                 match=is_generation, times=3)
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    claim = result.attempts[0].claims[0]
+    assert claim.verdict == "contradicted"
+    assert claim.evidence and claim.evidence in claim.passage.text
+    assert "21 million" in claim.evidence
+    assert result.status == "abstained" and len(result.attempts) == 3
+    assert "best reached 0.00" in result.abstain_reason
+
+
+def test_a_quote_missing_from_the_sources_is_never_shown(fake, settings, kb_db):
+    fake.enqueue("The RAG paper was written in Klingon [1].", model="llama3.2",
+                 match=is_generation)
+    fake.enqueue({"verdict": "contradicted", "quote": "The RAG paper was written in Latin.", "reason": "made up"},
+                 model="llama3.2", match=schema_has("verdict"))
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    claim = result.attempts[0].claims[0]
+    assert claim.evidence is None and claim.span is None
+    assert claim.verdict == "unsupported"
+    assert "not found in the sources" in claim.reason
+
+
+def test_out_of_scope_question_is_abstained_after_one_rewrite(fake, settings, kb_db):
+    events, result = ask(kb_db, settings, "What is the capital city of Peru?")
+    kinds = [e.kind for e in events]
+    assert kinds == ["retrieve", "grade", "rewrite", "retrieve", "grade", "abstain", "final"]
+    assert result.status == "abstained"
+    assert result.attempts == []
+    assert "does not cover" in result.abstain_reason
+    run = get_run(kb_db, result.run_id)
+    assert run["status"] == "abstained" and run["rewritten_query"] == "capital city peru"
+    assert [g["relevant"] for g in run["grades"]] == [False, False]
+
+
+def test_rewrite_recovers_a_question_the_first_retrieval_missed(fake, settings, kb_db):
+    fake.enqueue({"relevant": False, "reason": "off topic"}, model="llama3.2",
+                 match=schema_has("relevant"))
+    fake.enqueue({"query": "RAG Wikipedia passages index"}, model="llama3.2",
+                 match=schema_has("query"))
+    events, result = ask(kb_db, settings, RAG_QUESTION)
+    assert [e.kind for e in events][:5] == ["retrieve", "grade", "rewrite", "retrieve", "grade"]
+    assert result.rewritten_query == "RAG Wikipedia passages index"
+    assert result.status == "accepted"
+
+
+def test_ollama_down_records_a_failed_run_with_the_fix(fake, settings, kb_db):
+    fake.stop()
+    events, result = ask(kb_db, settings, RAG_QUESTION)
+    assert [e.kind for e in events] == ["error", "final"]
+    assert result.status == "failed"
+    assert result.error == f"Ollama is not reachable at {settings.ollama_host}"
+    assert "ollama serve" in result.fix
+    assert get_run(kb_db, result.run_id)["status"] == "failed"
+
+
+def test_missing_verifier_model_says_which_model_to_pull(fake, settings, kb_db):
+    fake.remove_model("bespoke-minicheck")
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert result.status == "failed"
+    assert result.error == "model bespoke-minicheck is not pulled"
+    assert result.fix == "`ollama pull bespoke-minicheck`"
+
+
+def test_malformed_grade_json_is_recorded_as_invalid_and_the_run_goes_on(fake, settings, kb_db):
+    fake.inject("malformed_json", model="llama3.2", times=2)  # the grade call and its one retry
+    events, result = ask(kb_db, settings, RAG_QUESTION)
+    grade = next(e for e in events if e.kind == "grade")
+    assert grade.data["relevant"] is None and "invalid grade_context reply after a retry" in grade.data["reason"]
+    assert result.status == "accepted"
+    stored = get_run(kb_db, result.run_id)["grades"][0]
+    assert stored["relevant"] is None and "invalid grade_context reply" in stored["reason"]
+
+
+def test_truncated_claim_json_is_retried_once_and_then_used(fake, settings, kb_db):
+    fake.enqueue('{"claims": ["The RAG index', model="llama3.2", match=schema_has("claims"))
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert result.status == "accepted" and result.final_claims
+    retry = [r for r in fake.requests if r["body"] and schema_has("claims")(r["body"])][1]
+    assert "not valid JSON for the schema" in retry["body"]["messages"][-1]["content"]
+
+
+def test_claim_extraction_that_never_parses_leaves_the_answer_unverified(fake, settings, kb_db):
+    is_claims = schema_has("claims")
+    fake.enqueue("{\"claims\": [\"unterminated", model="llama3.2", match=is_claims, times=2)
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert result.status == "unverified"
+    assert result.faithfulness is None
+    attempt = get_run(kb_db, result.run_id)["attempts"][0]
+    assert attempt["status"] == "unverified"
+    assert "invalid extract_claims reply after a retry" in attempt["error"]
+    assert len([r for r in fake.requests if r["body"] and is_claims(r["body"])]) == 2
+
+
+def test_every_step_lands_in_duckdb(fake, settings, kb_db):
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    run = get_run(kb_db, result.run_id)
+    assert run["question"] == RAG_QUESTION and run["status"] == "accepted"
+    assert run["latency_ms"] > 0 and run["finished_at"] >= run["started_at"]
+    assert len(run["retrievals"]) == settings.top_k
+    assert any(r["cited"] for r in run["retrievals"])
+    assert len(run["grades"]) == 1 and run["grades"][0]["relevant"] is True
+    assert len(run["attempts"]) == 1 and run["attempts"][0]["faithfulness"] == 1.0
+    assert len(run["claims"]) == len(result.final_claims)
+    claim = run["claims"][0]
+    assert claim["verdict"] == "supported" and claim["verifier"] == "bespoke-minicheck"
+    text = next(r["text"] for r in run["retrievals"] if r["chunk_id"] == claim["evidence_chunk_id"])
+    assert text[claim["span_start"]:claim["span_end"]] == claim["evidence"]
+    from store.llm_log import calls_for_run
+    stages = [c["stage"] for c in calls_for_run(kb_db, result.run_id)]
+    assert stages[0] == "embed_query"
+    assert {"grade_context", "generate", "extract_claims", "verify"} <= set(stages)
+    assert all(c["digest"] for c in calls_for_run(kb_db, result.run_id))
+    assert json.loads(run["config"])["verifier_model"] == "bespoke-minicheck"
+
+
+def test_asking_again_is_served_from_the_cache(fake, settings, kb_db):
+    ask(kb_db, settings, RAG_QUESTION)
+    before = len(fake.requests)
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert result.status == "accepted"
+    assert fake.requests[before:] == []
+    from store.llm_log import calls_for_run
+    assert all(c["cache_hit"] for c in calls_for_run(kb_db, result.run_id))
+
+
+@pytest.mark.parametrize("question, message", [
+    ("", "the question is empty"), ("   \n\t ", "the question is empty"),
+    ("x" * 20_000, "the question has 20,000 characters; the limit is 2,000")])
+def test_unusable_question_gets_a_message_and_no_run(fake, settings, kb_db, question, message):
+    engine = VerifiedQueryEngine(settings=settings, db=kb_db)
+    with pytest.raises(InputError) as caught:
+        engine.stream(question)
+    assert caught.value.message == message
+    assert count_runs(kb_db) == 0
+
+
+def test_llamaindex_query_returns_a_response_with_sources(fake, settings, kb_db):
+    response = VerifiedQueryEngine(settings=settings, db=kb_db).query(RAG_QUESTION)
+    assert "21 million" in str(response)
+    assert response.metadata["status"] == "accepted"
+    assert response.source_nodes[0].node.metadata["source"].endswith("rag.md")
+    assert final_result(iter([])) is None

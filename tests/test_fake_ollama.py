@@ -1,0 +1,350 @@
+"""The fake Ollama server, exercised through the real `ollama` and llama-index clients."""
+
+import hashlib
+import json
+import math
+import threading
+import time
+
+import httpx
+import ollama
+import pytest
+
+from fake_ollama import FakeOllama
+
+LLM, VERIFIER, EMBEDDER = "llama3.2", "bespoke-minicheck", "nomic-embed-text"
+
+CONTEXT = """[1] source: rag.md
+Retrieval augmented generation retrieves chunks from a knowledge base. The retrieved chunks ground the answer.
+
+Chunk size is 512 tokens with an overlap of 64 tokens.
+[2] source: eval.md
+The faithfulness score of the baseline was 28.4 percent in March.
+Bananas are yellow."""
+
+RAG_PROMPT = f"Answer using the context.\nQuestion: How does retrieval augmented generation ground the answer?\n" \
+             f"Cite sources.\nContext:\n{CONTEXT}"
+
+CLAIMS_SCHEMA = {"type": "object", "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
+                 "required": ["claims"]}
+RELEVANT_SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},
+                   "required": ["relevant", "reason"]}
+VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "quote", "reason"], "properties": {
+    "verdict": {"enum": ["supported", "unsupported", "contradicted"]}, "quote": {"type": "string"},
+    "reason": {"type": "string"}}}
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One server and client for the module; tests that change models or leave sleepers use their own."""
+    with FakeOllama() as server, ollama.Client(host=server.url) as c:
+        yield server, c
+
+
+@pytest.fixture
+def fake(shared):
+    shared[0].clear()
+    return shared[0]
+
+
+@pytest.fixture
+def client(fake, shared):
+    return shared[1]
+
+
+@pytest.fixture
+def own():
+    """A private (fake, client) pair whose state changes cannot leak into other tests."""
+    with FakeOllama() as server, ollama.Client(host=server.url) as c:
+        yield server, c
+
+
+def ask(client, content, model=LLM, **kwargs):
+    """Content of a non-streamed single-message chat."""
+    return client.chat(model=model, messages=[{"role": "user", "content": content}], **kwargs).message.content
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b))
+
+
+# ---------------------------------------------------------------- metadata
+
+def test_root_version_and_unknown_path(fake):
+    with httpx.Client(base_url=fake.url) as http:
+        assert http.get("/").text == "Ollama is running"
+        assert http.head("/").status_code == 200
+        assert "version" in http.get("/api/version").json()
+        assert http.get("/api/nope").status_code == 404
+
+
+def test_list_shows_models_with_stable_digests(own):
+    fake, client = own
+    models = {m.model: m for m in client.list().models}
+    assert set(models) == {"llama3.2:latest", "bespoke-minicheck:latest", "nomic-embed-text:latest"}
+    assert models["llama3.2:latest"].digest == hashlib.sha256(b"llama3.2:latest").hexdigest()
+    assert models["llama3.2:latest"].details.family == "llama" and models["llama3.2:latest"].size > 0
+    fake.set_digest("llama3.2", "abc123")
+    assert {m.model: m.digest for m in client.list().models}["llama3.2:latest"] == "abc123"
+
+
+def test_show_reports_model_info(client):
+    shown = client.show("llama3.2:latest")
+    assert shown.modelinfo["general.architecture"] == "llama"
+    assert shown.modelinfo["llama.context_length"] == 131072
+    assert "completion" in shown.capabilities and shown.template and shown.modelfile and shown.parameters
+    embedder = client.show(EMBEDDER)
+    assert embedder.capabilities == ["embedding"] and embedder.modelinfo["nomic-bert.embedding_length"] == 768
+    with pytest.raises(ollama.ResponseError) as err:
+        client.show("mistral")
+    assert err.value.status_code == 404 and err.value.error == "model 'mistral' not found"
+
+
+def test_ps_lists_models_after_use(own):
+    client = own[1]
+    assert client.ps().models == []
+    ask(client, "hello")
+    assert [m.model for m in client.ps().models] == ["llama3.2:latest"]
+
+
+# ---------------------------------------------------------------- chat and generate
+
+def test_chat_answers_from_context_with_citations(client):
+    response = client.chat(model=LLM, messages=[{"role": "system", "content": "Be brief."},
+                                                {"role": "user", "content": RAG_PROMPT}])
+    reply = response.message.content
+    assert reply == ("Retrieval augmented generation retrieves chunks from a knowledge base. [1] "
+                     "The retrieved chunks ground the answer. [1]")
+    assert response.message.role == "assistant" and response.done and response.done_reason == "stop"
+    assert response.eval_count == len(reply.split())
+    assert response.prompt_eval_count == len(RAG_PROMPT.split()) + 2
+    assert response.total_duration > 0 and response.created_at
+
+
+def test_chat_without_matching_context_declines(client):
+    assert ask(client, "Question: Who painted the Mona Lisa?\nContext:\n" + CONTEXT) == \
+        "The knowledge base does not cover this question."
+
+
+def test_chat_stream_chunks_concatenate_to_full_reply(client):
+    full = ask(client, RAG_PROMPT)
+    chunks = list(client.chat(model=LLM, messages=[{"role": "user", "content": RAG_PROMPT}], stream=True))
+    assert len(chunks) > 3
+    assert "".join(c.message.content for c in chunks) == full
+    assert not any(c.done for c in chunks[:-1])
+    assert chunks[-1].done and chunks[-1].done_reason == "stop" and chunks[-1].eval_count == len(full.split())
+
+
+def test_stream_defaults_to_true_and_null_options_are_accepted(fake):
+    body = {"model": LLM, "messages": [{"role": "user", "content": RAG_PROMPT}], "options": {"temperature": None},
+            "keep_alive": "5m", "think": False, "tools": []}
+    response = httpx.post(f"{fake.url}/api/chat", json=body)
+    assert response.headers["content-type"] == "application/x-ndjson"
+    lines = [json.loads(line) for line in response.text.splitlines()]
+    assert len(lines) > 3 and lines[-1]["done"] and not lines[0]["done"]
+
+
+def test_generate_stream_and_non_stream(client):
+    response = client.generate(model=LLM, prompt=RAG_PROMPT)
+    assert response.response.endswith("[1]") and response.done_reason == "stop"
+    parts = list(client.generate(model=LLM, prompt=RAG_PROMPT, stream=True))
+    assert "".join(p.response for p in parts) == response.response and parts[-1].done
+
+
+def test_empty_chat_only_loads_the_model(client):
+    response = client.chat(model=LLM, messages=[])
+    assert response.done_reason == "load" and response.message.content == ""
+
+
+def test_chat_with_embedding_model_is_rejected(client):
+    with pytest.raises(ollama.ResponseError) as err:
+        ask(client, "hi", model=EMBEDDER)
+    assert err.value.status_code == 400
+
+
+# ---------------------------------------------------------------- rule brain
+
+@pytest.mark.parametrize("claim, expected", [
+    ("The faithfulness score of the baseline was 28.4 percent.", "Yes"),
+    ("The faithfulness score of the baseline was 31.2 percent.", "No"),
+    ("Bananas are purple and grow on the moon.", "No"),
+])
+def test_verifier_checks_claim_against_document(client, claim, expected):
+    prompt = f"Document: {CONTEXT}\nClaim: {claim}"
+    assert client.generate(model=VERIFIER, prompt=prompt).response == expected
+    assert ask(client, prompt, model=VERIFIER) == expected
+
+
+def test_structured_claims(client):
+    prompt = "Split the answer into claims.\nQuestion: q\nAnswer:\n" \
+             "Chunks are 512 tokens long [1]. The score was 28.4 percent [1, 2]! Short one. Overlap is 64 tokens."
+    claims = json.loads(ask(client, prompt, format=CLAIMS_SCHEMA))["claims"]
+    assert claims == ["Chunks are 512 tokens long.", "The score was 28.4 percent!", "Overlap is 64 tokens."]
+    declined = "Answer:\nThe knowledge base does not cover this question."
+    assert json.loads(ask(client, declined, format=CLAIMS_SCHEMA)) == {"claims": []}
+
+
+def test_structured_relevance(client):
+    relevant = json.loads(ask(client, "Question: What chunk size is used?\nContext:\n" + CONTEXT,
+                              format=RELEVANT_SCHEMA))
+    assert relevant == {"relevant": True, "reason": "2 of 3 question terms found in the context"}
+    other = json.loads(ask(client, "Question: Who painted the Mona Lisa?\nContext:\n" + CONTEXT,
+                           format=RELEVANT_SCHEMA))
+    assert other["relevant"] is False
+
+
+def test_structured_verdict(client):
+    contradicted = json.loads(ask(client, f"Context:\n{CONTEXT}\nClaim: The baseline faithfulness score was 31.2 percent.",
+                                  format=VERDICT_SCHEMA))
+    assert contradicted["verdict"] == "contradicted"
+    assert contradicted["quote"] == "The faithfulness score of the baseline was 28.4 percent in March."
+    assert contradicted["quote"] in CONTEXT
+    unsupported = json.loads(ask(client, f"Context:\n{CONTEXT}\nClaim: Bananas cure colds.", format=VERDICT_SCHEMA))
+    assert unsupported == {"verdict": "unsupported", "quote": "", "reason": unsupported["reason"]}
+
+
+def test_structured_query_score_and_other_schemas(client):
+    query = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+    assert json.loads(ask(client, "Question: What are the chunk sizes?", format=query)) == {"query": "chunk size"}
+    score = {"type": "object", "properties": {"score": {"type": "integer"}, "reasoning": {"type": "string"},
+                                              "passed": {"type": "boolean"}}, "required": ["score", "reasoning", "passed"]}
+    judged = json.loads(ask(client, "Reference: chunks are 512 tokens\nAnswer: chunks are 512 tokens", format=score))
+    assert judged["score"] == 5 and judged["passed"] is False and judged["reasoning"]
+    assert json.loads(ask(client, "Rate this.", format=score))["score"] == 3
+    other = {"type": "object", "properties": {"items": {"type": "array"}, "n": {"type": "integer"}},
+             "required": ["items", "n"]}
+    assert json.loads(ask(client, "anything", format=other)) == {"items": [], "n": 0}
+
+
+# ---------------------------------------------------------------- embeddings
+
+def test_embed_single_and_batch(client):
+    single = client.embed(model=EMBEDDER, input="search_query: what is the chunk size?")
+    assert len(single.embeddings) == 1 and len(single.embeddings[0]) == 768
+    query = single.embeddings[0]
+    docs = client.embed(model=EMBEDDER, input=["search_document: Chunk size is 512 tokens.",
+                                               "search_document: Bananas are yellow.", ""]).embeddings
+    assert all(math.isclose(math.sqrt(cosine(v, v)), 1.0) for v in docs)
+    assert cosine(query, docs[0]) > 0.5 > 0.1 > abs(cosine(query, docs[1]))
+    assert docs[2][0] == 1.0
+
+
+def test_legacy_embeddings_endpoint(client):
+    embedding = client.embeddings(model=EMBEDDER, prompt="chunk size").embedding
+    assert embedding == client.embed(model=EMBEDDER, input="chunk size").embeddings[0]
+
+
+def test_llama_index_embedding_batch(fake):
+    from llama_index.embeddings.ollama import OllamaEmbedding
+
+    embedder = OllamaEmbedding(model_name=EMBEDDER, base_url=fake.url)
+    vectors = embedder.get_text_embedding_batch(["chunk size is 512", "chunk sizes are 512", "bananas"])
+    assert len(vectors) == 3 and cosine(vectors[0], vectors[1]) > 0.99 and cosine(vectors[0], vectors[2]) < 0.1
+
+
+# ---------------------------------------------------------------- models, scripting, recording
+
+def test_missing_model_is_404(own):
+    fake, client = own
+    for call in (lambda: ask(client, "hi", model="mistral"), lambda: client.embed(model="mistral", input="x")):
+        with pytest.raises(ollama.ResponseError) as err:
+            call()
+        assert err.value.status_code == 404
+        assert err.value.error == 'model "mistral" not found, try pulling it first'
+    fake.remove_model("llama3.2:latest")
+    with pytest.raises(ollama.ResponseError):
+        ask(client, "hi")
+    fake.add_model("llama3.2")
+    assert ask(client, "hi")
+
+
+def test_enqueue_overrides_once_then_rules_resume(fake, client):
+    fake.enqueue({"claims": ["scripted"]}, model="llama3.2:latest", times=2)
+    fake.enqueue("only for verifier", model=VERIFIER)
+    fake.enqueue("matched", match=lambda body: "special" in json.dumps(body))
+    assert ask(client, "special request") == '{"claims": ["scripted"]}'
+    assert ask(client, "special request") == '{"claims": ["scripted"]}'
+    assert ask(client, "special request") == "matched"
+    assert ask(client, "Document: x\nClaim: yellow bananas", model=VERIFIER) == "only for verifier"
+    assert ask(client, "Document: x\nClaim: yellow bananas", model=VERIFIER) == "No"
+
+
+def test_requests_are_recorded_and_cleared(fake, client):
+    ask(client, "hello", model="llama3.2:latest")
+    client.list()
+    assert [(r["path"], r["model"]) for r in fake.requests] == [("/api/chat", "llama3.2:latest"), ("/api/tags", None)]
+    assert fake.requests[0]["body"]["messages"][0]["content"] == "hello" and fake.requests[1]["body"] is None
+    fake.inject("500")
+    fake.clear()
+    assert fake.requests == [] and ask(client, "hello")
+
+
+# ---------------------------------------------------------------- faults
+
+def test_fault_500_and_not_found(fake, client):
+    fake.inject("500", path="/api/chat")
+    fake.inject("not_found", model=LLM)
+    client.list()  # the faults are filtered to other requests
+    with pytest.raises(ollama.ResponseError) as err:
+        ask(client, "hi", model=VERIFIER)
+    assert err.value.status_code == 500 and err.value.error == "internal server error"
+    with pytest.raises(ollama.ResponseError) as err:
+        ask(client, "hi")
+    assert err.value.status_code == 404
+    assert ask(client, "hi")
+
+
+def test_fault_drop(fake, client):
+    fake.inject("drop")
+    with pytest.raises(httpx.TransportError):
+        ask(client, "hi")
+    assert ask(client, "hi")
+
+
+def test_fault_timeout(own):
+    fake = own[0]
+    fake.inject("timeout", path="/api/chat")
+    with ollama.Client(host=fake.url, timeout=0.5) as impatient, pytest.raises(httpx.TimeoutException):
+        ask(impatient, "hi")
+
+
+def test_faults_delay_then_answer_normally():
+    with FakeOllama(fault_delay_s=0.05) as fake, ollama.Client(host=fake.url) as client:
+        fake.inject("timeout")
+        assert ask(client, RAG_PROMPT).endswith("[1]")
+
+
+def test_content_faults_break_json(fake, client):
+    prompt = "Answer:\nChunk size is 512 tokens with an overlap of 64 tokens."
+    fake.inject("malformed_json")
+    fake.inject("truncated_json")
+    client.list()  # content faults only hit chat/generate
+    for _ in range(2):
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(ask(client, prompt, format=CLAIMS_SCHEMA))
+    assert json.loads(ask(client, prompt, format=CLAIMS_SCHEMA))["claims"]
+
+
+def test_inject_rejects_unknown_fault(fake):
+    with pytest.raises(ValueError):
+        fake.inject("explode")
+
+
+# ---------------------------------------------------------------- latency
+
+def test_latency_uses_parallel_slots():
+    reply = "one two three four five six seven eight nine ten"
+    with FakeOllama(seconds_per_token=0.01, slots=4) as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue(reply, times=9)
+        start = time.perf_counter()
+        assert ask(client, "hi") == reply
+        single = time.perf_counter() - start
+        threads = [threading.Thread(target=ask, args=(client, "hi")) for _ in range(8)]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        parallel = time.perf_counter() - start
+    assert single >= 0.1
+    assert 0.2 <= parallel < 0.5 * 8 * single
