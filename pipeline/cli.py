@@ -18,6 +18,7 @@ from pipeline.health import check_all
 from pipeline.knowledge_base import ingest
 from pipeline.llm import LLM
 from store.db import get_database
+from store.kb import count_chunks
 from store.llm_log import save_calls
 
 VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "yellow", "unverified": "magenta"}
@@ -32,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--quiet", action="store_true", help="do not print the steps as they happen")
     ingest_cmd = sub.add_parser("ingest", help="add Markdown, text or PDF files (or folders) to the knowledge base")
     ingest_cmd.add_argument("paths", nargs="+")
+    ingest_cmd.add_argument("--if-empty", action="store_true",
+                            help="do nothing when the knowledge base already has chunks for the embedding model")
     sub.add_parser("doctor", help="check Ollama, the models and the store, and print the fix for each problem")
     return parser
 
@@ -98,6 +101,10 @@ def print_result(result: AnswerResult, out: Console) -> None:
 
 
 def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
+    if args.if_empty and count_chunks(db, settings.embed_model):
+        out.print(Text(f"The knowledge base already has chunks embedded with {settings.embed_model}; "
+                       "nothing to do."))
+        return 0
     llm = LLM(settings, db)
 
     def report(result):

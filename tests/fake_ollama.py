@@ -40,6 +40,7 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
 _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _BLOCK_HEAD = re.compile(r"^\s*\[(\d+)\]\s*source:.*$", re.M)
+_LABEL_LINE = re.compile(rf"^\s*(?:{'|'.join(LABELS)}):", re.M)
 _EMBED_PREFIX = re.compile(r"^\s*(?:search_query|search_document):\s*")
 
 _LLM_PROFILE = {
@@ -203,7 +204,8 @@ def judge_score(prompt):
         score, why = 3, "no reference answer to compare against"
     else:
         found = len(reference & set(content_words(answer_text)))
-        score, why = 1 + round(4 * found / len(reference)), f"{found} of {len(reference)} reference terms appear in the answer"
+        score = 1 + round(4 * found / len(reference))
+        why = f"{found} of {len(reference)} reference terms appear in the answer"
     return {"score": score, "reasoning": why, "reason": why}
 
 
@@ -246,6 +248,16 @@ def structured_reply(schema, prompt):
     properties = schema.get("properties") or {}
     rule = next((fn for key, fn in _STRUCTURED_RULES if key in properties), None)
     return fit_schema(rule(prompt) if rule else {}, schema)
+
+
+def rule_input(messages):
+    """The latest user message with a labelled line ("Question:", "Context:", ...), else the last one.
+
+    Follow-ups such as "that was not valid JSON, reply again" thus keep the original task in view.
+    """
+    users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+    labelled = [u for u in users if _LABEL_LINE.search(u)]
+    return (labelled or users or [""])[-1]
 
 
 def rule_reply(prompt, fmt, verifier):
@@ -603,8 +615,7 @@ class FakeOllama:
         messages = call.body.get("messages") or []
         if not messages:
             return self._loaded_reply(call, {"message": {"role": "assistant", "content": ""}})
-        users = [m for m in messages if m.get("role") == "user"]
-        prompt = (users[-1].get("content") or "") if users else ""
+        prompt = rule_input(messages)
         prompt_count = sum(len((m.get("content") or "").split()) for m in messages)
         return self._complete(call, prompt, prompt_count, lambda c: {"message": {"role": "assistant", "content": c}})
 

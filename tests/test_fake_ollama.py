@@ -184,6 +184,14 @@ def test_structured_claims(client):
     assert json.loads(ask(client, declined, format=CLAIMS_SCHEMA)) == {"claims": []}
 
 
+def test_structured_retry_follow_up_keeps_the_original_task(client):
+    task = "Answer:\nChunk size is 512 tokens with an overlap of 64 tokens."
+    messages = [{"role": "user", "content": task}, {"role": "assistant", "content": '{"claims": ['},
+                {"role": "user", "content": "That reply is not valid JSON. Reply again with only the JSON object."}]
+    reply = client.chat(model=LLM, messages=messages, format=CLAIMS_SCHEMA).message.content
+    assert json.loads(reply) == {"claims": ["Chunk size is 512 tokens with an overlap of 64 tokens."]}
+
+
 def test_structured_relevance(client):
     relevant = json.loads(ask(client, "Question: What chunk size is used?\nContext:\n" + CONTEXT,
                               format=RELEVANT_SCHEMA))
@@ -194,8 +202,8 @@ def test_structured_relevance(client):
 
 
 def test_structured_verdict(client):
-    contradicted = json.loads(ask(client, f"Context:\n{CONTEXT}\nClaim: The baseline faithfulness score was 31.2 percent.",
-                                  format=VERDICT_SCHEMA))
+    claim = "Claim: The baseline faithfulness score was 31.2 percent."
+    contradicted = json.loads(ask(client, f"Context:\n{CONTEXT}\n{claim}", format=VERDICT_SCHEMA))
     assert contradicted["verdict"] == "contradicted"
     assert contradicted["quote"] == "The faithfulness score of the baseline was 28.4 percent in March."
     assert contradicted["quote"] in CONTEXT
@@ -206,8 +214,8 @@ def test_structured_verdict(client):
 def test_structured_query_score_and_other_schemas(client):
     query = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
     assert json.loads(ask(client, "Question: What are the chunk sizes?", format=query)) == {"query": "chunk size"}
-    score = {"type": "object", "properties": {"score": {"type": "integer"}, "reasoning": {"type": "string"},
-                                              "passed": {"type": "boolean"}}, "required": ["score", "reasoning", "passed"]}
+    score = {"type": "object", "required": ["score", "reasoning", "passed"], "properties": {
+        "score": {"type": "integer"}, "reasoning": {"type": "string"}, "passed": {"type": "boolean"}}}
     judged = json.loads(ask(client, "Reference: chunks are 512 tokens\nAnswer: chunks are 512 tokens", format=score))
     assert judged["score"] == 5 and judged["passed"] is False and judged["reasoning"]
     assert json.loads(ask(client, "Rate this.", format=score))["score"] == 3

@@ -1,0 +1,36 @@
+# `make run` sets up and starts the app; `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8501
+STREAMLIT_FLAGS := --server.headless true --browser.gatherUsageStats false --server.address 127.0.0.1 --server.port $(PORT)
+
+.PHONY: run test bench doctor clean-venv
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.installed: requirements.txt | $(PY)
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+run: $(VENV)/.installed
+	$(PY) -m pipeline ingest --if-empty data/kb || echo "Could not ingest data/kb now; the app will say why."
+	$(PY) -m streamlit run streamlit_app.py $(STREAMLIT_FLAGS)
+
+test: $(VENV)/.dev-installed
+	$(PY) -m pytest
+
+bench: $(VENV)/.dev-installed
+	$(PY) -m bench
+
+doctor: $(VENV)/.installed
+	$(PY) -m pipeline doctor
+
+clean-venv:
+	rm -rf $(VENV)

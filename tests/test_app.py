@@ -1,0 +1,111 @@
+"""AppTests of every page, with the fake Ollama behind them."""
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT
+
+QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+
+
+@pytest.fixture(autouse=True)
+def fresh_streamlit_caches():
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    yield
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def app(page: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def markdown_text(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_chat_answers_with_claims_marked(kb_db):
+    at = app()
+    assert at.title[0].value == "Chat"
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception, at.exception
+    text = markdown_text(at)
+    assert "✅ verified" in text and "faithfulness **1.00**" in text
+    assert ":green-background[" in text and "21 million passages" in text
+    claims = at.dataframe[0].value
+    assert list(claims["verdict"]) == ["✅ supported"] * len(claims)
+    assert claims["evidence"].str.contains("21 million").any()
+    assert at.session_state["conversation"][0]["result"].status == "accepted"
+
+
+def test_chat_keeps_the_conversation(kb_db):
+    at = app()
+    at.chat_input[0].set_value(QUESTION).run()
+    at.chat_input[0].set_value("What is the capital city of Peru?").run()
+    assert [t["result"].status for t in at.session_state["conversation"]] == ["accepted", "abstained"]
+    assert len(at.chat_message) == 4
+
+
+def test_chat_shows_model_output_escaped(fake, kb_db):
+    fake.enqueue("<script>alert(1)</script> The RAG index held **21 million passages** [1].",
+                 model="llama3.2", match=lambda body: not body.get("format"))
+    at = app()
+    at.chat_input[0].set_value(QUESTION).run()
+    text = markdown_text(at)
+    assert "\\<script\\>" in text and "<script>" not in text
+    assert "\\*\\*21 million passages\\*\\*" in text
+    assert not any(m.allow_html for m in at.markdown)
+
+
+def test_chat_says_when_ollama_is_down_and_how_to_fix_it(fake, kb_db):
+    fake.stop()
+    at = app()
+    errors = [e.value for e in at.error]
+    assert any("Ollama is not reachable" in e and "ollama serve" in e for e in errors)
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception
+    assert at.session_state["conversation"][0]["result"].status == "failed"
+
+
+def test_chat_names_a_missing_model(fake, kb_db):
+    fake.remove_model("bespoke-minicheck")
+    at = app()
+    assert any("`ollama pull bespoke-minicheck`" in e.value for e in at.error)
+
+
+def test_chat_refuses_an_empty_question(kb_db):
+    at = app()
+    at.chat_input[0].set_value("   ").run()
+    assert any("the question is empty" in e.value for e in at.error)
+    assert at.session_state["conversation"] == []
+
+
+def test_knowledge_base_page_lists_documents(kb_db):
+    at = app("pages/knowledge_base.py")
+    assert at.title[0].value == "Knowledge base"
+    frame = at.dataframe[0].value
+    assert "rag.md" in set(frame["path"]) and len(frame) >= 8
+
+
+def test_knowledge_base_page_offers_ingest_when_empty(db):
+    at = app("pages/knowledge_base.py")
+    assert any("No documents yet" in i.value for i in at.info)
+    at.button[-1].click().run()
+    assert not at.exception
+    assert len(at.dataframe[0].value) >= 8
+
+
+def test_settings_page_shows_settings_and_health(fake, db):
+    fake.remove_model("nomic-embed-text")
+    at = app("pages/settings.py")
+    frame = at.dataframe[0].value
+    row = frame[frame["setting"] == "faithfulness_threshold"].iloc[0]
+    assert row["value"] == "0.8" and row["environment variable"] == "WORKBENCH_FAITHFULNESS_THRESHOLD"
+    assert any("nomic-embed-text" in e.value and "ollama pull nomic-embed-text" in e.value for e in at.error)

@@ -1,0 +1,87 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import KB, ROOT
+from pipeline.cli import main
+
+QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+
+
+def test_ask_prints_the_answer_steps_and_claim_table(kb_db, capsys):
+    assert main(["ask", QUESTION]) == 0
+    out, err = capsys.readouterr()
+    assert "21 million passages" in out
+    assert "accepted · faithfulness 1.00 · 1 attempt(s)" in out
+    assert "supported" in out and "rag.md" in out
+    assert "· retrieved 5 chunks" in err and "· claim 1: supported" in err
+
+
+def test_ask_json_is_machine_readable(kb_db, capsys):
+    assert main(["ask", "--json", "--quiet", QUESTION]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "accepted" and result["faithfulness"] == 1.0
+    assert all(c["verdict"] == "supported" and c["evidence"] for c in result["claims"])
+
+
+def test_ask_exits_non_zero_with_the_fix_when_ollama_is_down(fake, kb_db, capsys):
+    fake.stop()
+    assert main(["ask", QUESTION]) == 1
+    out, _ = capsys.readouterr()
+    assert "Ollama is not reachable" in out and "ollama serve" in out
+
+
+def test_ask_refuses_an_empty_question(kb_db, capsys):
+    assert main(["ask", "  "]) == 2
+    assert "the question is empty" in capsys.readouterr().err
+
+
+def test_doctor_prints_the_fix_for_each_problem(fake, db, capsys):
+    fake.remove_model("bespoke-minicheck")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "ok   model llama3.2: pulled" in out
+    assert "FAIL model bespoke-minicheck: not pulled (verifier)" in out
+    assert "fix: `ollama pull bespoke-minicheck`" in out
+    assert "FAIL knowledge base: no documents ingested" in out
+    assert "fix: `python -m pipeline ingest data/kb`" in out
+
+
+def test_doctor_when_ollama_is_down(fake, db, capsys):
+    fake.stop()
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL ollama: Ollama is not reachable" in out and "fix: start it with `ollama serve`" in out
+    assert "ok   store:" in out
+
+
+def test_doctor_all_green(kb_db, capsys):
+    assert main(["doctor"]) == 0
+    assert "FAIL" not in capsys.readouterr().out
+
+
+def test_ingest_reports_each_file_and_skips_bad_ones(settings, db, tmp_path, capsys):
+    shutil.copy(KB / "rag.md", tmp_path / "rag.md")
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\x00\x00")
+    assert main(["ingest", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "added" in out and "rag.md" in out
+    assert "skipped" in out and "binary file" in out
+    assert "1 files ingested or unchanged, 1 skipped" in out
+    assert main(["ingest", "--if-empty", str(tmp_path)]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_python_dash_m_pipeline_runs(fake, db):
+    done = subprocess.run([sys.executable, "-m", "pipeline", "doctor"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1
+    assert "knowledge base: no documents ingested" in done.stdout

@@ -1,0 +1,54 @@
+import pytest
+
+from pipeline.config import Settings, load_settings, normalise_host
+from pipeline.errors import ConfigError
+
+
+def test_defaults_match_the_design():
+    s = load_settings(environ={}, toml_path=None)
+    assert (s.generator_model, s.verifier_model, s.embed_model) == ("llama3.2", "bespoke-minicheck", "nomic-embed-text")
+    assert s.faithfulness_threshold == 0.8 and s.max_retries == 2
+    assert s.ollama_host == "http://127.0.0.1:11434"
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("0.0.0.0", "http://127.0.0.1:11434"), ("localhost:9999", "http://localhost:9999"),
+    ("http://gpu-box:11434/", "http://gpu-box:11434"), ("https://ollama.example", "https://ollama.example:11434")])
+def test_ollama_host_is_read_like_ollama_does(raw, expected):
+    assert normalise_host(raw) == expected
+    assert load_settings(environ={"OLLAMA_HOST": raw}).ollama_host == expected
+
+
+def test_environment_overrides_toml_which_overrides_defaults(tmp_path):
+    toml = tmp_path / "workbench.toml"
+    toml.write_text('top_k = 7\ngenerator_model = "qwen2.5"\ncache_enabled = false\n')
+    s = load_settings(environ={"WORKBENCH_TOP_K": "3", "WORKBENCH_DB": "/tmp/x.duckdb"}, toml_path=toml)
+    assert s.top_k == 3 and s.generator_model == "qwen2.5" and s.cache_enabled is False
+    assert s.store_path == "/tmp/x.duckdb"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"WORKBENCH_TOP_K": "many"}, "setting top_k = 'many' is not a valid int"),
+    ({"WORKBENCH_FAITHFULNESS_THRESHOLD": "1.5"}, "setting faithfulness_threshold = 1.5 is out of range"),
+    ({"WORKBENCH_CHUNK_OVERLAP": "600"}, "setting chunk_overlap = 600 is out of range")])
+def test_bad_values_say_which_variable_to_fix(env, message):
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ=env)
+    assert caught.value.message == message
+    assert next(iter(env)) in caught.value.fix
+
+
+def test_unknown_or_broken_toml_is_refused(tmp_path):
+    toml = tmp_path / "workbench.toml"
+    toml.write_text("top_kk = 3\n")
+    with pytest.raises(ConfigError, match="unknown settings: top_kk"):
+        load_settings(environ={}, toml_path=toml)
+    toml.write_text("top_k = [\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(environ={}, toml_path=toml)
+
+
+def test_every_setting_is_shown_with_its_variable():
+    items = dict((name, env) for name, _, env in Settings().public_items())
+    assert items["ollama_host"] == "OLLAMA_HOST" and items["store_path"] == "WORKBENCH_DB"
+    assert items["top_k"] == "WORKBENCH_TOP_K"

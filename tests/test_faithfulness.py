@@ -1,0 +1,112 @@
+"""The three steps of the faithfulness check, on crafted inputs."""
+import time
+
+import pytest
+
+from pipeline.faithfulness import CheckedClaim, FaithfulnessChecker, Passage, locate_quote, parse_yes_no
+from pipeline.llm import LLM
+from pipeline.present import annotate, annotated_markdown, escape_markdown
+from pipeline.text import best_sentence, cited_numbers, content_words, find_span, sentences, strip_citations
+
+PASSAGES = [Passage(1, 10, "/kb/transformer.md",
+                    "The Transformer was introduced in 2017. The big model scored 28.4 BLEU on WMT 2014 "
+                    "English-German.", 0.9),
+            Passage(2, 11, "/kb/rag.md", "RAG was published at NeurIPS 2020 by Lewis et al.", 0.7)]
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("Yes", True), ("yes.", True), (" No", False), ("No, the document says 2018.", False), ("**Yes**", True),
+    ("eyes", None), ("Nope", None), ("", None), ("Maybe yes", None)])
+def test_verifier_reply_is_read_from_its_first_word_not_by_substring(reply, expected):
+    assert parse_yes_no(reply) is expected
+
+
+def test_score_keeps_no_claims_and_unverified_apart_from_zero():
+    assert FaithfulnessChecker.score([]) == (None, "no_claims")
+    unverified = CheckedClaim(1, "x", "unverified", "m")
+    assert FaithfulnessChecker.score([unverified]) == (None, "unverified")
+    claims = [CheckedClaim(1, "a", "supported", "m"), CheckedClaim(2, "b", "contradicted", "m"),
+              CheckedClaim(3, "c", "unsupported", "m"), CheckedClaim(4, "d", "supported", "m"), unverified]
+    assert FaithfulnessChecker.score(claims) == (0.5, "verified")
+
+
+def test_each_claim_is_checked_against_the_passage_that_supports_it(settings, db):
+    checker = FaithfulnessChecker(LLM(settings, db), settings)
+    checked = checker.verify_claims(["RAG was published at NeurIPS 2020.",
+                                     "The big Transformer scored 28.4 BLEU on WMT 2014 English-German."], PASSAGES)
+    assert [c.verdict for c in checked] == ["supported", "supported"]
+    assert [c.passage.n for c in checked] == [2, 1]
+    assert checked[1].evidence == "The big model scored 28.4 BLEU on WMT 2014 English-German."
+
+
+def test_an_unreadable_verifier_reply_leaves_the_claim_unverified(fake, settings, db):
+    fake.enqueue("I think so", model="bespoke-minicheck", times=2)
+    claim = FaithfulnessChecker(LLM(settings, db), settings).verify_claim(1, "RAG is from 2020.", PASSAGES)
+    assert claim.verdict == "unverified" and "'I think so'" in claim.reason
+
+
+def max_overlap(intervals):
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_claims_are_verified_concurrently(fake, settings, db, monkeypatch):
+    fake.set_latency(0.02, slots=4)
+    intervals = []
+    real_chat = LLM.chat
+
+    def timed_chat(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real_chat(self, *args, **kwargs)
+        finally:
+            intervals.append((start, time.perf_counter()))
+
+    monkeypatch.setattr(LLM, "chat", timed_chat)
+    one = [Passage(1, 1, "a.md", "Cats sleep in boxes 0 1 2 3 4 5 6 7.", 1.0)]
+    claims = [f"Cats sleep in boxes {n}." for n in range(8)]
+    checked = FaithfulnessChecker(LLM(settings, db), settings).verify_claims(claims, one)
+    assert [(c.claim_no, c.verdict) for c in checked] == [(n, "supported") for n in range(1, 9)]
+    assert len(intervals) == 8
+    assert max_overlap(intervals) == settings.verify_concurrency == 4
+
+
+def test_quote_is_located_ignoring_case_and_spacing():
+    passage, span = locate_quote("the big model  scored 28.4 bleu", PASSAGES)
+    assert passage.n == 1 and PASSAGES[0].text[span[0]:span[1]] == "The big model scored 28.4 BLEU"
+    assert locate_quote("scored 99 BLEU", PASSAGES) == (None, None)
+    assert find_span("abc", "  ") is None
+
+
+def test_text_helpers():
+    assert content_words("It has 1,000 heads and 28.4 BLEU") == {"1000", "head", "28.4", "bleu"}
+    text = "BERT came in 2018 [1]. It has 340 million parameters [2, 3]! (Base is smaller.)"
+    assert [s.text for s in sentences(text)] == ["BERT came in 2018 [1].", "It has 340 million parameters [2, 3]!",
+                                                 "(Base is smaller.)"]
+    assert all(text[s.start:s.end] == s.text for s in sentences(text))
+    assert strip_citations(text).startswith("BERT came in 2018.")
+    assert cited_numbers(text) == {1, 2, 3}
+    assert best_sentence(text, "BERT parameters 340 million").text.startswith("It has 340")
+
+
+def test_claims_are_placed_on_the_sentence_they_came_from():
+    answer = "The Transformer appeared in 2017 [1]. RAG won an award at ICML 2019 [2]."
+    claims = [CheckedClaim(1, "The Transformer appeared in 2017.", "supported", "m"),
+              CheckedClaim(2, "RAG won an award at ICML 2019.", "unsupported", "m")]
+    segments = annotate(answer, claims)
+    assert [(s.verdict, s.claim_nos) for s in segments] == [("supported", [1]), ("unsupported", [2])]
+    markdown = annotated_markdown(answer, claims)
+    assert ":green-background[The Transformer appeared in 2017 \\[1\\]\\.]" in markdown
+    assert ":orange-background[RAG won an award at ICML 2019 \\[2\\]\\.]" in markdown
+
+
+def test_model_output_with_html_and_markdown_is_escaped():
+    hostile = "<script>alert('x')</script> **bold** [link](http://evil) $x$ :red[y]"
+    escaped = escape_markdown(hostile)
+    assert "<" not in escaped.replace("\\<", "") and "[" not in escaped.replace("\\[", "")
+    assert "**" not in escaped and "$" not in escaped.replace("\\$", "")
+    assert escaped.replace("\\", "") == hostile.replace("\\", "")

@@ -1,0 +1,86 @@
+import dataclasses
+
+from conftest import KB
+from pipeline.knowledge_base import ingest
+from pipeline.llm import LLM
+from pipeline.retriever import DuckDBRetriever
+from store.kb import count_chunks, list_documents
+
+
+def test_sample_knowledge_base_is_substantial():
+    docs = sorted(KB.glob("*.md"))
+    assert len(docs) >= 8
+    for doc in docs:
+        text = doc.read_text(encoding="utf-8")
+        assert text.startswith("# ") and len(text.split()) >= 400, doc.name
+
+
+def test_reingesting_an_unchanged_file_does_nothing(fake, settings, db, tmp_path):
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nThe workbench stores runs in DuckDB. " * 20)
+    llm = LLM(settings, db)
+    assert [r.status for r in ingest([str(doc)], settings, db, llm)] == ["added"]
+    embeds = len([r for r in fake.requests if r["path"] == "/api/embed"])
+    assert [r.status for r in ingest([str(doc)], settings, db, llm)] == ["unchanged"]
+    assert len([r for r in fake.requests if r["path"] == "/api/embed"]) == embeds
+
+
+def test_a_changed_file_replaces_its_chunks(settings, db, tmp_path):
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\n" + "Sentence about retrieval and ranking. " * 200)
+    llm = LLM(settings, db)
+    first = ingest([str(doc)], settings, db, llm)[0]
+    doc.write_text("# Notes\n\nA short replacement.")
+    second = ingest([str(doc)], settings, db, llm)[0]
+    assert first.chunks > 1 and (second.status, second.chunks) == ("replaced", 1)
+    assert count_chunks(db) == 1 and len(list_documents(db)) == 1
+
+
+def test_changing_the_embedding_model_re_embeds(fake, settings, db, tmp_path):
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nEmbeddings are vectors.")
+    ingest([str(doc)], settings, db, LLM(settings, db))
+    fake.add_model("mxbai-embed-large")
+    other = dataclasses.replace(settings, embed_model="mxbai-embed-large")
+    assert ingest([str(doc)], other, db, LLM(other, db))[0].status == "replaced"
+    assert count_chunks(db, "mxbai-embed-large") == 1 and count_chunks(db, "nomic-embed-text") == 0
+    assert fake.requests[-1]["body"]["model"] == "mxbai-embed-large"
+
+
+def test_binary_and_non_utf8_files_are_skipped_while_the_others_are_ingested(settings, db, tmp_path):
+    (tmp_path / "good.md").write_text("# Good\n\nPlain text about vector search.")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    (tmp_path / "blob.md").write_bytes(b"\x00\x01\x02binary")
+    (tmp_path / "empty.txt").write_text("  \n")
+    results = {r.path.rsplit("/", 1)[-1]: r for r in ingest([str(tmp_path)], settings, db, LLM(settings, db))}
+    assert results["good.md"].status == "added"
+    assert results["latin1.txt"].reason == "not UTF-8 text (invalid byte at offset 3); convert it to UTF-8"
+    assert results["blob.md"].reason == "binary file (contains NUL bytes)"
+    assert results["empty.txt"].reason == "file is empty"
+    assert [d["title"] for d in list_documents(db)] == ["Good"]
+
+
+def test_missing_and_unsupported_files_are_skipped_with_reasons(settings, db, tmp_path):
+    (tmp_path / "image.png").write_bytes(b"\x89PNG")
+    results = ingest([str(tmp_path / "nope.md"), str(tmp_path / "image.png")], settings, db, LLM(settings, db))
+    assert [r.reason for r in results] == ["file does not exist",
+                                           "unsupported file type '.png' (use .md, .txt or .pdf)"]
+
+
+def test_retrieval_finds_the_document_that_answers(settings, kb_db):
+    retriever = DuckDBRetriever(LLM(settings, kb_db), kb_db, 5)
+    nodes = retriever.retrieve("How many BLEU points did the Transformer score on WMT 2014 English-German?")
+    assert len(nodes) == 5
+    assert nodes[0].node.metadata["source"].endswith("transformer.md")
+    assert nodes[0].score > nodes[-1].score
+    assert "28.4" in nodes[0].node.get_content()
+
+
+def test_retrieval_sees_documents_ingested_after_the_index_was_loaded(settings, kb_db, tmp_path):
+    llm = LLM(settings, kb_db)
+    retriever = DuckDBRetriever(llm, kb_db, 1)
+    retriever.retrieve("transformer attention")
+    doc = tmp_path / "zebra.md"
+    doc.write_text("# Zebras\n\nZebras have black and white stripes that confuse biting flies.")
+    ingest([str(doc)], settings, kb_db, llm)
+    assert retriever.retrieve("zebra stripes flies")[0].node.metadata["source"].endswith("zebra.md")
