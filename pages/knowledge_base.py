@@ -24,7 +24,7 @@ def run_ingest(paths: list[str]) -> None:
         show_error(exc)
         return
     finally:
-        save_calls(db, llm.take_calls())
+        save_calls(db, llm.take_calls(), llm.take_cache_entries())
     for result in results:
         name = Path(result.path).name
         if result.status == "skipped":

@@ -116,7 +116,7 @@ def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
     try:
         results = ingest(args.paths, settings, db, llm, on_result=report)
     finally:
-        save_calls(db, llm.take_calls())
+        save_calls(db, llm.take_calls(), llm.take_cache_entries())
     if not results:
         err.print(Text("error: no Markdown, text or PDF files found under the given paths", style="red"))
         return 2

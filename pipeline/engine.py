@@ -262,6 +262,7 @@ class QuestionRun:
         self._saved = True
         self.log.attempts = [a.record for a in self.result.attempts]
         self.log.calls = self.llm.take_calls()
+        self.log.cache_entries = self.llm.take_cache_entries()
         self.log.run.finished_at = datetime.now(timezone.utc)
         self.log.run.latency_ms = self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
         self.result.run_id = save_run(self.db, self.log)

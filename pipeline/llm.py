@@ -22,7 +22,7 @@ from pipeline.config import Settings
 from pipeline.errors import ModelMissing, OllamaFailed, OllamaTimeout, OllamaUnreachable, WorkbenchError
 from store import llm_log
 from store.db import Database
-from store.records import LLMCallRecord
+from store.records import CacheEntry, LLMCallRecord
 
 DIGEST_TTL_S = 60.0
 TRANSIENT = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.PoolTimeout)
@@ -65,6 +65,7 @@ class LLM:
         self.settings = settings
         self.db = db
         self.calls: list[LLMCallRecord] = []
+        self._pending_cache: dict[str, CacheEntry] = {}
         self._calls_guard = threading.Lock()
 
     # -- models -------------------------------------------------------------------------------
@@ -98,11 +99,10 @@ class LLM:
         digest = self.digest(model)
         key = _cache_key(model, digest, messages, schema, options)
         started, t0 = datetime.now(timezone.utc), time.perf_counter()
-        if self.settings.cache_enabled and self.db is not None:
-            hit = llm_log.cache_get(self.db, key)
-            if hit is not None:
-                self._record(stage, model, digest, key, hit, t0, started, cache_hit=True)
-                return LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
+        hit = self._cached(key)
+        if hit is not None:
+            self._record(stage, model, digest, key, hit, t0, started, cache_hit=True)
+            return LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
         try:
             response = self._with_retries(stage, model, lambda: _client(self.settings).chat(
                 model=model, messages=messages, format=schema, options=options, stream=False))
@@ -112,8 +112,8 @@ class LLM:
         payload = {"text": response.message.content or "", "prompt_tokens": response.prompt_eval_count,
                    "completion_tokens": response.eval_count}
         self._record(stage, model, digest, key, payload, t0, started)
-        if self.settings.cache_enabled and self.db is not None and (accept is None or accept(payload["text"])):
-            llm_log.cache_put(self.db, key, model, digest, payload)
+        if accept is None or accept(payload["text"]):
+            self._remember(key, model, digest, payload)
         return LLMReply(payload["text"], False, payload["prompt_tokens"], payload["completion_tokens"])
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -126,16 +126,32 @@ class LLM:
         key = _cache_key(model, digest, [{"role": "query", "content": text}], None,
                          {"prefix": self.settings.embed_query_prefix})
         started, t0 = datetime.now(timezone.utc), time.perf_counter()
-        if self.settings.cache_enabled and self.db is not None:
-            hit = llm_log.cache_get(self.db, key)
-            if hit is not None:
-                self._record("embed_query", model, digest, key, {}, t0, started, cache_hit=True)
-                return hit["vector"]
+        hit = self._cached(key)
+        if hit is not None:
+            self._record("embed_query", model, digest, key, {}, t0, started, cache_hit=True)
+            return hit["vector"]
         embedder = self._embedder()
         vector = self._embed("embed_query", lambda: embedder.get_query_embedding(text))
-        if self.settings.cache_enabled and self.db is not None:
-            llm_log.cache_put(self.db, key, model, digest, {"vector": vector})
+        self._remember(key, model, digest, {"vector": vector})
         return vector
+
+    # -- cache: read from DuckDB, new entries kept here until the caller stores them with its run --
+    def _cached(self, key: str) -> dict | None:
+        if not self.settings.cache_enabled or self.db is None:
+            return None
+        with self._calls_guard:
+            pending = self._pending_cache.get(key)
+        return pending.response if pending else llm_log.cache_get(self.db, key)
+
+    def _remember(self, key: str, model: str, digest: str, payload: dict) -> None:
+        if self.settings.cache_enabled and self.db is not None:
+            with self._calls_guard:
+                self._pending_cache[key] = CacheEntry(key, model, digest, payload)
+
+    def take_cache_entries(self) -> list[CacheEntry]:
+        with self._calls_guard:
+            entries, self._pending_cache = list(self._pending_cache.values()), {}
+        return entries
 
     def _embedder(self) -> OllamaEmbedding:
         s = self.settings

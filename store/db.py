@@ -33,6 +33,7 @@ class Database:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._users = 0
         self._timer: threading.Timer | None = None
+        self._last_used = 0.0
         self._migrated = False
 
     def _open(self) -> duckdb.DuckDBPyConnection:
@@ -60,9 +61,6 @@ class Database:
     @contextmanager
     def cursor(self):
         with self._guard:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
             if self._con is None:
                 self._con = self._open()
             self._users += 1
@@ -73,6 +71,7 @@ class Database:
             cur.close()
             with self._guard:
                 self._users -= 1
+                self._last_used = time.monotonic()
                 if self._users == 0:
                     self._schedule_release()
 
@@ -87,19 +86,26 @@ class Database:
                 raise
             cur.commit()
 
-    def _schedule_release(self) -> None:
+    def _schedule_release(self, delay: float | None = None) -> None:
+        """Close after idle_release_s without use; one timer at a time, re-armed while in use."""
         if self.idle_release_s <= 0:
             self._release()
-            return
-        self._timer = threading.Timer(self.idle_release_s, self._release)
-        self._timer.daemon = True
-        self._timer.start()
+        elif self._timer is None:
+            self._timer = threading.Timer(self.idle_release_s if delay is None else delay, self._release)
+            self._timer.daemon = True
+            self._timer.start()
 
     def _release(self) -> None:
         with self._guard:
-            if self._users == 0 and self._con is not None:
+            self._timer = None
+            if self._con is None or self._users:
+                return
+            idle = time.monotonic() - self._last_used
+            if self.idle_release_s <= 0 or idle >= self.idle_release_s:
                 self._con.close()
                 self._con = None
+            else:
+                self._schedule_release(self.idle_release_s - idle)
 
     def close(self) -> None:
         with self._guard:

@@ -53,11 +53,13 @@ def replace_document(db: Database, path: str, title: str, content_hash: str, emb
 
 
 def fingerprint(db: Database, embed_model: str) -> tuple:
-    """Changes whenever the chunks embedded with this model change."""
+    """Changes whenever the chunks embedded with this model change.
+
+    A changed document is deleted and inserted again with a new id, so the documents table alone tells.
+    """
     with db.cursor() as cur:
-        return cur.execute("SELECT count(*), max(c.id), max(d.ingested_at) FROM chunks c "
-                           "JOIN documents d ON d.id = c.document_id WHERE d.embed_model = ?",
-                           [embed_model]).fetchone()
+        return cur.execute("SELECT count(*), sum(n_chunks), max(id), max(ingested_at) FROM documents "
+                           "WHERE embed_model = ?", [embed_model]).fetchone()
 
 
 def load_embeddings(db: Database, embed_model: str) -> tuple[np.ndarray, np.ndarray]:

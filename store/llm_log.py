@@ -4,10 +4,19 @@ from __future__ import annotations
 import json
 
 from store.db import Database
-from store.records import LLMCallRecord
+from store.records import CacheEntry, LLMCallRecord
 
-CALL_COLUMNS = ("run_id, stage, model, digest, prompt_hash, prompt_tokens, completion_tokens, "
-                "latency_ms, cache_hit, error, started_at")
+CALL_COLUMNS = ["run_id", "stage", "model", "digest", "prompt_hash", "prompt_tokens", "completion_tokens",
+                "latency_ms", "cache_hit", "error", "started_at"]
+
+
+def insert_rows(cur, table: str, columns: list[str], rows: list[list], verb: str = "INSERT") -> None:
+    """Many rows in one statement (DuckDB's executemany prepares once but still runs row by row)."""
+    if not rows:
+        return
+    one = "(" + ", ".join("?" * len(columns)) + ")"
+    cur.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES " + ", ".join([one] * len(rows)),
+                [value for row in rows for value in row])
 
 
 def call_rows(run_id: int | None, calls: list[LLMCallRecord]) -> list[list]:
@@ -16,14 +25,20 @@ def call_rows(run_id: int | None, calls: list[LLMCallRecord]) -> list[list]:
 
 
 def insert_calls(cur, run_id: int | None, calls: list[LLMCallRecord]) -> None:
-    if calls:
-        cur.executemany(f"INSERT INTO llm_calls ({CALL_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                        call_rows(run_id, calls))
+    insert_rows(cur, "llm_calls", CALL_COLUMNS, call_rows(run_id, calls))
 
 
-def save_calls(db: Database, calls: list[LLMCallRecord], run_id: int | None = None) -> None:
+def insert_cache_entries(cur, entries: list[CacheEntry]) -> None:
+    insert_rows(cur, "llm_cache", ["key", "model", "digest", "response"],
+                [[e.key, e.model, e.digest, json.dumps(e.response)] for e in entries], verb="INSERT OR REPLACE")
+
+
+def save_calls(db: Database, calls: list[LLMCallRecord], cache_entries: list[CacheEntry] = (),
+               run_id: int | None = None) -> None:
+    """Calls and cache entries made outside a question run."""
     with db.transaction() as cur:
         insert_calls(cur, run_id, calls)
+        insert_cache_entries(cur, list(cache_entries))
 
 
 def cache_get(db: Database, key: str) -> dict | None:
@@ -32,14 +47,11 @@ def cache_get(db: Database, key: str) -> dict | None:
     return json.loads(row[0]) if row else None
 
 
-def cache_put(db: Database, key: str, model: str, digest: str, response: dict) -> None:
-    with db.cursor() as cur:
-        cur.execute("INSERT OR REPLACE INTO llm_cache (key, model, digest, response) VALUES (?,?,?,?)",
-                    [key, model, digest, json.dumps(response)])
 
 
 def calls_for_run(db: Database, run_id: int) -> list[dict]:
     with db.cursor() as cur:
-        rel = cur.execute(f"SELECT id, {CALL_COLUMNS} FROM llm_calls WHERE run_id = ? ORDER BY id", [run_id])
+        rel = cur.execute(f"SELECT id, {', '.join(CALL_COLUMNS)} FROM llm_calls WHERE run_id = ? ORDER BY id",
+                          [run_id])
         names = [d[0] for d in rel.description]
         return [dict(zip(names, row)) for row in rel.fetchall()]

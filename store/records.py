@@ -30,6 +30,14 @@ class LLMCallRecord:
 
 
 @dataclass
+class CacheEntry:
+    key: str
+    model: str
+    digest: str
+    response: dict
+
+
+@dataclass
 class GradeRecord:
     round: int
     query: str
@@ -104,3 +112,4 @@ class RunLog:
     attempts: list[AttemptRecord] = field(default_factory=list)
     claims: list[ClaimRecord] = field(default_factory=list)
     calls: list[LLMCallRecord] = field(default_factory=list)
+    cache_entries: list[CacheEntry] = field(default_factory=list)

@@ -5,7 +5,7 @@ import json
 from dataclasses import asdict
 
 from store.db import Database
-from store.llm_log import insert_calls
+from store.llm_log import insert_cache_entries, insert_calls, insert_rows
 from store.records import RunLog
 
 RUN_FIELDS = ("kind", "question", "status", "answer", "faithfulness", "n_claims", "n_supported",
@@ -20,9 +20,8 @@ def _insert_many(cur, table: str, run_id: int, records: list) -> None:
     for record in records:
         values = asdict(record)
         rows.append([run_id] + [json.dumps(v) if isinstance(v, (list, dict)) else v for v in values.values()])
-    columns = ", ".join(["run_id"] + list(asdict(records[0]).keys()))
-    marks = ", ".join("?" * len(rows[0]))
-    cur.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)
+    columns = ["run_id"] + list(asdict(records[0]).keys())
+    insert_rows(cur, table, columns, rows)
 
 
 def save_run(db: Database, log: RunLog) -> int:
@@ -37,6 +36,7 @@ def save_run(db: Database, log: RunLog) -> int:
         _insert_many(cur, "attempts", run_id, log.attempts)
         _insert_many(cur, "claims", run_id, log.claims)
         insert_calls(cur, run_id, log.calls)
+        insert_cache_entries(cur, log.cache_entries)
     return run_id
 
 

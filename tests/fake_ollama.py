@@ -485,7 +485,7 @@ class FakeOllama:
     def handle(self, method, path, raw):
         """Reply tuple (status, content type, bytes or list of lines) for a request; None = drop."""
         body = self._parse(raw)
-        name = body.get("model") or body.get("name") if isinstance(body, dict) else None
+        name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
         call = _Call(path, body, normalise_name(name) if isinstance(name, str) and name.strip() else None)
         with self._lock:
             self.requests.append({"path": path, "body": body, "model": call.model})
@@ -543,15 +543,15 @@ class FakeOllama:
     def _not_found(name):
         return _json({"error": f'model "{name or ""}" not found, try pulling it first'}, 404)
 
-    def _check_model(self, call, capability=None):
-        """An error reply if the model is missing, not pulled or lacks `capability`; else None."""
+    def _check_model(self, call, verb=None):
+        """An error reply if the model is missing, not pulled or (for a `verb`) cannot generate; else None."""
         name = call.body.get("model")
         if not name:
             return _json({"error": "model is required"}, 400)
         if call.model not in self._models:
             return self._not_found(name)
-        if capability and "completion" not in self._profile(call.model)["capabilities"]:
-            return _json({"error": f'"{name}" does not support {capability}'}, 400)
+        if verb and "completion" not in self._profile(call.model)["capabilities"]:
+            return _json({"error": f'"{name}" does not support {verb}'}, 400)
         with self._lock:
             self._loaded.add(call.model)
         return None

@@ -84,3 +84,20 @@ def test_retrieval_sees_documents_ingested_after_the_index_was_loaded(settings, 
     doc.write_text("# Zebras\n\nZebras have black and white stripes that confuse biting flies.")
     ingest([str(doc)], settings, kb_db, llm)
     assert retriever.retrieve("zebra stripes flies")[0].node.metadata["source"].endswith("zebra.md")
+
+
+def test_an_unreadable_pdf_is_skipped_with_its_reason(settings, db, tmp_path):
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
+    result = ingest([str(tmp_path / "broken.pdf")], settings, db, LLM(settings, db))[0]
+    assert result.status == "skipped" and result.reason.startswith("unreadable PDF")
+
+
+def test_a_pdf_without_text_is_skipped_with_its_reason(settings, db, tmp_path):
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    writer.add_blank_page(width=200, height=200)
+    with open(tmp_path / "scan.pdf", "wb") as handle:
+        writer.write(handle)
+    result = ingest([str(tmp_path / "scan.pdf")], settings, db, LLM(settings, db))[0]
+    assert result.reason == "PDF has no extractable text (scanned images need OCR first)"

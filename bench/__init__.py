@@ -1,0 +1,1 @@
+"""Performance benchmarks: each prints figures against its target (not pass/fail timing tests)."""

@@ -1,0 +1,26 @@
+"""`make bench`: run every benchmark and print one table of figures, targets and whether each is met."""
+from __future__ import annotations
+
+import sys
+
+from bench import overhead, retrieval, verification
+from bench.common import print_table
+
+SUITES = {"overhead": overhead.run, "retrieval": retrieval.run, "verification": verification.run}
+
+
+def main(names: list[str]) -> int:
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(SUITES)}", file=sys.stderr)
+        return 2
+    figures = []
+    for name in names or SUITES:
+        print(f"running {name}…", file=sys.stderr, flush=True)
+        figures += SUITES[name]()
+    print_table(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,87 @@
+"""Drive the running app in headless Chromium (Debian's /usr/bin/chromium, never a downloaded browser)."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                                reason="Debian chromium is not installed (apt-get install -y chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited: {process.stdout.read()}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError("streamlit did not become healthy")
+
+
+@pytest.fixture
+def running_app(kb_db, settings):
+    kb_db.close()
+    port = free_port()
+    env = {**os.environ, "OLLAMA_HOST": settings.ollama_host, "WORKBENCH_DB": settings.store_path,
+           "WORKBENCH_STORE_IDLE_RELEASE_S": "0.2"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.address", "127.0.0.1", "--server.port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(url, process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def test_asking_on_the_running_app_shows_the_verified_answer(running_app, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            page.goto(running_app)
+            box = page.get_by_test_id("stChatInputTextArea")
+            box.wait_for(timeout=60_000)
+            box.fill(QUESTION)
+            box.press("Enter")
+            expect(page.get_by_text("✅ verified")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("· 1 attempt(s) · run 1")).to_be_visible()
+            expect(page.get_by_text("21 million passages. ✅ claim 1", exact=False)).to_be_visible()
+            expect(page.get_by_text("Sources: [1] rag.md")).to_be_visible()
+            page.get_by_text("Claims (2)").click()
+            expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+            artifacts = ROOT / "test-artifacts"
+            artifacts.mkdir(exist_ok=True)
+            page.screenshot(path=str(artifacts / "chat.png"), full_page=True)
+        finally:
+            browser.close()
