@@ -56,7 +56,7 @@ def show_claims(result: AnswerResult) -> None:
                  "verifier": c.verifier, "evidence": c.evidence or "",
                  "source": f"[{c.passage.n}] {short_source(c.passage.source)}" if c.passage else "",
                  "reason": c.reason} for c in claims]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, use_container_width=True)
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 def show_passages(result: AnswerResult) -> None:

@@ -55,4 +55,4 @@ else:
     frame = pd.DataFrame(documents)
     frame["path"] = frame["path"].map(lambda p: Path(p).name)
     st.dataframe(frame[["path", "title", "n_chunks", "n_chars", "embed_model", "ingested_at"]],
-                 hide_index=True, use_container_width=True)
+                 hide_index=True, width="stretch")

@@ -21,4 +21,4 @@ for check in check_all(settings, db):
 st.subheader("Settings")
 st.caption("Read-only here. Set them with environment variables or a workbench.toml file, then restart the app.")
 st.dataframe(pd.DataFrame(settings.public_items(), columns=["setting", "value", "environment variable"]),
-             hide_index=True, use_container_width=True)
+             hide_index=True, width="stretch")

@@ -1,4 +1,4 @@
-"""Command line: ask, ingest, doctor. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
+"""Command line: ask, ingest, doctor, eval. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.cli_eval import evaluation_progress, print_report, report_json
 from pipeline.config import load_settings
+from pipeline.dataset import load_dataset
+from pipeline.evaluation import report, run_evaluation
 from pipeline.engine import VerifiedQueryEngine
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.events import AnswerResult
@@ -36,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     ingest_cmd.add_argument("--if-empty", action="store_true",
                             help="do nothing when the knowledge base already has chunks for the embedding model")
     sub.add_parser("doctor", help="check Ollama, the models and the store, and print the fix for each problem")
+    ev = sub.add_parser("eval", help="run a golden set through the workbench, judge and measure every item")
+    ev.add_argument("dataset", help="a .jsonl or .csv golden set, e.g. data/eval/golden.jsonl")
+    ev.add_argument("--name", required=True, help="the evaluation's name; the same name resumes it")
+    ev.add_argument("--concurrency", type=int, default=None, help="items at once (default: setting eval_concurrency)")
+    ev.add_argument("--limit", type=int, default=None, help="only the first N items")
+    ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
+    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
 
@@ -135,4 +145,27 @@ def cmd_doctor(args, settings, db, out: Console, err: Console) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
-COMMANDS = {"ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor}
+def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
+    dataset = load_dataset(args.dataset)
+    for bad in dataset.bad_rows:
+        err.print(Text(f"skipped line {bad.line}: {bad.reason}", style="yellow"))
+    dataset = dataset.select(args.limit, args.tags)
+    if not dataset.items:
+        err.print(Text("error: no items match --tags/--limit", style="red"))
+        return 2
+    concurrency = args.concurrency or settings.eval_concurrency
+    with evaluation_progress(err) as on_progress:
+        try:
+            outcome = run_evaluation(settings, db, dataset, args.name, concurrency, on_progress=on_progress)
+        except KeyboardInterrupt:
+            err.print(Text(f"cancelled: finished items are kept; run the same command to resume {args.name!r}"))
+            return 130
+    result = report(settings, db, args.name)
+    if args.json:
+        out.print_json(json.dumps(report_json(result, outcome), default=str))
+    else:
+        print_report(result, outcome, out)
+    return 0 if outcome.progress.failed == 0 else 1
+
+
+COMMANDS = {"ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval}

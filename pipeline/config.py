@@ -44,6 +44,9 @@ class Settings:
     request_timeout_s: float = 120.0
     llm_retries: int = 2
     llm_backoff_s: float = 0.5
+    eval_concurrency: int = 4
+    diagnosis_low: float = 0.6
+    diagnosis_high: float = 0.75
     cache_enabled: bool = True
     store_path: str = str(PROJECT_ROOT / "data" / "workbench.duckdb")
     store_lock_timeout_s: float = 15.0

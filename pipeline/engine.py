@@ -58,8 +58,10 @@ def is_abstention(answer: str) -> bool:
 class QuestionRun:
     """The state of one question as it goes through the steps."""
 
-    def __init__(self, settings: Settings, db: Database, question: str, kind: str):
-        self.settings, self.db, self.question = settings, db, question
+    def __init__(self, settings: Settings, db: Database, question: str, kind: str, persist: bool = True):
+        """persist=False leaves writing `self.log` to the caller (the evaluation runner writes it with
+        the item's scores in one transaction)."""
+        self.settings, self.db, self.question, self.persist = settings, db, question, persist
         self.llm = LLM(settings, db)
         self.checker = FaithfulnessChecker(self.llm, settings)
         self.retriever = DuckDBRetriever(self.llm, db, settings.top_k)
@@ -265,7 +267,8 @@ class QuestionRun:
         self.log.cache_entries = self.llm.take_cache_entries()
         self.log.run.finished_at = datetime.now(timezone.utc)
         self.log.run.latency_ms = self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
-        self.result.run_id = save_run(self.db, self.log)
+        if self.persist:
+            self.result.run_id = save_run(self.db, self.log)
 
 
 def _decision_message(status: str, record: AttemptRecord) -> str:

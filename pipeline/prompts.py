@@ -125,3 +125,85 @@ def verifier_input(document: str, claim: str) -> str:
 
 def nli_input(context: str, claim: str) -> str:
     return f"Context:\n{context}\n\nClaim: {claim}"
+
+
+# -- evaluation ---------------------------------------------------------------------------------
+
+class JudgeVerdict(BaseModel):
+    reasoning: str = Field(description="two or three sentences that justify the score")
+    score: int = Field(ge=1, le=5)
+
+
+class GeneratedQuestions(BaseModel):
+    questions: list[str] = Field(description="questions that the answer answers")
+    noncommittal: bool = Field(description="true if the answer is evasive, vague or refuses")
+
+
+class ChunkRelevance(BaseModel):
+    relevant: bool
+    reason: str
+
+
+RUBRICS = {
+    "correctness": (
+        "Correctness: is the answer factually right? Compare it with the reference answer when one is given, "
+        "otherwise with the context.",
+        {5: "fully correct: every key fact agrees with the reference (or the context) and nothing is wrong",
+         4: "correct on the main point; a minor omission or imprecision, but no false statement",
+         3: "partly correct: some key facts right, others missing, or one minor error",
+         2: "mostly incorrect: the main point is wrong or a key fact contradicts the reference",
+         1: "wrong or off-topic; or it answers confidently where the reference says the knowledge base does "
+            "not cover the question"}),
+    "helpfulness": (
+        "Helpfulness: does the answer give the user what they asked for, clearly and without filler?",
+        {5: "directly and completely answers the question, clear and concise",
+         4: "answers the question with small gaps or some unnecessary text",
+         3: "partly answers; the user must look elsewhere for part of it (an honest 'the knowledge base does "
+            "not cover this' when that is true also scores 3)",
+         2: "barely addresses the question",
+         1: "does not address the question, or refuses for no reason"}),
+    "faithfulness": (
+        "Faithfulness: is every statement of the answer supported by the context? Judge only support by the "
+        "context, not truth in the world.",
+        {5: "every statement is supported by the context (an abstention also scores 5)",
+         4: "all substantive statements supported; one trivial detail is not in the context",
+         3: "mostly supported, but one substantive statement is not in the context",
+         2: "several statements are not supported, or one contradicts the context",
+         1: "largely unsupported by the context, or contradicts it"}),
+}
+JUDGE_PROMPT_VERSION = "judge-v1"
+
+
+def judge_prompt(criterion: str) -> Prompt:
+    description, anchors = RUBRICS[criterion]
+    levels = "\n".join(f"{score}: {text}" for score, text in sorted(anchors.items(), reverse=True))
+    return Prompt(
+        name=f"judge_{criterion}", version=JUDGE_PROMPT_VERSION, output=JudgeVerdict,
+        system=("You are an impartial evaluator of answers from a question-answering system. " + description +
+                "\n\nScore from 1 to 5:\n" + levels + "\n\nJudge content, not length or style. " + DATA_RULE +
+                " Reply with JSON: first your reasoning, then the score."))
+
+
+def judge_input(question: str, answer: str, context: str, reference: str | None) -> str:
+    reference_block = f"Reference:\n{reference}\n\n" if reference else ""
+    return f"Question: {question}\n\n{reference_block}Context:\n{context}\n\nAnswer:\n{answer}"
+
+
+GENERATE_QUESTIONS = Prompt(
+    name="answer_questions", version="1", output=GeneratedQuestions,
+    system=("Write three different questions that the given answer answers, each a single sentence. Set "
+            "noncommittal to true if the answer is evasive, vague or does not commit to an answer. Reply "
+            "with JSON."))
+
+CHUNK_RELEVANCE = Prompt(
+    name="chunk_relevance", version="1", output=ChunkRelevance,
+    system=("Decide whether the passage under 'Context:' contains information that helps answer the question "
+            "(the reference answer shows what is needed). " + DATA_RULE + " Reply with JSON."))
+
+
+def answer_questions_input(answer: str) -> str:
+    return f"Answer:\n{answer}"
+
+
+def chunk_relevance_input(question: str, reference: str, chunk: str) -> str:
+    return f"Question: {question}\n\nReference:\n{reference}\n\nContext:\n{chunk}"

@@ -34,6 +34,7 @@ class Database:
         self._users = 0
         self._timer: threading.Timer | None = None
         self._last_used = 0.0
+        self._write_lock = threading.Lock()
         self._migrated = False
 
     def _open(self) -> duckdb.DuckDBPyConnection:
@@ -77,7 +78,9 @@ class Database:
 
     @contextmanager
     def transaction(self):
-        with self.cursor() as cur:
+        """One write transaction at a time in this process: DuckDB would otherwise abort one of two
+        concurrent transactions that insert the same key (two items caching the same LLM reply)."""
+        with self._write_lock, self.cursor() as cur:
             cur.begin()
             try:
                 yield cur

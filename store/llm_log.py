@@ -29,8 +29,9 @@ def insert_calls(cur, run_id: int | None, calls: list[LLMCallRecord]) -> None:
 
 
 def insert_cache_entries(cur, entries: list[CacheEntry]) -> None:
+    unique = {e.key: e for e in entries}.values()  # one statement may not name a key twice
     insert_rows(cur, "llm_cache", ["key", "model", "digest", "response"],
-                [[e.key, e.model, e.digest, json.dumps(e.response)] for e in entries], verb="INSERT OR REPLACE")
+                [[e.key, e.model, e.digest, json.dumps(e.response)] for e in unique], verb="INSERT OR REPLACE")
 
 
 def save_calls(db: Database, calls: list[LLMCallRecord], cache_entries: list[CacheEntry] = (),

@@ -113,7 +113,58 @@ def m003_llm_calls_and_cache(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
-MIGRATIONS = [m001_knowledge_base, m002_run_log, m003_llm_calls_and_cache]
+def m004_evaluations(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("""
+        CREATE SEQUENCE eval_runs_id_seq;
+        CREATE TABLE eval_runs (
+            id BIGINT PRIMARY KEY DEFAULT nextval('eval_runs_id_seq'),
+            name VARCHAR NOT NULL UNIQUE,
+            dataset VARCHAR NOT NULL,
+            dataset_hash VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,
+            config JSON NOT NULL,
+            judge_model VARCHAR NOT NULL,
+            judge_digest VARCHAR NOT NULL,
+            judge_prompt_version VARCHAR NOT NULL,
+            n_items INTEGER NOT NULL,
+            concurrency INTEGER,
+            wall_s DOUBLE NOT NULL DEFAULT 0,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            finished_at TIMESTAMP
+        );
+        CREATE TABLE eval_items (
+            eval_run_id BIGINT NOT NULL,
+            item_id VARCHAR NOT NULL,
+            run_id BIGINT,
+            status VARCHAR NOT NULL,
+            question VARCHAR NOT NULL,
+            reference VARCHAR,
+            tags VARCHAR[],
+            error VARCHAR,
+            wall_ms DOUBLE,
+            finished_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            PRIMARY KEY (eval_run_id, item_id)
+        );
+        CREATE TABLE scores (
+            eval_run_id BIGINT,
+            item_id VARCHAR,
+            run_id BIGINT NOT NULL,
+            metric VARCHAR NOT NULL,
+            value DOUBLE,
+            status VARCHAR NOT NULL,
+            explanation VARCHAR,
+            details JSON,
+            scorer_model VARCHAR,
+            scorer_digest VARCHAR,
+            prompt_version VARCHAR,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE INDEX scores_eval ON scores(eval_run_id);
+        CREATE INDEX scores_run ON scores(run_id);
+    """)
+
+
+MIGRATIONS = [m001_knowledge_base, m002_run_log, m003_llm_calls_and_cache, m004_evaluations]
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -24,20 +24,25 @@ def _insert_many(cur, table: str, run_id: int, records: list) -> None:
     insert_rows(cur, table, columns, rows)
 
 
-def save_run(db: Database, log: RunLog) -> int:
+def insert_run(cur, log: RunLog) -> int:
+    """Write one question's log with an open cursor (inside the caller's transaction)."""
     run = asdict(log.run)
     run["config"] = json.dumps(run["config"])
-    with db.transaction() as cur:
-        run_id = cur.execute(
-            f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) RETURNING id",
-            [run[name] for name in RUN_FIELDS]).fetchone()[0]
-        _insert_many(cur, "context_grades", run_id, log.grades)
-        _insert_many(cur, "retrievals", run_id, log.retrievals)
-        _insert_many(cur, "attempts", run_id, log.attempts)
-        _insert_many(cur, "claims", run_id, log.claims)
-        insert_calls(cur, run_id, log.calls)
-        insert_cache_entries(cur, log.cache_entries)
+    run_id = cur.execute(
+        f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) RETURNING id",
+        [run[name] for name in RUN_FIELDS]).fetchone()[0]
+    _insert_many(cur, "context_grades", run_id, log.grades)
+    _insert_many(cur, "retrievals", run_id, log.retrievals)
+    _insert_many(cur, "attempts", run_id, log.attempts)
+    _insert_many(cur, "claims", run_id, log.claims)
+    insert_calls(cur, run_id, log.calls)
+    insert_cache_entries(cur, log.cache_entries)
     return run_id
+
+
+def save_run(db: Database, log: RunLog) -> int:
+    with db.transaction() as cur:
+        return insert_run(cur, log)
 
 
 def _rows(cur, sql: str, params: list) -> list[dict]:

@@ -209,9 +209,18 @@ def judge_score(prompt):
     return {"score": score, "reasoning": why, "reason": why}
 
 
+def answer_questions(prompt):
+    """{"questions", "noncommittal"}: one question per answer sentence; an abstention is noncommittal."""
+    text = _CITATION.sub("", _section(prompt, "Answer") or "")
+    if text.startswith("The knowledge base does not cover"):
+        return {"questions": [], "noncommittal": True}
+    questions = [f"What is known about {_squash(s).rstrip('.!?')}?" for s in sentences(text)][:3]
+    return {"questions": questions, "noncommittal": False}
+
+
 _STRUCTURED_RULES = (
     ("claims", extract_claims), ("relevant", judge_relevance), ("query", rewrite_query),
-    ("verdict", judge_claim), ("score", judge_score),
+    ("verdict", judge_claim), ("score", judge_score), ("questions", answer_questions),
 )
 
 

@@ -109,3 +109,60 @@ def test_settings_page_shows_settings_and_health(fake, db):
     row = frame[frame["setting"] == "faithfulness_threshold"].iloc[0]
     assert row["value"] == "0.8" and row["environment variable"] == "WORKBENCH_FAITHFULNESS_THRESHOLD"
     assert any("nomic-embed-text" in e.value and "ollama pull nomic-embed-text" in e.value for e in at.error)
+
+
+def wait_for_jobs(seconds: float = 60) -> None:
+    import time
+
+    from pipeline.eval_jobs import jobs
+    deadline = time.monotonic() + seconds
+    while any(j.running for j in jobs()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
+    at = app("pages/evaluate.py")
+    assert at.title[0].value == "Evaluate"
+    at.text_input[0].set_value("smoke")
+    limit = next(n for n in at.number_input if "first N" in n.label)
+    limit.set_value(3)
+    at.button[0].click().run()
+    wait_for_jobs()
+    at.run()
+    assert not at.exception, at.exception
+    assert next(s for s in at.selectbox if s.label == "Evaluation").value == "smoke"
+    metrics = {m.label: m.value for m in at.metric}
+    assert set(metrics) >= {"faithfulness", "context recall", "judge correctness"}
+    assert any("Diagnosis:" in i.value for i in at.info)
+    results = at.dataframe[-1].value
+    assert len(results) == 3 and set(results["item_status"]) == {"done"}
+    assert results["link"].str.startswith("/run?run_id=").all()
+
+
+def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
+    from pipeline.dataset import load_dataset
+    from pipeline.evaluation import run_evaluation
+    run_evaluation(settings, kb_db, load_dataset(ROOT / "data" / "eval" / "golden.jsonl").select(limit=6), "six")
+    at = app("pages/evaluate.py")
+    assert len(at.dataframe[-1].value) == 6
+    low = next(s for s in at.selectbox if s.label == "Low score on")
+    low.set_value("judge_correctness").run()
+    slider = next(s for s in at.slider if s.label == "Below")
+    slider.set_value(4.0).run()
+    filtered = at.dataframe[-1].value
+    assert (filtered["judge_correctness"] < 4.0).all()
+    assert list(filtered["judge_correctness"]) == sorted(filtered["judge_correctness"])
+
+
+def test_run_page_shows_a_stored_run_and_refuses_unknown_ids(fake, settings, kb_db):
+    from pipeline.engine import VerifiedQueryEngine, final_result
+    result = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    at.query_params["run_id"] = str(result.run_id)
+    at.run()
+    at.switch_page("pages/run.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert "21 million passages" in markdown_text(at)
+    at.number_input[0].set_value(result.run_id + 50).run()
+    assert any(f"There is no run {result.run_id + 50}" in e.value for e in at.error)

@@ -1,0 +1,67 @@
+"""Terminal output of an evaluation: a live progress bar and the summary tables."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+from rich.table import Table
+from rich.text import Text
+
+from pipeline.evaluation import EvalOutcome, EvalReport, weak_slices, worst_items
+
+
+@contextmanager
+def evaluation_progress(console: Console):
+    columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[failed]} failed"))
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = None
+
+        def update(progress) -> None:
+            nonlocal task
+            if task is None:
+                task = bar.add_task("eval", total=progress.total, failed=0)
+            bar.update(task, completed=progress.finished, failed=progress.failed)
+
+        yield update
+
+
+def _fmt(value, judge: bool) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}" + (" / 5" if judge else "")
+
+
+def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None:
+    p = outcome.progress
+    out.print(Text(f"evaluation {outcome.name!r} {outcome.status}: {p.finished - p.skipped} items run now, "
+                   f"{p.skipped} already done, {p.failed} failed", style="bold"))
+    table = Table("metric", "mean", "n", "invalid", "not applicable")
+    for row in result.metrics:
+        table.add_row(row["metric"], _fmt(row["mean"], row["metric"].startswith("judge_")), str(row["n"]),
+                      str(row["invalid"]), str(row["not_applicable"]))
+    out.print(table)
+    out.print(Text(f"diagnosis: {result.diagnosis.sentence}"))
+    rate = result.judge_invalid_rate
+    usage = result.usage
+    out.print(Text(f"judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}" +
+                   (f" ({rate:.1%})" if rate is not None else "")))
+    out.print(Text(f"tokens: {usage['prompt_tokens']:,} prompt + {usage['completion_tokens']:,} completion; "
+                   f"model time {usage['model_s']:.1f} s; wall time {result.eval_run.wall_s:.1f} s; "
+                   f"{usage['calls']:,} LLM calls, {usage['cache_hits']:,} from the cache"))
+    for tag, metric, mean in weak_slices(result)[:5]:
+        worst = ", ".join(f"{r['item_id']} ({r[metric]:.2f})" for r in worst_items(result, tag, metric))
+        out.print(Text(f"weak slice {tag} on {metric}: {mean:.2f}; worst: {worst}", style="yellow"))
+
+
+def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
+    p = outcome.progress
+    return {"eval_run_id": outcome.eval_run_id, "name": outcome.name, "status": outcome.status,
+            "items": {"total": p.total, "done": p.done, "failed": p.failed, "skipped": p.skipped},
+            "metrics": result.metrics, "diagnosis": {"component": result.diagnosis.component,
+                                                     "sentence": result.diagnosis.sentence},
+            "judge_invalid": result.judge_invalid, "judge_total": result.judge_total,
+            "usage": result.usage, "wall_s": result.eval_run.wall_s,
+            "weak_slices": [{"tag": t, "metric": m, "mean": v} for t, m, v in weak_slices(result)]}

@@ -1,0 +1,161 @@
+"""Evaluation runs, their items and scores; the aggregates the Evaluate page and the CLI show."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from store.db import Database
+from store.llm_log import insert_rows
+from store.records import RunLog
+from store.runs import _rows, insert_run
+
+SCORE_COLUMNS = ["eval_run_id", "item_id", "run_id", "metric", "value", "status", "explanation", "details",
+                 "scorer_model", "scorer_digest", "prompt_version"]
+
+
+@dataclass
+class EvalRun:
+    id: int
+    name: str
+    dataset: str
+    status: str
+    config: dict
+    judge_model: str
+    judge_digest: str
+    judge_prompt_version: str
+    n_items: int
+    wall_s: float
+
+
+def get_eval_run(db: Database, name: str) -> EvalRun | None:
+    with db.cursor() as cur:
+        row = cur.execute("SELECT id, name, dataset, status, config, judge_model, judge_digest, "
+                          "judge_prompt_version, n_items, wall_s FROM eval_runs WHERE name = ?", [name]).fetchone()
+    if not row:
+        return None
+    return EvalRun(row[0], row[1], row[2], row[3], json.loads(row[4]), *row[5:])
+
+
+def create_eval_run(db: Database, name: str, dataset: str, dataset_hash: str, config: dict, judge_model: str,
+                    judge_digest: str, prompt_version: str, n_items: int, concurrency: int) -> int:
+    with db.cursor() as cur:
+        return cur.execute(
+            "INSERT INTO eval_runs (name, dataset, dataset_hash, status, config, judge_model, judge_digest, "
+            "judge_prompt_version, n_items, concurrency) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?) RETURNING id",
+            [name, dataset, dataset_hash, json.dumps(config), judge_model, judge_digest, prompt_version, n_items,
+             concurrency]).fetchone()[0]
+
+
+def mark_eval_run(db: Database, eval_run_id: int, status: str, add_wall_s: float = 0.0,
+                  n_items: int | None = None) -> None:
+    finished = datetime.now(timezone.utc) if status != "running" else None
+    with db.cursor() as cur:
+        cur.execute("UPDATE eval_runs SET status = ?, wall_s = wall_s + ?, finished_at = ?, "
+                    "n_items = coalesce(?, n_items) WHERE id = ?", [status, add_wall_s, finished, n_items, eval_run_id])
+
+
+def finished_item_ids(db: Database, eval_run_id: int) -> set[str]:
+    with db.cursor() as cur:
+        rows = cur.execute("SELECT item_id FROM eval_items WHERE eval_run_id = ? AND status = 'done'",
+                           [eval_run_id]).fetchall()
+    return {r[0] for r in rows}
+
+
+def save_item(db: Database, eval_run_id: int, item, status: str, log: RunLog | None, scores: list,
+              error: str | None, wall_ms: float) -> int | None:
+    """The item's question run, its row and its scores, in one transaction."""
+    with db.transaction() as cur:
+        run_id = insert_run(cur, log) if log is not None else None
+        cur.execute("DELETE FROM eval_items WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
+        cur.execute("DELETE FROM scores WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
+        cur.execute("INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, reference, tags, "
+                    "error, wall_ms) VALUES (?,?,?,?,?,?,?,?,?)",
+                    [eval_run_id, item.id, run_id, status, item.question, item.reference, item.tags, error, wall_ms])
+        insert_rows(cur, "scores", SCORE_COLUMNS, [
+            [eval_run_id, item.id, run_id, s.metric, s.value, s.status, s.explanation, json.dumps(s.details),
+             s.scorer_model, s.scorer_digest, s.prompt_version] for s in scores])
+    return run_id
+
+
+def list_eval_runs(db: Database) -> list[dict]:
+    with db.cursor() as cur:
+        return _rows(cur, """
+            SELECT e.id, e.name, e.dataset, e.status, e.n_items, e.created_at, e.finished_at, e.wall_s,
+                   e.judge_model, e.judge_prompt_version,
+                   count(i.item_id) FILTER (WHERE i.status = 'done') AS done,
+                   count(i.item_id) FILTER (WHERE i.status <> 'done') AS failed
+            FROM eval_runs e LEFT JOIN eval_items i ON i.eval_run_id = e.id
+            GROUP BY ALL ORDER BY e.id DESC""", [])
+
+
+def metric_summary(db: Database, eval_run_id: int) -> list[dict]:
+    """Per metric: mean over valid scores, and counts of ok, invalid and not-applicable scores."""
+    with db.cursor() as cur:
+        return _rows(cur, """
+            SELECT metric, avg(value) FILTER (WHERE status = 'ok') AS mean,
+                   count(*) FILTER (WHERE status = 'ok') AS n,
+                   count(*) FILTER (WHERE status = 'invalid') AS invalid,
+                   count(*) FILTER (WHERE status = 'not_applicable') AS not_applicable
+            FROM scores WHERE eval_run_id = ? GROUP BY metric ORDER BY metric""", [eval_run_id])
+
+
+def slice_summary(db: Database, eval_run_id: int) -> list[dict]:
+    """Per tag and metric: mean and n over valid scores."""
+    with db.cursor() as cur:
+        return _rows(cur, """
+            SELECT tag, s.metric, avg(s.value) AS mean, count(*) AS n
+            FROM scores s JOIN (SELECT eval_run_id, item_id, unnest(tags) AS tag FROM eval_items
+                                WHERE eval_run_id = ?) t USING (eval_run_id, item_id)
+            WHERE s.status = 'ok' GROUP BY ALL ORDER BY tag, s.metric""", [eval_run_id])
+
+
+def item_results(db: Database, eval_run_id: int) -> list[dict]:
+    """One row per item with its run's status and every metric's value as a column."""
+    with db.cursor() as cur:
+        return _rows(cur, """
+            SELECT i.item_id, i.run_id, i.status AS item_status, r.status AS run_status, i.question, i.tags,
+                   i.error, i.wall_ms, r.answer,
+                   max(s.value) FILTER (WHERE s.metric = 'faithfulness') AS faithfulness,
+                   max(s.value) FILTER (WHERE s.metric = 'answer_relevancy') AS answer_relevancy,
+                   max(s.value) FILTER (WHERE s.metric = 'context_precision') AS context_precision,
+                   max(s.value) FILTER (WHERE s.metric = 'context_recall') AS context_recall,
+                   max(s.value) FILTER (WHERE s.metric = 'judge_correctness') AS judge_correctness,
+                   max(s.value) FILTER (WHERE s.metric = 'judge_helpfulness') AS judge_helpfulness,
+                   max(s.value) FILTER (WHERE s.metric = 'judge_faithfulness') AS judge_faithfulness
+            FROM eval_items i LEFT JOIN runs r ON r.id = i.run_id
+            LEFT JOIN scores s ON s.eval_run_id = i.eval_run_id AND s.item_id = i.item_id
+            WHERE i.eval_run_id = ? GROUP BY ALL ORDER BY i.item_id""", [eval_run_id])
+
+
+def item_scores(db: Database, eval_run_id: int, item_id: str) -> list[dict]:
+    with db.cursor() as cur:
+        return _rows(cur, "SELECT metric, value, status, explanation, scorer_model, prompt_version FROM scores "
+                          "WHERE eval_run_id = ? AND item_id = ? ORDER BY metric", [eval_run_id, item_id])
+
+
+def usage(db: Database, eval_run_id: int) -> dict:
+    """Tokens, model time and cache hits of every LLM call made for this evaluation's items."""
+    with db.cursor() as cur:
+        return _rows(cur, """
+            SELECT count(*) AS calls, coalesce(sum(c.prompt_tokens), 0) AS prompt_tokens,
+                   coalesce(sum(c.completion_tokens), 0) AS completion_tokens,
+                   coalesce(sum(c.latency_ms) FILTER (WHERE NOT c.cache_hit), 0) / 1000 AS model_s,
+                   count(*) FILTER (WHERE c.cache_hit) AS cache_hits
+            FROM llm_calls c JOIN eval_items i ON i.run_id = c.run_id WHERE i.eval_run_id = ?""",
+                     [eval_run_id])[0]
+
+
+def judge_invalid_rate(db: Database, eval_run_id: int) -> tuple[int, int]:
+    """(invalid judge scores, all judge scores) of the run."""
+    with db.cursor() as cur:
+        return cur.execute("SELECT count(*) FILTER (WHERE status = 'invalid'), count(*) FROM scores "
+                           "WHERE eval_run_id = ? AND metric LIKE 'judge_%'", [eval_run_id]).fetchone()
+
+
+def scores_for_run(db: Database, run_id: int) -> list[dict]:
+    with db.cursor() as cur:
+        return _rows(cur, """
+            SELECT e.name AS evaluation, s.metric, s.value, s.status, s.explanation, s.scorer_model,
+                   s.prompt_version FROM scores s LEFT JOIN eval_runs e ON e.id = s.eval_run_id
+            WHERE s.run_id = ? ORDER BY s.metric""", [run_id])

@@ -1,0 +1,164 @@
+"""The evaluation runner: results, concurrency, resume after a kill, timeouts, failures."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import duckdb
+import pytest
+
+from conftest import ROOT
+from pipeline import evaluation
+from pipeline.dataset import Dataset, GoldenItem
+from pipeline.errors import InputError
+from pipeline.evaluation import report, run_evaluation
+from store import evals
+
+ITEMS = [
+    GoldenItem(id="rag-passages", question="How many passages were in the Wikipedia index of the RAG paper?",
+               reference="The Wikipedia index had 21 million passages.", tags=["rag", "numeric"]),
+    GoldenItem(id="transformer-bleu", question="What BLEU did the big Transformer score on WMT 2014 English-German?",
+               reference="The big Transformer scored 28.4 BLEU on WMT 2014 English-German.", tags=["transformer"]),
+    GoldenItem(id="peru", question="What is the capital city of Peru?", tags=["unanswerable"]),
+    GoldenItem(id="rrf", question="Which constant k did the Reciprocal Rank Fusion paper use?",
+               reference="The RRF paper used the constant k = 60.", tags=["rag"]),
+]
+
+
+def dataset(items=ITEMS):
+    return Dataset("golden-test.jsonl", list(items), [], "hash")
+
+
+def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db):
+    outcome = run_evaluation(settings, kb_db, dataset(), "first", concurrency=2)
+    assert outcome.status == "finished" and outcome.progress.done == 4 and outcome.progress.failed == 0
+    result = report(settings, kb_db, "first")
+    by_metric = {m["metric"]: m for m in result.metrics}
+    assert set(by_metric) == {"faithfulness", "answer_relevancy", "context_precision", "context_recall",
+                              "judge_correctness", "judge_helpfulness", "judge_faithfulness"}
+    assert by_metric["context_recall"]["n"] == 3 and by_metric["context_recall"]["not_applicable"] == 1
+    assert by_metric["judge_correctness"]["n"] == 4
+    assert result.judge_total == 12 and result.judge_invalid == 0
+    items = {r["item_id"]: r for r in result.items}
+    assert items["peru"]["run_status"] == "abstained" and items["rag-passages"]["run_status"] == "accepted"
+    assert items["rag-passages"]["context_recall"] == 1.0
+    assert result.usage["prompt_tokens"] > 0 and result.usage["calls"] > 20
+    assert result.eval_run.wall_s > 0 and result.diagnosis.sentence
+    assert result.eval_run.judge_model == "llama3.2" and result.eval_run.judge_prompt_version == "judge-v1"
+
+
+def test_rerunning_the_same_name_skips_finished_items_and_costs_nothing(fake, settings, kb_db):
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "resume-me")
+    before = len(fake.requests)
+    outcome = run_evaluation(settings, kb_db, dataset(), "resume-me")
+    assert outcome.progress.skipped == 2 and outcome.progress.done == 4
+    chats = [r for r in fake.requests[before:] if r["path"] == "/api/chat"]
+    assert chats and not any("Wikipedia index of the RAG paper" in json.dumps(r["body"]) for r in chats)
+    assert len(evals.finished_item_ids(kb_db, outcome.eval_run_id)) == 4
+
+
+def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, settings, kb_db):
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "one")
+    before = len([r for r in fake.requests if r["path"] == "/api/chat"])
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "two")
+    assert len([r for r in fake.requests if r["path"] == "/api/chat"]) == before
+    assert report(settings, kb_db, "two").usage["cache_hits"] == report(settings, kb_db, "two").usage["calls"]
+
+
+def test_a_changed_configuration_cannot_resume_under_the_same_name(fake, settings, kb_db):
+    import dataclasses
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "pinned")
+    with pytest.raises(InputError) as caught:
+        run_evaluation(dataclasses.replace(settings, top_k=3), kb_db, dataset(ITEMS[:1]), "pinned")
+    assert "different configuration (top_k)" in caught.value.message
+
+
+def test_items_run_concurrently(fake, settings, kb_db, monkeypatch):
+    fake.set_latency(0.005, slots=8)
+    intervals = []
+    real = evaluation.evaluate_item
+
+    def timed(*args):
+        start = time.perf_counter()
+        try:
+            return real(*args)
+        finally:
+            intervals.append((start, time.perf_counter()))
+
+    monkeypatch.setattr(evaluation, "evaluate_item", timed)
+    run_evaluation(settings, kb_db, dataset(), "overlap", concurrency=4)
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    assert len(intervals) == 4 and peak >= 3
+
+
+def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db):
+    fake.enqueue("The RAG index held 21 million passages [1].", match=lambda b: not b.get("format"))
+    fake.inject("timeout", model="llama3.2", path="/api/chat")
+    fake.fault_delay_s = 3
+    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "slow", concurrency=1, item_timeout_s=1)
+    items = {r["item_id"]: r for r in report(settings, kb_db, "slow").items}
+    assert items["rag-passages"]["item_status"] == "timeout" and "timed out after 1 s" in items["rag-passages"]["error"]
+    assert items["transformer-bleu"]["item_status"] == "done"
+    assert outcome.progress.failed == 1
+
+
+def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db):
+    fake.remove_model("bespoke-minicheck")
+    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky")
+    row = report(settings, kb_db, "flaky").items[0]
+    assert row["item_status"] == "failed" and "bespoke-minicheck is not pulled" in row["error"]
+    assert outcome.progress.failed == 1
+    fake.add_model("bespoke-minicheck")
+    from pipeline.llm import forget_digests
+    forget_digests()
+    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky")
+    assert outcome.progress.done == 1 and report(settings, kb_db, "flaky").items[0]["item_status"] == "done"
+
+
+def test_cancel_stops_before_the_next_item(fake, settings, kb_db):
+    cancel = threading.Event()
+    outcome = run_evaluation(settings, kb_db, dataset(), "cancelled", concurrency=1,
+                             on_progress=lambda p: cancel.set(), cancel=cancel)
+    assert outcome.status == "cancelled" and outcome.progress.done == 1
+    assert evals.get_eval_run(kb_db, "cancelled").status == "cancelled"
+
+
+def test_a_run_killed_with_sigkill_leaves_a_valid_store_that_resumes(fake, settings, kb_db, tmp_path):
+    kb_db.close()
+    fake.set_latency(0.02, slots=4)
+    golden = tmp_path / "golden.jsonl"
+    items = [GoldenItem(id=f"item-{n}", question=f"{ITEMS[n % 2].question} (variant {n})",
+                        reference=ITEMS[n % 2].reference) for n in range(12)]
+    golden.write_text("\n".join(i.model_dump_json() for i in items))
+    env = {**os.environ, "COLUMNS": "200"}
+    child = subprocess.Popen([sys.executable, "-m", "pipeline", "eval", str(golden), "--name", "killed",
+                              "--concurrency", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    done = 0
+    while time.monotonic() < deadline and done < 2:
+        time.sleep(0.3)
+        done = len([r for r in fake.requests if r["body"] and "Faithfulness: is every" in json.dumps(r["body"])])
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert done >= 2, "the child never got going"
+    con = duckdb.connect(settings.store_path)
+    finished_before = con.execute("SELECT count(*) FROM eval_items WHERE status = 'done'").fetchone()[0]
+    assert con.execute("SELECT status FROM eval_runs WHERE name = 'killed'").fetchone()[0] == "running"
+    orphans = con.execute("SELECT count(*) FROM scores s LEFT JOIN eval_items i USING (eval_run_id, item_id) "
+                          "WHERE i.item_id IS NULL").fetchone()[0]
+    con.close()
+    assert 1 <= finished_before < 12 and orphans == 0
+    from store.db import get_database
+    outcome = run_evaluation(settings, get_database(settings), Dataset("golden.jsonl", items, [], "h"), "killed")
+    assert outcome.progress.skipped == finished_before and outcome.progress.done == 12
+    con = duckdb.connect(settings.store_path)
+    assert con.execute("SELECT count(*), count(DISTINCT item_id) FROM eval_items").fetchone() == (12, 12)
+    con.close()
