@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import sys
 
-from bench import overhead, retrieval, verification
+from bench import evaluation, overhead, retrieval, verification
 from bench.common import print_table
 
-SUITES = {"overhead": overhead.run, "retrieval": retrieval.run, "verification": verification.run}
+SUITES = {"overhead": overhead.run, "retrieval": retrieval.run, "verification": verification.run,
+          "evaluation": evaluation.run}
 
 
 def main(names: list[str]) -> int:
