@@ -28,7 +28,7 @@ def wall(checker: FaithfulnessChecker, round_no: int) -> float:
 
 
 def run(rounds: int = 5) -> list[Figure]:
-    with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, _):
+    with bench_environment(WORKBENCH_CACHE_ENABLED="false", WORKBENCH_PRECHECK_ENABLED="false") as (fake, _):
         fake.set_latency(0.02, slots=4)
         settings = load_settings()
         db = get_database(settings)

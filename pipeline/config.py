@@ -38,6 +38,8 @@ class Settings:
     max_retries: int = 2
     abstain_below: float = 0.5
     verify_concurrency: int = 4
+    precheck_enabled: bool = True
+    verify_scope: str = "chunk"
     max_question_chars: int = 2000
     temperature: float = 0.0
     seed: int = 42
@@ -122,6 +124,7 @@ def _validate(s: Settings) -> Settings:
         (s.verify_concurrency >= 1, "verify_concurrency", "at least 1"),
         (s.request_timeout_s > 0, "request_timeout_s", "above 0"),
         (s.max_question_chars >= 10, "max_question_chars", "at least 10"),
+        (s.verify_scope in ("chunk", "context"), "verify_scope", "'chunk' or 'context'"),
     ]
     for ok, name, rule in checks:
         if not ok:

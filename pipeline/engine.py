@@ -45,7 +45,8 @@ def clean_question(question: str | None, settings: Settings) -> str:
 def run_config(settings: Settings) -> dict:
     """What a run's result depends on, so runs can be compared later."""
     keys = ("generator_model", "claim_model", "verifier_model", "nli_model", "embed_model", "top_k",
-            "chunk_size", "chunk_overlap", "faithfulness_threshold", "max_retries", "abstain_below", "temperature")
+            "chunk_size", "chunk_overlap", "faithfulness_threshold", "max_retries", "abstain_below", "temperature",
+            "precheck_enabled", "verify_scope")
     config = {key: getattr(settings, key) for key in keys}
     config["prompts"] = {p.name: p.version for p in PROMPTS}
     return config

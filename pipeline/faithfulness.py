@@ -17,7 +17,8 @@ from pipeline import prompts
 from pipeline.config import Settings
 from pipeline.llm import LLM
 from pipeline.structured import ask
-from pipeline.text import best_sentence, find_span, overlap
+from pipeline.precheck import precheck
+from pipeline.text import best_sentence, find_span, overlap, strip_citations
 
 SUPPORTED, CONTRADICTED, UNSUPPORTED, UNVERIFIED = "supported", "contradicted", "unsupported", "unverified"
 ABSTAIN_SENTENCE = "The knowledge base does not cover this question."
@@ -96,6 +97,12 @@ class FaithfulnessChecker:
             return list(pool.map(check, enumerate(claims, start=1)))
 
     def verify_claim(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        if self.settings.precheck_enabled:
+            decided = self.precheck_claim(claim_no, claim, passages)
+            if decided is not None:
+                return decided
+        if self.settings.verify_scope == "context":
+            return self.verify_against_context(claim_no, claim, passages)
         ordered = sorted(passages, key=lambda p: -overlap(claim, p.text))
         invalid = []
         for passage in ordered:
@@ -114,6 +121,36 @@ class FaithfulnessChecker:
             return CheckedClaim(claim_no, claim, UNVERIFIED, self.settings.verifier_model,
                                 reason=f"the verifier's replies could not be read as Yes/No: {invalid[0]!r}")
         return self.classify_rejected(claim_no, claim, passages)
+
+    def precheck_claim(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim | None:
+        """The deterministic pre-check's verdict, or None when it leaves the claim to the model."""
+        result = precheck(claim, "\n\n".join(p.text for p in passages))
+        if result.verdict == UNSUPPORTED:
+            return CheckedClaim(claim_no, claim, UNSUPPORTED, "precheck", reason=result.reason)
+        if result.verdict == SUPPORTED:
+            for passage in passages:
+                span = find_span(passage.text, strip_citations(claim).rstrip(".!?;:"))
+                if span:
+                    return CheckedClaim(claim_no, claim, SUPPORTED, "precheck", passage, span,
+                                        f"found verbatim in [{passage.n}] {_short_source(passage.source)}")
+        return None
+
+    def verify_against_context(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        """One verifier call with every passage (verify_scope = context); evidence = the closest sentence."""
+        reply = self.llm.chat("verify", self.settings.verifier_model,
+                              [{"role": "user", "content": prompts.verifier_input(context_block(passages), claim)}],
+                              accept=lambda text: parse_yes_no(text) is not None)
+        supported = parse_yes_no(reply.text)
+        if supported is None:
+            return CheckedClaim(claim_no, claim, UNVERIFIED, self.settings.verifier_model,
+                                reason=f"the verifier's reply could not be read as Yes/No: {reply.text[:40]!r}")
+        if not supported:
+            return self.classify_rejected(claim_no, claim, passages)
+        scored = [(p, best_sentence(p.text, claim)) for p in passages]
+        passage, sentence = max(scored, key=lambda ps: overlap(claim, ps[1].text) if ps[1] else -1.0)
+        span = (sentence.start, sentence.end) if sentence else None
+        return CheckedClaim(claim_no, claim, SUPPORTED, self.settings.verifier_model,
+                            passage if span else None, span, "supported by the retrieved context")
 
     def classify_rejected(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
         result = ask(self.llm, "nli", self.settings.nli_model, prompts.NLI_JUDGE,

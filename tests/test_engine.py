@@ -1,6 +1,7 @@
 """End-to-end through the real ollama client and LlamaIndex classes against the fake Ollama server."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -69,7 +70,7 @@ def test_invented_fact_is_retried_and_the_retry_names_the_failed_claim(fake, set
 def test_contradiction_quotes_a_sentence_that_exists_in_the_source(fake, settings, kb_db):
     fake.enqueue("The RAG index was split into 50 million passages [1].", model="llama3.2",
                  match=is_generation, times=3)
-    _, result = ask(kb_db, settings, RAG_QUESTION)
+    _, result = ask(kb_db, dataclasses.replace(settings, precheck_enabled=False), RAG_QUESTION)
     claim = result.attempts[0].claims[0]
     assert claim.verdict == "contradicted"
     assert claim.evidence and claim.evidence in claim.passage.text
@@ -78,12 +79,31 @@ def test_contradiction_quotes_a_sentence_that_exists_in_the_source(fake, setting
     assert "best reached 0.00" in result.abstain_reason
 
 
+def test_precheck_rejects_a_number_no_source_gives_without_a_model_call(fake, settings, kb_db):
+    fake.enqueue("The RAG index was split into 50 million passages [1].", model="llama3.2",
+                 match=is_generation, times=3)
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    claim = result.attempts[0].claims[0]
+    assert (claim.verdict, claim.verifier) == ("unsupported", "precheck")
+    assert claim.reason == "'50 million' appears in no retrieved source"
+    verifier_prompts = [r for r in fake.requests if r["model"] == "bespoke-minicheck:latest"]
+    assert not any("50 million" in json.dumps(r["body"]) for r in verifier_prompts)
+
+
+def test_a_claim_found_verbatim_is_supported_without_a_model_call(fake, settings, kb_db):
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert result.status == "accepted"
+    assert {c.verifier for c in result.final_claims} == {"precheck"}
+    assert all(c.evidence == c.passage.text[c.span[0]:c.span[1]] for c in result.final_claims)
+    assert not [r for r in fake.requests if r["model"] == "bespoke-minicheck:latest"]
+
+
 def test_a_quote_missing_from_the_sources_is_never_shown(fake, settings, kb_db):
     fake.enqueue("The RAG paper was written in Klingon [1].", model="llama3.2",
                  match=is_generation)
     fake.enqueue({"verdict": "contradicted", "quote": "The RAG paper was written in Latin.", "reason": "made up"},
                  model="llama3.2", match=schema_has("verdict"))
-    _, result = ask(kb_db, settings, RAG_QUESTION)
+    _, result = ask(kb_db, dataclasses.replace(settings, precheck_enabled=False), RAG_QUESTION)
     claim = result.attempts[0].claims[0]
     assert claim.evidence is None and claim.span is None
     assert claim.verdict == "unsupported"
@@ -125,7 +145,7 @@ def test_ollama_down_records_a_failed_run_with_the_fix(fake, settings, kb_db):
 
 def test_missing_verifier_model_says_which_model_to_pull(fake, settings, kb_db):
     fake.remove_model("bespoke-minicheck")
-    _, result = ask(kb_db, settings, RAG_QUESTION)
+    _, result = ask(kb_db, dataclasses.replace(settings, precheck_enabled=False), RAG_QUESTION)
     assert result.status == "failed"
     assert result.error == "model bespoke-minicheck is not pulled"
     assert result.fix == "`ollama pull bespoke-minicheck`"
@@ -162,7 +182,7 @@ def test_claim_extraction_that_never_parses_leaves_the_answer_unverified(fake, s
 
 
 def test_every_step_lands_in_duckdb(fake, settings, kb_db):
-    _, result = ask(kb_db, settings, RAG_QUESTION)
+    _, result = ask(kb_db, dataclasses.replace(settings, precheck_enabled=False), RAG_QUESTION)
     run = get_run(kb_db, result.run_id)
     assert run["question"] == RAG_QUESTION and run["status"] == "accepted"
     assert run["latency_ms"] > 0 and run["finished_at"] >= run["started_at"]
