@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import sys
 
-from bench import evaluation, overhead, retrieval, verification
+from bench import answer_cost, evaluation, overhead, retrieval, verification
 from bench.common import print_table
 
 SUITES = {"overhead": overhead.run, "retrieval": retrieval.run, "verification": verification.run,
-          "evaluation": evaluation.run}
+          "evaluation": evaluation.run, "answer_cost": answer_cost.run}
 
 
 def main(names: list[str]) -> int:

@@ -1,7 +1,8 @@
-"""Command line: ask, ingest, doctor, eval. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
+"""Command line: ask, ingest, doctor, eval, bench-detector. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import asdict
@@ -10,9 +11,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.cli_eval import evaluation_progress, print_report, report_json
+from pipeline.cli_eval import evaluation_progress, print_detector, print_report, report_json
 from pipeline.config import load_settings
 from pipeline.dataset import load_dataset
+from pipeline.detector_bench import run_detector_bench
 from pipeline.evaluation import report, run_evaluation
 from pipeline.engine import VerifiedQueryEngine
 from pipeline.errors import InputError, WorkbenchError
@@ -46,6 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, default=None, help="only the first N items")
     ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
     ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
+    det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
+    det.add_argument("--verifier", choices=["minicheck", "llm", "precheck", "all"], default="minicheck")
+    det.add_argument("--claims", choices=["llm", "answer"], default="llm",
+                     help="claims from the claim extractor (llm) or the answer's own sentences (answer)")
+    det.add_argument("--scope", choices=["chunk", "context"], default=None,
+                     help="verify each claim per chunk or against the whole context (default: setting)")
+    det.add_argument("--no-precheck", action="store_true", help="turn the deterministic pre-check off")
+    det.add_argument("--cache", action="store_true", help="use the LLM cache (off by default: honest latency)")
+    det.add_argument("--limit", type=int, default=None)
+    det.add_argument("--json", action="store_true")
     return parser
 
 
@@ -168,4 +181,24 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
     return 0 if outcome.progress.failed == 0 else 1
 
 
-COMMANDS = {"ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval}
+def cmd_bench_detector(args, settings, db, out: Console, err: Console) -> int:
+    settings = dataclasses.replace(settings, cache_enabled=args.cache,
+                                   precheck_enabled=settings.precheck_enabled and not args.no_precheck,
+                                   verify_scope=args.scope or settings.verify_scope)
+    verifiers = ["precheck", "minicheck", "llm"] if args.verifier == "all" else [args.verifier]
+    summaries = {}
+    for verifier in verifiers:
+        def progress(done, total, verifier=verifier):
+            if done % 25 == 0 or done == total:
+                err.print(Text(f"{verifier}: {done}/{total} answers", style="dim"))
+        run_id, metrics = run_detector_bench(settings, db, args.file, verifier, args.claims, args.limit, progress)
+        summaries[verifier] = {"run_id": run_id, **metrics}
+    if args.json:
+        out.print_json(json.dumps(summaries, default=str))
+    else:
+        print_detector(summaries, out)
+    return 0
+
+
+COMMANDS = {"ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval,
+            "bench-detector": cmd_bench_detector}

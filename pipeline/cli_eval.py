@@ -1,4 +1,4 @@
-"""Terminal output of an evaluation: a live progress bar and the summary tables."""
+"""Terminal output of evaluations and detector benchmarks: progress bars and summary tables."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -65,3 +65,32 @@ def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
             "judge_invalid": result.judge_invalid, "judge_total": result.judge_total,
             "usage": result.usage, "wall_s": result.eval_run.wall_s,
             "weak_slices": [{"tag": t, "metric": m, "mean": v} for t, m, v in weak_slices(result)]}
+
+
+def print_detector(summaries: dict[str, dict], out: Console) -> None:
+    table = Table("figure", *summaries.keys())
+    rows = [("answers scored", "n", "{:d}"), ("balanced accuracy", "balanced_accuracy", "{:.3f}"),
+            ("precision (hallucinated)", "precision", "{:.3f}"), ("recall (hallucinated)", "recall", "{:.3f}"),
+            ("F1 (hallucinated)", "f1", "{:.3f}"), ("TP / FP / TN / FN", None, None),
+            ("latency per answer (median ms)", "latency_ms_per_answer", "{:.1f}"),
+            ("LLM calls per answer", "llm_calls_per_answer", "{:.2f}"),
+            ("prompt tokens per answer", "prompt_tokens_per_answer", "{:.0f}"),
+            ("claims / decided by pre-check", None, None),
+            ("pre-check flags truly hallucinated", "flagged_by_precheck_truly_hallucinated", "{:.3f}"),
+            ("invalid (claims unreadable)", "invalid", "{:d}")]
+    for label, key, fmt in rows:
+        cells = []
+        for m in summaries.values():
+            if label.startswith("TP"):
+                cells.append(f"{m['tp']} / {m['fp']} / {m['tn']} / {m['fn']}")
+            elif label.startswith("claims"):
+                cells.append(f"{m['claims']} / {m['claims_decided_by_precheck']}")
+            else:
+                cells.append("n/a" if m.get(key) is None else fmt.format(m[key]))
+        table.add_row(label, *cells)
+    out.print(table)
+    for verifier, m in summaries.items():
+        best = max(m["sweep"], key=lambda row: row["f1"])
+        out.print(Text(f"{verifier}: run {m['run_id']}; decision: {m['threshold']}; best F1 on the sweep "
+                       f"{best['f1']:.3f} at faithfulness < {best['threshold']:g} "
+                       f"({len(m['sweep'])} thresholds)"))

@@ -71,9 +71,21 @@ def _short_source(source: str) -> str:
 
 
 class FaithfulnessChecker:
-    def __init__(self, llm: LLM, settings: Settings):
+    """classify=False skips the contradicted-or-unsupported step (a detector only needs supported or not);
+    llm_verifier=True asks the verifier model with an instruction, for general LLMs instead of minicheck."""
+
+    def __init__(self, llm: LLM, settings: Settings, classify: bool = True, llm_verifier: bool = False):
         self.llm = llm
         self.settings = settings
+        self.classify = classify
+        self.llm_verifier = llm_verifier
+
+    def _ask_verifier(self, document: str, claim: str):
+        user = prompts.verifier_input(document, claim)
+        messages = (prompts.LLM_VERIFIER.messages(user) if self.llm_verifier
+                    else [{"role": "user", "content": user}])
+        return self.llm.chat("verify", self.settings.verifier_model, messages,
+                             accept=lambda text: parse_yes_no(text) is not None)
 
     # step 1
     def extract_claims(self, question: str, answer: str) -> ClaimExtraction:
@@ -106,9 +118,7 @@ class FaithfulnessChecker:
         ordered = sorted(passages, key=lambda p: -overlap(claim, p.text))
         invalid = []
         for passage in ordered:
-            reply = self.llm.chat("verify", self.settings.verifier_model,
-                                  [{"role": "user", "content": prompts.verifier_input(passage.text, claim)}],
-                                  accept=lambda text: parse_yes_no(text) is not None)
+            reply = self._ask_verifier(passage.text, claim)
             supported = parse_yes_no(reply.text)
             if supported is None:
                 invalid.append(reply.text[:40])
@@ -137,9 +147,7 @@ class FaithfulnessChecker:
 
     def verify_against_context(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
         """One verifier call with every passage (verify_scope = context); evidence = the closest sentence."""
-        reply = self.llm.chat("verify", self.settings.verifier_model,
-                              [{"role": "user", "content": prompts.verifier_input(context_block(passages), claim)}],
-                              accept=lambda text: parse_yes_no(text) is not None)
+        reply = self._ask_verifier(context_block(passages), claim)
         supported = parse_yes_no(reply.text)
         if supported is None:
             return CheckedClaim(claim_no, claim, UNVERIFIED, self.settings.verifier_model,
@@ -153,6 +161,9 @@ class FaithfulnessChecker:
                             passage if span else None, span, "supported by the retrieved context")
 
     def classify_rejected(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        if not self.classify:
+            return CheckedClaim(claim_no, claim, UNSUPPORTED, self.settings.verifier_model,
+                                reason="no passage supports it")
         result = ask(self.llm, "nli", self.settings.nli_model, prompts.NLI_JUDGE,
                      prompts.nli_input(context_block(passages), claim))
         verifier = f"{self.settings.verifier_model} + {self.settings.nli_model}"

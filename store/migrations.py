@@ -164,7 +164,40 @@ def m004_evaluations(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
-MIGRATIONS = [m001_knowledge_base, m002_run_log, m003_llm_calls_and_cache, m004_evaluations]
+def m005_detector_benchmarks(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("""
+        CREATE SEQUENCE detector_runs_id_seq;
+        CREATE TABLE detector_runs (
+            id BIGINT PRIMARY KEY DEFAULT nextval('detector_runs_id_seq'),
+            dataset VARCHAR NOT NULL,
+            verifier VARCHAR NOT NULL,
+            claims_from VARCHAR NOT NULL,
+            scope VARCHAR NOT NULL,
+            precheck BOOLEAN NOT NULL,
+            settings JSON NOT NULL,
+            n INTEGER NOT NULL,
+            metrics JSON NOT NULL,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE detector_results (
+            detector_run_id BIGINT NOT NULL,
+            record_id VARCHAR NOT NULL,
+            label INTEGER NOT NULL,
+            predicted INTEGER NOT NULL,
+            faithfulness DOUBLE,
+            n_claims INTEGER NOT NULL,
+            decided_by_precheck INTEGER NOT NULL,
+            llm_calls INTEGER NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            latency_ms DOUBLE NOT NULL,
+            error VARCHAR,
+            verdicts JSON
+        );
+    """)
+
+
+MIGRATIONS = [m001_knowledge_base, m002_run_log, m003_llm_calls_and_cache, m004_evaluations,
+              m005_detector_benchmarks]
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> list[str]:

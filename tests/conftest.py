@@ -19,7 +19,7 @@ from store import db as store_db  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 KB = ROOT / "data" / "kb"
 TEST_ENV = {"WORKBENCH_REQUEST_TIMEOUT_S": "5", "WORKBENCH_LLM_BACKOFF_S": "0.01",
-            "WORKBENCH_STORE_IDLE_RELEASE_S": "0", "WORKBENCH_STORE_LOCK_TIMEOUT_S": "2"}
+            "WORKBENCH_STORE_IDLE_RELEASE_S": "0", "WORKBENCH_STORE_LOCK_TIMEOUT_S": "2", "COLUMNS": "250"}
 
 
 def reset_process_state() -> None:

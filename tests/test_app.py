@@ -166,3 +166,21 @@ def test_run_page_shows_a_stored_run_and_refuses_unknown_ids(fake, settings, kb_
     assert "21 million passages" in markdown_text(at)
     at.number_input[0].set_value(result.run_id + 50).run()
     assert any(f"There is no run {result.run_id + 50}" in e.value for e in at.error)
+
+
+def test_detector_page_compares_runs(fake, settings, db, tmp_path):
+    import json
+
+    from pipeline.detector_bench import run_detector_bench
+    path = tmp_path / "l.jsonl"
+    path.write_text("\n".join(json.dumps({"id": f"r{i}", "context": "BM25 is a ranking function.",
+                                          "answer": a, "label": label})
+                              for i, (a, label) in enumerate([("BM25 is a ranking function.", 0),
+                                                              ("BM25 was invented at Google in 2015.", 1)])))
+    run_detector_bench(settings, db, str(path), "precheck", "answer")
+    run_detector_bench(settings, db, str(path), "minicheck", "answer")
+    at = app("pages/detector.py")
+    frame = at.dataframe[0].value
+    assert list(frame["verifier"]) == ["minicheck", "precheck"]
+    assert list(frame["balanced accuracy"]) == [1.0, 1.0]
+    assert len(at.get("plotly_chart")) == 2

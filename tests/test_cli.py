@@ -11,11 +11,6 @@ from pipeline.cli import main
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
 
-@pytest.fixture(autouse=True)
-def wide_terminal(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "250")
-
-
 def test_ask_prints_the_answer_steps_and_claim_table(kb_db, capsys):
     assert main(["ask", QUESTION]) == 0
     out, err = capsys.readouterr()

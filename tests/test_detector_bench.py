@@ -1,0 +1,77 @@
+import json
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.detector_bench import classification, context_passages, load_labelled, sweep
+from pipeline.errors import InputError
+
+RECORDS = [
+    {"id": "f1", "question": "Who wrote it?", "context": "The RAG paper was written by Patrick Lewis in 2020.",
+     "answer": "Patrick Lewis wrote the RAG paper in 2020.", "label": 0},
+    {"id": "h1", "question": "Who wrote it?", "context": "The RAG paper was written by Patrick Lewis in 2020.",
+     "answer": "Douwe Kiela wrote the RAG paper in 2019.", "label": 1},
+    {"id": "f2", "context": "BM25 is a ranking function used by search engines.",
+     "answer": "BM25 is a ranking function used by search engines.", "label": 0},
+    {"id": "h2", "context": "BM25 is a ranking function used by search engines.",
+     "answer": "BM25 ranks documents with neural networks trained on clicks.", "label": 1},
+]
+
+
+@pytest.fixture
+def labelled(tmp_path):
+    path = tmp_path / "labelled.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n" + '{"id": "bad", "label": 2}\n')
+    return path
+
+
+def test_metrics_on_a_known_confusion_matrix():
+    labels = [1, 1, 1, 1, 0, 0, 0, 0, 0, 0]
+    predicted = [1, 1, 1, 0, 1, 0, 0, 0, 0, 0]
+    m = classification(labels, predicted)
+    assert (m["tp"], m["fp"], m["tn"], m["fn"]) == (3, 1, 5, 1)
+    assert m["precision"] == pytest.approx(0.75) and m["recall"] == pytest.approx(0.75)
+    assert m["f1"] == pytest.approx(0.75)
+    assert m["balanced_accuracy"] == pytest.approx((0.75 + 5 / 6) / 2)
+
+
+def test_sweep_over_faithfulness_thresholds():
+    rows = sweep([1, 1, 0, 0], [0.0, 0.5, 1.0, None])
+    assert [r["threshold"] for r in rows] == [0.5, 1.0, 1.0]
+    assert (rows[0]["tp"], rows[0]["fp"]) == (1, 0)
+    assert (rows[1]["tp"], rows[1]["fp"]) == (2, 0)
+    assert (rows[-1]["tp"], rows[-1]["fp"]) == (2, 2)
+
+
+def test_bad_records_are_reported_and_chunks_are_sentence_windows(labelled):
+    records, bad = load_labelled(labelled)
+    assert [r.id for r in records] == ["f1", "h1", "f2", "h2"]
+    assert bad[0].line == 5
+    assert [p.text for p in context_passages("A b c. D e f. G h i.")] == ["A b c. D e f.", "G h i."]
+    with pytest.raises(InputError):
+        load_labelled(labelled.parent / "missing.jsonl")
+
+
+def test_the_command_measures_each_verifier_through_the_fake(fake, db, labelled, capsys):
+    assert main(["bench-detector", str(labelled), "--verifier", "all", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert set(summary) == {"precheck", "minicheck", "llm"}
+    pre = summary["precheck"]
+    assert (pre["tp"], pre["fp"], pre["tn"], pre["fn"]) == (1, 0, 2, 1)
+    assert pre["llm_calls_per_answer"] == 1.0  # claim extraction only
+    mini = summary["minicheck"]
+    assert (mini["tp"], mini["fp"], mini["tn"], mini["fn"]) == (2, 0, 2, 0)
+    assert mini["balanced_accuracy"] == 1.0 and mini["prompt_tokens_per_answer"] > 0
+    assert mini["claims_decided_by_precheck"] >= 2
+
+
+def test_answer_claims_need_no_model_and_runs_are_stored(fake, db, labelled, capsys):
+    from store.detector import detector_results, list_detector_runs
+    assert main(["bench-detector", str(labelled), "--verifier", "precheck", "--claims", "answer"]) == 0
+    out = capsys.readouterr().out
+    assert "pre-check flags truly hallucinated │ 1.000" in out
+    assert not [r for r in fake.requests if r["path"] == "/api/chat"]
+    run = list_detector_runs(db)[0]
+    assert (run["verifier"], run["claims_from"], run["n"]) == ("precheck", "answer", 4)
+    results = {r["record_id"]: r for r in detector_results(db, run["id"])}
+    assert results["h1"]["predicted"] == 1 and "Douwe Kiela" in results["h1"]["verdicts"]
