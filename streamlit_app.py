@@ -17,7 +17,7 @@ with st.sidebar:
 page = st.navigation([
     st.Page("pages/chat.py", title="Chat", icon="💬", default=True),
     st.Page("pages/evaluate.py", title="Evaluate", icon="🧪"),
-    st.Page("pages/run.py", title="Run", icon="🔍", url_path="run"),
+    st.Page("pages/runs.py", title="Runs", icon="🗂️", url_path="runs"),
     st.Page("pages/detector.py", title="Detector", icon="🎯"),
     st.Page("pages/knowledge_base.py", title="Knowledge base", icon="📚"),
     st.Page("pages/settings.py", title="Settings & health", icon="⚙️"),

@@ -119,7 +119,7 @@ def show_slices(result: EvalReport) -> None:
 
 def with_links(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy()
-    frame["link"] = frame["run_id"].map(lambda r: f"/run?run_id={int(r)}" if pd.notna(r) else None)
+    frame["link"] = frame["run_id"].map(lambda r: f"/runs?run_id={int(r)}" if pd.notna(r) else None)
     return frame
 
 

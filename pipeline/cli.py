@@ -1,4 +1,4 @@
-"""Command line: ask, ingest, doctor, eval, bench-detector. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
+"""Command line: ask, ingest, doctor, eval, bench-detector, runs, show. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
 from __future__ import annotations
 
 import argparse
@@ -22,9 +22,11 @@ from pipeline.events import AnswerResult
 from pipeline.health import check_all
 from pipeline.knowledge_base import ingest
 from pipeline.llm import LLM
+from pipeline.stored_runs import load_result
 from store.db import get_database
+from store.history import RunFilter, query_runs
 from store.kb import count_chunks
-from store.llm_log import save_calls
+from store.llm_log import calls_for_run, save_calls
 
 VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "yellow", "unverified": "magenta"}
 
@@ -48,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, default=None, help="only the first N items")
     ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
     ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    runs = sub.add_parser("runs", help="list runs, newest first")
+    runs.add_argument("--status", default=None, help="only runs with this status (accepted, flagged, ...)")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--json", action="store_true")
+    show = sub.add_parser("show", help="show one run: answer, claims with evidence, attempts, LLM calls")
+    show.add_argument("run_id", type=int)
+    show.add_argument("--json", action="store_true")
     det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
     det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
     det.add_argument("--verifier", choices=["minicheck", "llm", "precheck", "all"], default="minicheck")
@@ -200,5 +209,38 @@ def cmd_bench_detector(args, settings, db, out: Console, err: Console) -> int:
     return 0
 
 
-COMMANDS = {"ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval,
+def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
+    rows = query_runs(db, RunFilter(statuses=[args.status] if args.status else []), 1, args.limit)
+    if args.json:
+        out.print_json(json.dumps(rows, default=str))
+        return 0
+    table = Table("id", "kind", "status", "faithfulness", "attempts", "model", "latency", "started", "question")
+    for r in rows:
+        table.add_row(str(r["id"]), r["kind"], r["status"],
+                      "n/a" if r["faithfulness"] is None else f"{r['faithfulness']:.2f}", str(r["n_attempts"]),
+                      Text(str(r["generator_model"])), f"{(r['latency_ms'] or 0) / 1000:.1f} s",
+                      f"{r['started_at']:%Y-%m-%d %H:%M}", Text(r["question"][:80]))
+    out.print(table)
+    return 0
+
+
+def cmd_show(args, settings, db, out: Console, err: Console) -> int:
+    result = load_result(db, args.run_id)
+    if result is None:
+        err.print(Text(f"error: there is no run {args.run_id}", style="red"))
+        return 2
+    if args.json:
+        out.print_json(json.dumps({**result_json(result), "calls": calls_for_run(db, args.run_id)}, default=str))
+        return 0
+    out.print(Text(f"question: {result.question}", style="bold"))
+    for attempt in result.attempts:
+        r = attempt.record
+        faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
+        out.print(Text(f"attempt {r.attempt_no}{' (strict)' if r.strict else ''}: {r.status}, faithfulness {faith}"
+                       + (f"; failed claims: {'; '.join(r.failed_claims)}" if r.failed_claims else ""), style="dim"))
+    print_result(result, out)
+    return 0
+
+
+COMMANDS = {"runs": cmd_runs, "show": cmd_show, "ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval,
             "bench-detector": cmd_bench_detector}

@@ -64,3 +64,12 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
 
 def short_source(source: str | None) -> str:
     return (source or "").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = "supported") -> str:
+    """Markdown of a whole chunk with the evidence span highlighted; all text escaped."""
+    if not span:
+        return escape_markdown(text)
+    start, end = span
+    return (escape_markdown(text[:start]) + f":{VERDICT_COLOR.get(verdict, 'blue')}-background[**"
+            + escape_markdown(text[start:end]) + "**]" + escape_markdown(text[end:]))

@@ -136,7 +136,7 @@ def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
     assert any("Diagnosis:" in i.value for i in at.info)
     results = at.dataframe[-1].value
     assert len(results) == 3 and set(results["item_status"]) == {"done"}
-    assert results["link"].str.startswith("/run?run_id=").all()
+    assert results["link"].str.startswith("/runs?run_id=").all()
 
 
 def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
@@ -154,18 +154,38 @@ def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
     assert list(filtered["judge_correctness"]) == sorted(filtered["judge_correctness"])
 
 
-def test_run_page_shows_a_stored_run_and_refuses_unknown_ids(fake, settings, kb_db):
+def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settings, kb_db):
     from pipeline.engine import VerifiedQueryEngine, final_result
-    result = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
+    engine = VerifiedQueryEngine(settings=settings, db=kb_db)
+    accepted = final_result(engine.stream(QUESTION))
+    final_result(engine.stream("What is the capital city of Peru?"))
+    at = app("pages/runs.py")
+    frame = at.dataframe[0].value
+    assert list(frame["status"]) == ["abstained", "accepted"]
+    next(m for m in at.multiselect if m.label == "Status").set_value(["accepted"]).run()
+    assert list(at.dataframe[0].value["id"]) == [accepted.run_id]
+    next(t for t in at.text_input if t.label == "Text in question or answer").set_value("PERU").run()
+    assert any("No runs match" in i.value for i in at.info)
+
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    at.query_params["run_id"] = str(result.run_id)
+    at.query_params["run_id"] = str(accepted.run_id)
     at.run()
-    at.switch_page("pages/run.py")
+    at.switch_page("pages/runs.py")
     at.run()
     assert not at.exception, at.exception
-    assert "21 million passages" in markdown_text(at)
-    at.number_input[0].set_value(result.run_id + 50).run()
-    assert any(f"There is no run {result.run_id + 50}" in e.value for e in at.error)
+    assert at.title[0].value == f"Run {accepted.run_id}"
+    text = markdown_text(at)
+    assert ":green-background[**" in text and "21 million passages" in text
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_runs_page_refuses_unknown_ids(kb_db):
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    at.query_params["run_id"] = "424242"
+    at.run()
+    at.switch_page("pages/runs.py")
+    at.run()
+    assert any("There is no run '424242'" in e.value for e in at.error)
 
 
 def test_detector_page_compares_runs(fake, settings, db, tmp_path):

@@ -85,3 +85,40 @@ def test_asking_on_the_running_app_shows_the_verified_answer(running_app, tmp_pa
             page.screenshot(path=str(artifacts / "chat.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running_app, settings):
+    from playwright.sync_api import expect, sync_playwright
+
+    from pipeline.engine import VerifiedQueryEngine, final_result
+    from store.db import Database
+
+    db = Database(settings.store_path, 10, 0)
+    engine = VerifiedQueryEngine(settings=settings, db=db)
+    wanted = final_result(engine.stream(QUESTION))
+    final_result(engine.stream("What BLEU did the big Transformer score on WMT 2014 English-German?"))
+    db.close()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2000})
+            page.goto(f"{running_app}/runs")
+            search = page.get_by_label("Text in question or answer")
+            search.wait_for(timeout=60_000)
+            expect(page.get_by_text("2 runs match.")).to_be_visible(timeout=30_000)
+            search.fill("wikipedia index")
+            search.press("Enter")
+            expect(page.get_by_text("1 runs match.")).to_be_visible(timeout=30_000)
+            page.get_by_role("button", name="Open drilldown").click()
+            expect(page.get_by_role("heading", name=f"Run {wanted.run_id}")).to_be_visible(timeout=30_000)
+            assert f"run_id={wanted.run_id}" in page.url
+            claim = wanted.final_claims[0]
+            page.locator("details summary", has_text=claim.text[:40]).first.click()
+            highlighted = page.locator("details[open] span:visible", has_text=claim.evidence[:40]).filter(
+                has=page.locator("strong")).first
+            expect(highlighted).to_be_visible(timeout=10_000)
+            color = highlighted.evaluate("e => getComputedStyle(e).backgroundColor")
+            assert color not in ("rgba(0, 0, 0, 0)", "transparent")
+            page.screenshot(path=str(ROOT / "test-artifacts" / "drilldown.png"), full_page=True)
+        finally:
+            browser.close()

@@ -1,0 +1,113 @@
+"""Run history: filtered, paged queries over every run, and exports. User input only ever reaches SQL
+as bound parameters; the filter builds the WHERE clause from fixed fragments."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from store.db import Database
+from store.runs import _rows
+
+LIST_COLUMNS = ("r.id, r.kind, r.status, r.question, r.faithfulness, r.n_attempts, r.generator_model, "
+                "r.latency_ms, r.started_at")
+
+
+@dataclass
+class RunFilter:
+    since: datetime | None = None
+    until: datetime | None = None
+    kinds: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    faithfulness_min: float | None = None
+    faithfulness_max: float | None = None
+    models: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    text: str = ""
+
+    def where(self) -> tuple[str, list]:
+        clauses, params = [], []
+        if self.since:
+            clauses.append("r.started_at >= ?")
+            params.append(self.since)
+        if self.until:
+            clauses.append("r.started_at < ?")
+            params.append(self.until)
+        for column, values in (("r.kind", self.kinds), ("r.status", self.statuses),
+                               ("r.generator_model", self.models)):
+            if values:
+                clauses.append(f"{column} IN (SELECT unnest(?::VARCHAR[]))")
+                params.append(list(values))
+        if self.faithfulness_min is not None:
+            clauses.append("r.faithfulness >= ?")
+            params.append(self.faithfulness_min)
+        if self.faithfulness_max is not None:
+            clauses.append("r.faithfulness <= ?")
+            params.append(self.faithfulness_max)
+        if self.tags:
+            clauses.append("r.id IN (SELECT run_id FROM eval_items WHERE list_has_any(tags, ?::VARCHAR[]))")
+            params.append(list(self.tags))
+        if self.text.strip():
+            clauses.append("(contains(lower(r.question), ?) OR contains(lower(coalesce(r.answer, '')), ?))")
+            params += [self.text.strip().lower()] * 2
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def query_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50) -> list[dict]:
+    """One page of runs, newest first, with their judge scores when they have any."""
+    where, params = run_filter.where()
+    with db.cursor() as cur:
+        rows = _rows(cur, f"SELECT {LIST_COLUMNS} FROM runs r{where} ORDER BY r.id DESC LIMIT ? OFFSET ?",
+                     params + [page_size, (max(page, 1) - 1) * page_size])
+        if rows:
+            scores = cur.execute(
+                "SELECT run_id, metric, value FROM scores WHERE run_id IN (SELECT unnest(?::BIGINT[])) "
+                "AND metric LIKE 'judge_%' AND status = 'ok'", [[r["id"] for r in rows]]).fetchall()
+            by_run: dict[int, dict] = {}
+            for run_id, metric, value in scores:
+                by_run.setdefault(run_id, {})[metric.removeprefix("judge_")] = value
+            for row in rows:
+                row["judge"] = by_run.get(row["id"], {})
+    return rows
+
+
+def count_runs(db: Database, run_filter: RunFilter) -> int:
+    where, params = run_filter.where()
+    with db.cursor() as cur:
+        return cur.execute(f"SELECT count(*) FROM runs r{where}", params).fetchone()[0]
+
+
+def filter_choices(db: Database) -> dict[str, list[str]]:
+    with db.cursor() as cur:
+        def distinct(sql):
+            return [r[0] for r in cur.execute(sql).fetchall() if r[0] is not None]
+        return {"kinds": distinct("SELECT DISTINCT kind FROM runs ORDER BY 1"),
+                "statuses": distinct("SELECT DISTINCT status FROM runs ORDER BY 1"),
+                "models": distinct("SELECT DISTINCT generator_model FROM runs ORDER BY 1"),
+                "tags": distinct("SELECT DISTINCT unnest(tags) FROM eval_items ORDER BY 1")}
+
+
+EXPORT_SQL = """
+    SELECT r.id, r.kind, r.status, r.question, r.answer, r.faithfulness, r.n_attempts, r.generator_model,
+           r.latency_ms, r.started_at{claims}
+    FROM runs r{where} ORDER BY r.id DESC"""
+CLAIMS_SQL = """,
+           (SELECT list(struct_pack(claim_no := c.claim_no, text := c.text, verdict := c.verdict,
+                                    verifier := c.verifier, evidence := c.evidence, reason := c.reason)
+                        ORDER BY c.claim_no)
+            FROM claims c WHERE c.run_id = r.id AND c.attempt_no = r.final_attempt) AS claims"""
+
+
+def export_runs(db: Database, run_filter: RunFilter, fmt: str, path: str) -> int:
+    """Write the filtered runs to path as csv, parquet or jsonl (with nested claims); return the row count."""
+    formats = {"csv": "(FORMAT csv, HEADER true)", "parquet": "(FORMAT parquet)", "jsonl": "(FORMAT json)"}
+    if fmt not in formats:
+        raise ValueError(f"unknown export format {fmt!r}")
+    where, params = run_filter.where()
+    sql = EXPORT_SQL.format(claims=CLAIMS_SQL if fmt == "jsonl" else "", where=where)
+    with db.cursor() as cur:
+        cur.execute(f"COPY ({sql}) TO '{_quote_path(path)}' {formats[fmt]}", params)
+        return cur.execute(f"SELECT count(*) FROM runs r{where}", params).fetchone()[0]
+
+
+def _quote_path(path: str) -> str:
+    return str(path).replace("'", "''")
