@@ -1,7 +1,7 @@
 """Router: the pages, and a sidebar with Ollama's health."""
 import streamlit as st
 
-from pages.common import ollama_checks, resources
+from app_pages.common import ollama_checks, resources
 
 st.set_page_config(page_title="RAG quality workbench", page_icon="🔎", layout="wide")
 
@@ -15,11 +15,11 @@ with st.sidebar:
         st.success(f"Ollama ready at {settings.ollama_host}", icon="✅")
 
 page = st.navigation([
-    st.Page("pages/chat.py", title="Chat", icon="💬", default=True),
-    st.Page("pages/evaluate.py", title="Evaluate", icon="🧪"),
-    st.Page("pages/runs.py", title="Runs", icon="🗂️", url_path="runs"),
-    st.Page("pages/detector.py", title="Detector", icon="🎯"),
-    st.Page("pages/knowledge_base.py", title="Knowledge base", icon="📚"),
-    st.Page("pages/settings.py", title="Settings & health", icon="⚙️"),
+    st.Page("app_pages/chat.py", title="Chat", icon="💬", default=True),
+    st.Page("app_pages/evaluate.py", title="Evaluate", icon="🧪"),
+    st.Page("app_pages/runs.py", title="Runs", icon="🗂️", url_path="runs"),
+    st.Page("app_pages/detector.py", title="Detector", icon="🎯"),
+    st.Page("app_pages/knowledge_base.py", title="Knowledge base", icon="📚"),
+    st.Page("app_pages/settings.py", title="Settings & health", icon="⚙️"),
 ])
 page.run()

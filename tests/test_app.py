@@ -88,14 +88,14 @@ def test_chat_refuses_an_empty_question(kb_db):
 
 
 def test_knowledge_base_page_lists_documents(kb_db):
-    at = app("pages/knowledge_base.py")
+    at = app("app_pages/knowledge_base.py")
     assert at.title[0].value == "Knowledge base"
     frame = at.dataframe[0].value
     assert "rag.md" in set(frame["path"]) and len(frame) >= 8
 
 
 def test_knowledge_base_page_offers_ingest_when_empty(db):
-    at = app("pages/knowledge_base.py")
+    at = app("app_pages/knowledge_base.py")
     assert any("No documents yet" in i.value for i in at.info)
     at.button[-1].click().run()
     assert not at.exception
@@ -104,7 +104,7 @@ def test_knowledge_base_page_offers_ingest_when_empty(db):
 
 def test_settings_page_shows_settings_and_health(fake, db):
     fake.remove_model("nomic-embed-text")
-    at = app("pages/settings.py")
+    at = app("app_pages/settings.py")
     frame = at.dataframe[0].value
     row = frame[frame["setting"] == "faithfulness_threshold"].iloc[0]
     assert row["value"] == "0.8" and row["environment variable"] == "WORKBENCH_FAITHFULNESS_THRESHOLD"
@@ -121,7 +121,7 @@ def wait_for_jobs(seconds: float = 60) -> None:
 
 
 def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
-    at = app("pages/evaluate.py")
+    at = app("app_pages/evaluate.py")
     assert at.title[0].value == "Evaluate"
     at.text_input[0].set_value("smoke")
     limit = next(n for n in at.number_input if "first N" in n.label)
@@ -143,7 +143,7 @@ def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
     from pipeline.dataset import load_dataset
     from pipeline.evaluation import run_evaluation
     run_evaluation(settings, kb_db, load_dataset(ROOT / "data" / "eval" / "golden.jsonl").select(limit=6), "six")
-    at = app("pages/evaluate.py")
+    at = app("app_pages/evaluate.py")
     assert len(at.dataframe[-1].value) == 6
     low = next(s for s in at.selectbox if s.label == "Low score on")
     low.set_value("judge_correctness").run()
@@ -159,7 +159,7 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     engine = VerifiedQueryEngine(settings=settings, db=kb_db)
     accepted = final_result(engine.stream(QUESTION))
     final_result(engine.stream("What is the capital city of Peru?"))
-    at = app("pages/runs.py")
+    at = app("app_pages/runs.py")
     frame = at.dataframe[0].value
     assert list(frame["status"]) == ["abstained", "accepted"]
     next(m for m in at.multiselect if m.label == "Status").set_value(["accepted"]).run()
@@ -170,7 +170,7 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
     at.query_params["run_id"] = str(accepted.run_id)
     at.run()
-    at.switch_page("pages/runs.py")
+    at.switch_page("app_pages/runs.py")
     at.run()
     assert not at.exception, at.exception
     assert at.title[0].value == f"Run {accepted.run_id}"
@@ -183,7 +183,7 @@ def test_runs_page_refuses_unknown_ids(kb_db):
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
     at.query_params["run_id"] = "424242"
     at.run()
-    at.switch_page("pages/runs.py")
+    at.switch_page("app_pages/runs.py")
     at.run()
     assert any("There is no run '424242'" in e.value for e in at.error)
 
@@ -199,7 +199,7 @@ def test_detector_page_compares_runs(fake, settings, db, tmp_path):
                                                               ("BM25 was invented at Google in 2015.", 1)])))
     run_detector_bench(settings, db, str(path), "precheck", "answer")
     run_detector_bench(settings, db, str(path), "minicheck", "answer")
-    at = app("pages/detector.py")
+    at = app("app_pages/detector.py")
     frame = at.dataframe[0].value
     assert list(frame["verifier"]) == ["minicheck", "precheck"]
     assert list(frame["balanced accuracy"]) == [1.0, 1.0]

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages.common import resources
-from pages.run_drilldown import show_drilldown
+from app_pages.common import resources
+from app_pages.run_drilldown import show_drilldown
 from pipeline.stored_runs import load_result
 from store.evals import scores_for_run
 from store.history import RunFilter, count_runs, export_runs, filter_choices, query_runs

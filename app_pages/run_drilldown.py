@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from pages.answer_view import STATUS_TEXT
+from app_pages.answer_view import STATUS_TEXT
 from pipeline.events import AnswerResult
 from pipeline.present import (VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk,
                               short_source)

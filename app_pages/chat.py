@@ -1,8 +1,8 @@
 """Ask a question; watch every step; see the answer with each claim checked against its source."""
 import streamlit as st
 
-from pages.answer_view import show_answer, step_line
-from pages.common import ollama_checks, resources, show_error, show_failed_checks
+from app_pages.answer_view import show_answer, step_line
+from app_pages.common import ollama_checks, resources, show_error, show_failed_checks
 from pipeline.engine import VerifiedQueryEngine
 from pipeline.errors import InputError
 from store.kb import count_chunks

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages.common import resources, show_error
-from pages.eval_view import choose_dataset, live_progress, show_report, start_form
+from app_pages.common import resources, show_error
+from app_pages.eval_view import choose_dataset, live_progress, show_report, start_form
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation import report
 from store.evals import list_eval_runs

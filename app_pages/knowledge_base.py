@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages.common import resources, show_error
+from app_pages.common import resources, show_error
 from pipeline.errors import WorkbenchError
 from pipeline.knowledge_base import PDF_SUFFIXES, TEXT_SUFFIXES, ingest
 from pipeline.llm import LLM

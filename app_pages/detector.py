@@ -3,7 +3,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from pages.common import resources
+from app_pages.common import resources
 from store.detector import list_detector_runs
 
 settings, db = resources()

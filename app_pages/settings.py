@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from pages.common import resources
+from app_pages.common import resources
 from pipeline.health import check_all
 
 settings, db = resources()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages.common import show_error
+from app_pages.common import show_error
 from pipeline.dataset import Dataset, load_dataset, parse_dataset
 from pipeline.errors import WorkbenchError
 from pipeline.eval_jobs import EvalJob, jobs, start_job
