@@ -10,7 +10,7 @@ from app_pages.common import resources
 from app_pages.run_drilldown import show_drilldown
 from pipeline.stored_runs import load_result
 from store.evals import scores_for_run
-from store.history import RunFilter, count_runs, export_runs, filter_choices, query_runs
+from store.history import RunFilter, export_runs, filter_choices, find_runs
 from store.llm_log import calls_for_run
 from store.runs import get_run
 
@@ -50,14 +50,13 @@ run_filter = RunFilter(
     kinds=kinds, statuses=statuses, models=models, tags=tags, text=text,
     faithfulness_min=low if scored_only else None, faithfulness_max=high if scored_only else None)
 
-total = count_runs(db, run_filter)
-pages = max(1, -(-total // PAGE_SIZE))
 left, right = st.columns([1, 3])
-page = left.number_input(f"Page (of {pages})", 1, pages, 1)
-right.caption(f"{total:,} runs match.")
-rows = query_runs(db, run_filter, int(page), PAGE_SIZE)
+page = left.number_input("Page", 1, None, 1)
+found = find_runs(db, run_filter, int(page), PAGE_SIZE)
+total, rows = found.total, found.rows
+right.caption(f"{total:,} runs match; page {page} of {max(1, -(-total // PAGE_SIZE))}.")
 if not rows:
-    st.info("No runs match these filters.")
+    st.info("No runs match these filters." if not total else "This page is past the last page.")
     st.stop()
 frame = pd.DataFrame(rows)
 for criterion in ("correctness", "helpfulness", "faithfulness"):

@@ -1,4 +1,4 @@
-"""Command line: ask, ingest, doctor, eval, bench-detector, runs, show. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
+"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.cli_eval import evaluation_progress, print_detector, print_report, report_json
+from pipeline import regression
+from pipeline.cli_eval import evaluation_progress, print_detector, print_gate, print_report, report_json
 from pipeline.config import load_settings
 from pipeline.dataset import load_dataset
 from pipeline.detector_bench import run_detector_bench
@@ -57,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show one run: answer, claims with evidence, attempts, LLM calls")
     show.add_argument("run_id", type=int)
     show.add_argument("--json", action="store_true")
+    gate = sub.add_parser("gate", help="compare an evaluation with its baseline; exit 1 on a regression")
+    gate.add_argument("--run", required=True, help="the evaluation's name")
+    gate.add_argument("--baseline", default=None, help="compare with this evaluation (default: the pinned "
+                                                        "baseline, else the previous run on the same dataset)")
+    gate.add_argument("--json", action="store_true")
     det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
     det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
     det.add_argument("--verifier", choices=["minicheck", "llm", "precheck", "all"], default="minicheck")
@@ -242,5 +248,17 @@ def cmd_show(args, settings, db, out: Console, err: Console) -> int:
     return 0
 
 
-COMMANDS = {"runs": cmd_runs, "show": cmd_show, "ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval,
+def cmd_gate(args, settings, db, out: Console, err: Console) -> int:
+    run, baseline, comparisons = regression.check(db, settings, args.run, args.baseline)
+    regressions = [c for c in comparisons if c.regression]
+    if args.json:
+        out.print_json(json.dumps({"run": run.name, "baseline": baseline.name if baseline else None,
+                                   "regression": bool(regressions),
+                                   "comparisons": [asdict(c) for c in comparisons]}, default=str))
+    else:
+        print_gate(run, baseline, comparisons, out)
+    return 1 if regressions else 0
+
+
+COMMANDS = {"gate": cmd_gate, "runs": cmd_runs, "show": cmd_show, "ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval,
             "bench-detector": cmd_bench_detector}

@@ -51,6 +51,10 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
     out.print(Text(f"tokens: {usage['prompt_tokens']:,} prompt + {usage['completion_tokens']:,} completion; "
                    f"model time {usage['model_s']:.1f} s; wall time {result.eval_run.wall_s:.1f} s; "
                    f"{usage['calls']:,} LLM calls, {usage['cache_hits']:,} from the cache"))
+    if isinstance(outcome.regressions, str):
+        out.print(Text(f"not compared with a baseline: {outcome.regressions}", style="yellow"))
+    for c in outcome.regressions if isinstance(outcome.regressions, list) else []:
+        out.print(Text(f"REGRESSION: {c.message}", style="red"))
     for tag, metric, mean in weak_slices(result)[:5]:
         worst = ", ".join(f"{r['item_id']} ({r[metric]:.2f})" for r in worst_items(result, tag, metric))
         out.print(Text(f"weak slice {tag} on {metric}: {mean:.2f}; worst: {worst}", style="yellow"))
@@ -94,3 +98,22 @@ def print_detector(summaries: dict[str, dict], out: Console) -> None:
         out.print(Text(f"{verifier}: run {m['run_id']}; decision: {m['threshold']}; best F1 on the sweep "
                        f"{best['f1']:.3f} at faithfulness < {best['threshold']:g} "
                        f"({len(m['sweep'])} thresholds)"))
+
+
+def print_gate(run, baseline, comparisons, out: Console) -> None:
+    out.print(Text(f"{run.name} vs " + (baseline.name if baseline else "no baseline (floors only)"), style="bold"))
+    table = Table("metric", "slice", "baseline", "new", "change", "95% interval", "n", "verdict")
+    for c in comparisons:
+        interval = f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]" if c.ci_low is not None else ""
+        verdict = Text({"floor": "REGRESSION (floor)", "drop": "REGRESSION (drop)", "ok": "ok",
+                        "too_few": "too few items"}[c.kind], style="red" if c.regression else "")
+        table.add_row(c.metric, c.slice, _num(c.baseline_value), _num(c.new_value),
+                      "" if c.delta is None else f"{c.delta:+.3f}", interval, str(c.n or ""), verdict)
+    out.print(table)
+    regressions = [c for c in comparisons if c.regression]
+    out.print(Text(f"{len(regressions)} regression(s)" if regressions else "no regression",
+                   style="red bold" if regressions else "green"))
+
+
+def _num(value) -> str:
+    return "" if value is None else f"{value:.3f}"

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pipeline import metrics
+from pipeline import metrics, regression
 from pipeline.config import Settings
 from pipeline.dataset import Dataset, GoldenItem
 from pipeline.diagnosis import Diagnosis, diagnose
@@ -59,6 +59,7 @@ class EvalOutcome:
     name: str
     status: str  # finished | cancelled
     progress: Progress
+    regressions: list | str = field(default_factory=list)
 
 
 def evaluate_item(settings: Settings, db: Database, item: GoldenItem, pin, abandon: threading.Event):
@@ -135,7 +136,19 @@ def run_evaluation(settings: Settings, db: Database, dataset: Dataset, name: str
         raise
     finally:
         evals.mark_eval_run(db, eval_run_id, status, add_wall_s=time.monotonic() - started)
-    return EvalOutcome(eval_run_id, name, status, progress)
+    outcome = EvalOutcome(eval_run_id, name, status, progress)
+    if status == "finished":
+        outcome.regressions = check_regressions(settings, db, name)
+    return outcome
+
+
+def check_regressions(settings: Settings, db: Database, name: str) -> list | str:
+    """Compare a finished run with its baseline and store alerts; a reason instead when it cannot."""
+    try:
+        _, _, comparisons = regression.check(db, settings, name)
+    except InputError as exc:
+        return exc.message
+    return [c for c in comparisons if c.regression]
 
 
 async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel):

@@ -159,3 +159,9 @@ def scores_for_run(db: Database, run_id: int) -> list[dict]:
             SELECT e.name AS evaluation, s.metric, s.value, s.status, s.explanation, s.scorer_model,
                    s.prompt_version FROM scores s LEFT JOIN eval_runs e ON e.id = s.eval_run_id
             WHERE s.run_id = ? ORDER BY s.metric""", [run_id])
+
+
+def get_eval_run_by_id(db: Database, eval_run_id: int) -> EvalRun | None:
+    with db.cursor() as cur:
+        row = cur.execute("SELECT name FROM eval_runs WHERE id = ?", [eval_run_id]).fetchone()
+    return get_eval_run(db, row[0]) if row else None

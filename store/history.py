@@ -35,7 +35,7 @@ class RunFilter:
         for column, values in (("r.kind", self.kinds), ("r.status", self.statuses),
                                ("r.generator_model", self.models)):
             if values:
-                clauses.append(f"{column} IN (SELECT unnest(?::VARCHAR[]))")
+                clauses.append(f"list_contains(?::VARCHAR[], {column})")
                 params.append(list(values))
         if self.faithfulness_min is not None:
             clauses.append("r.faithfulness >= ?")
@@ -47,21 +47,48 @@ class RunFilter:
             clauses.append("r.id IN (SELECT run_id FROM eval_items WHERE list_has_any(tags, ?::VARCHAR[]))")
             params.append(list(self.tags))
         if self.text.strip():
-            clauses.append("(contains(lower(r.question), ?) OR contains(lower(coalesce(r.answer, '')), ?))")
-            params += [self.text.strip().lower()] * 2
+            clauses.append("contains(r.search_text, ?)")
+            params.append(self.text.strip().lower())
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def query_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50) -> list[dict]:
-    """One page of runs, newest first, with their judge scores when they have any."""
+@dataclass
+class RunPage:
+    rows: list[dict]
+    total: int
+
+
+def find_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50) -> RunPage:
+    """One page of runs, newest first, with their judge scores, and how many runs match in all.
+
+    With a text search the filter is evaluated once, for the matching ids (a scan of the text either way);
+    without one, the page and the count are two cheap queries.
+    """
+    offset = (max(page, 1) - 1) * page_size
+    if not run_filter.text.strip():
+        return RunPage(query_runs(db, run_filter, page, page_size), count_runs(db, run_filter))
     where, params = run_filter.where()
     with db.cursor() as cur:
+        ids = cur.execute(f"SELECT id FROM runs r{where} ORDER BY id DESC", params).fetchnumpy()["id"]
+    page_ids = [int(i) for i in ids[offset:offset + page_size]]
+    return RunPage(query_runs(db, RunFilter(), 1, page_size, ids=page_ids) if page_ids else [], len(ids))
+
+
+def query_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50,
+               ids: list[int] | None = None) -> list[dict]:
+    """One page of runs (or the runs with these ids), newest first, with their judge scores."""
+    where, params = run_filter.where()
+    if ids is not None:
+        where, params = " WHERE list_contains(?::BIGINT[], r.id)", [ids]
+    with db.cursor() as cur:
         rows = _rows(cur, f"SELECT {LIST_COLUMNS} FROM runs r{where} ORDER BY r.id DESC LIMIT ? OFFSET ?",
-                     params + [page_size, (max(page, 1) - 1) * page_size])
+                     params + [page_size, 0 if ids is not None else (max(page, 1) - 1) * page_size])
         if rows:
+            low, high = min(r["id"] for r in rows), max(r["id"] for r in rows)
             scores = cur.execute(
-                "SELECT run_id, metric, value FROM scores WHERE run_id IN (SELECT unnest(?::BIGINT[])) "
-                "AND metric LIKE 'judge_%' AND status = 'ok'", [[r["id"] for r in rows]]).fetchall()
+                "SELECT run_id, metric, value FROM scores WHERE run_id BETWEEN ? AND ? AND "
+                "list_contains(?::BIGINT[], run_id) AND metric LIKE 'judge_%' AND status = 'ok'",
+                [low, high, [r["id"] for r in rows]]).fetchall()
             by_run: dict[int, dict] = {}
             for run_id, metric, value in scores:
                 by_run.setdefault(run_id, {})[metric.removeprefix("judge_")] = value

@@ -28,9 +28,11 @@ def insert_run(cur, log: RunLog) -> int:
     """Write one question's log with an open cursor (inside the caller's transaction)."""
     run = asdict(log.run)
     run["config"] = json.dumps(run["config"])
+    run["search_text"] = f"{run['question']} {run['answer'] or ''}".lower()
+    fields = RUN_FIELDS + ("search_text",)
     run_id = cur.execute(
-        f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' * len(RUN_FIELDS))}) RETURNING id",
-        [run[name] for name in RUN_FIELDS]).fetchone()[0]
+        f"INSERT INTO runs ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))}) RETURNING id",
+        [run[name] for name in fields]).fetchone()[0]
     _insert_many(cur, "context_grades", run_id, log.grades)
     _insert_many(cur, "retrievals", run_id, log.retrievals)
     _insert_many(cur, "attempts", run_id, log.attempts)
@@ -54,7 +56,7 @@ def _rows(cur, sql: str, params: list) -> list[dict]:
 def get_run(db: Database, run_id: int) -> dict | None:
     """One run with its grades, retrievals (with chunk text and source), attempts and claims."""
     with db.cursor() as cur:
-        runs = _rows(cur, "SELECT * FROM runs WHERE id = ?", [run_id])
+        runs = _rows(cur, "SELECT * EXCLUDE (search_text) FROM runs WHERE id = ?", [run_id])
         if not runs:
             return None
         run = runs[0]

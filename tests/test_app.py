@@ -1,4 +1,6 @@
 """AppTests of every page, with the fake Ollama behind them."""
+import json
+
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -204,3 +206,29 @@ def test_detector_page_compares_runs(fake, settings, db, tmp_path):
     assert list(frame["verifier"]) == ["minicheck", "precheck"]
     assert list(frame["balanced accuracy"]) == [1.0, 1.0]
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
+    import numpy as np
+
+    from test_regression import store_run
+    base = np.linspace(0.8, 1.0, 20)
+    store_run(db, "mon", {"faithfulness": base})
+    store_run(db, "tue", {"faithfulness": base - 0.4}, config={"top_k": 2})
+    store_run(db, "other-judge", {"faithfulness": base}, judge_digest="zzz")
+    from pipeline.config import load_settings
+    from pipeline.regression import check
+    check(db, load_settings(), "tue")
+    at = app("app_pages/trends.py")
+    assert any("open regression alert" in w.value for w in at.sidebar.warning)
+    chart = at.get("plotly_chart")[0]
+    figure = json.loads(chart.proto.spec)
+    assert len(figure["data"]) == 2
+    assert any("top_k: 5 → 2" in str(trace.get("customdata")) for trace in figure["data"])
+    assert any(shape.get("y0") == 0.7 for shape in figure["layout"].get("shapes", []))
+    assert len(at.expander) == 3  # drop overall, drop in slice rag, floor
+    at.text_input[0].set_value("known: top_k lowered")
+    next(b for b in at.button if b.label == "Acknowledge").click().run()
+    from store.alerts import list_alerts
+    acked = list_alerts(db, "acknowledged")
+    assert len(acked) == 1 and acked[0]["comment"] == "known: top_k lowered"

@@ -105,10 +105,10 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
             page.goto(f"{running_app}/runs")
             search = page.get_by_label("Text in question or answer")
             search.wait_for(timeout=60_000)
-            expect(page.get_by_text("2 runs match.")).to_be_visible(timeout=30_000)
+            expect(page.get_by_text("2 runs match;", exact=False)).to_be_visible(timeout=30_000)
             search.fill("wikipedia index")
             search.press("Enter")
-            expect(page.get_by_text("1 runs match.")).to_be_visible(timeout=30_000)
+            expect(page.get_by_text("1 runs match;", exact=False)).to_be_visible(timeout=30_000)
             page.get_by_role("button", name="Open drilldown").click()
             expect(page.get_by_role("heading", name=f"Run {wanted.run_id}")).to_be_visible(timeout=30_000)
             assert f"run_id={wanted.run_id}" in page.url

@@ -1,0 +1,116 @@
+"""Regression detection on synthetic pairs of runs with known effects, the gate's exit codes, pins."""
+import json
+
+import numpy as np
+import pytest
+
+from pipeline.cli import main
+from pipeline.errors import InputError
+from pipeline.regression import compare_metric, parse_floors
+from store import alerts as alert_store
+from store.evals import create_eval_run, mark_eval_run
+
+
+def pairs(rng, n, shift, sd=0.1, tags=("rag",)):
+    base = rng.uniform(0.3, 0.9, n)
+    new = np.clip(base + shift + rng.normal(0, sd, n), 0, 1)
+    as_items = lambda values: {f"i{k}": (float(v), k, list(tags)) for k, v in enumerate(values)}  # noqa: E731
+    return as_items(base), as_items(new)
+
+
+def test_a_clear_drop_is_caught_with_its_interval_and_worst_items():
+    base, new = pairs(np.random.default_rng(1), 40, shift=-0.2)
+    result = compare_metric("faithfulness", "all", base, new, 0.05)
+    assert result.regression and result.kind == "drop" and result.n == 40
+    assert result.ci_high < -0.05 and result.ci_low < result.delta < result.ci_high
+    assert len(result.worst_items) == 5
+    assert result.worst_items[0]["delta"] == min(new[i][0] - base[i][0] for i in base)
+
+
+def test_noise_alone_raises_at_most_five_percent_false_alarms():
+    alarms = sum(compare_metric("faithfulness", "all", *pairs(np.random.default_rng(seed), 30, shift=0.0),
+                                0.05).regression for seed in range(200))
+    assert alarms <= 10
+
+
+def test_a_small_drop_below_the_minimum_effect_is_not_an_alert():
+    base, new = pairs(np.random.default_rng(3), 200, shift=-0.02, sd=0.01)
+    result = compare_metric("faithfulness", "all", base, new, 0.05)
+    assert result.ci_high < 0 and not result.regression
+
+
+def test_judge_scores_use_the_effect_scaled_to_their_range():
+    base = {f"i{k}": (4.0, k, []) for k in range(20)}
+    new = {f"i{k}": (3.9, k, []) for k in range(20)}
+    assert not compare_metric("judge_correctness", "all", base, new, 0.05).regression
+    new = {f"i{k}": (3.0, k, []) for k in range(20)}
+    assert compare_metric("judge_correctness", "all", base, new, 0.05).regression
+
+
+def test_too_few_shared_items_are_reported_not_tested():
+    base, new = pairs(np.random.default_rng(2), 3, shift=-0.5)
+    result = compare_metric("faithfulness", "all", base, new, 0.05)
+    assert result.kind == "too_few" and not result.regression
+
+
+def test_floors_are_configurable_per_metric():
+    assert parse_floors("faithfulness=0.70, context_recall=0.75") == {"faithfulness": 0.7, "context_recall": 0.75}
+    with pytest.raises(InputError):
+        parse_floors("recall=0.5")
+
+
+def store_run(db, name, values_by_metric, judge_digest="d1", config=None, tags=("rag",)):
+    run_id = create_eval_run(db, name, "golden.jsonl", "h", config or {"top_k": 5}, "llama3.2", judge_digest,
+                             "judge-v1", len(next(iter(values_by_metric.values()))), 1)
+    with db.cursor() as cur:
+        for metric, values in values_by_metric.items():
+            for k, v in enumerate(values):
+                cur.execute("INSERT INTO scores (eval_run_id, item_id, run_id, metric, value, status) "
+                            "VALUES (?, ?, ?, ?, ?, 'ok')", [run_id, f"i{k}", 1000 * run_id + k, metric, v])
+        for k in range(len(next(iter(values_by_metric.values())))):
+            cur.execute("INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, tags) "
+                        "VALUES (?, ?, ?, 'done', 'q', ?)", [run_id, f"i{k}", 1000 * run_id + k, list(tags)])
+    mark_eval_run(db, run_id, "finished")
+    return run_id
+
+
+def test_gate_exit_codes_and_stored_alerts(db, capsys):
+    rng = np.random.default_rng(7)
+    base = rng.uniform(0.8, 1.0, 30)
+    store_run(db, "monday", {"faithfulness": base, "context_recall": base})
+    store_run(db, "tuesday", {"faithfulness": base + rng.normal(0, 0.01, 30), "context_recall": base})
+    assert main(["gate", "--run", "tuesday"]) == 0
+    assert "no regression" in capsys.readouterr().out
+    store_run(db, "wednesday", {"faithfulness": base - 0.3, "context_recall": base}, config={"top_k": 2})
+    assert main(["gate", "--run", "wednesday", "--baseline", "monday", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    kinds = {(c["metric"], c["slice"], c["kind"]) for c in report["comparisons"] if c["regression"]}
+    assert ("faithfulness", "all", "drop") in kinds and ("faithfulness", "rag", "drop") in kinds
+    assert ("faithfulness", "all", "floor") in kinds
+    open_alerts = alert_store.list_alerts(db, "open")
+    assert {a["run_name"] for a in open_alerts} == {"wednesday"}
+    drop = next(a for a in open_alerts if a["kind"] == "drop" and a["slice"] == "all")
+    assert drop["config_diff"] == {"top_k": [5, 2]} and drop["component"] == "generator"
+    assert len(drop["worst_items"]) == 5 and drop["n"] == 30
+    assert alert_store.acknowledge(db, drop["id"], "expected: top_k lowered on purpose")
+    assert alert_store.count_open_alerts(db) == len(open_alerts) - 1
+
+
+def test_gate_refuses_runs_under_different_judge_pins(db, capsys):
+    store_run(db, "a", {"faithfulness": [0.9] * 10})
+    store_run(db, "b", {"faithfulness": [0.9] * 10}, judge_digest="other")
+    assert main(["gate", "--run", "b", "--baseline", "a"]) == 2
+    assert "different judge pins" in capsys.readouterr().err
+    assert main(["gate", "--run", "nope"]) == 2
+
+
+def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
+    first = store_run(db, "first", {"faithfulness": [0.9] * 10})
+    store_run(db, "second", {"faithfulness": [0.9] * 10})
+    third = store_run(db, "third", {"faithfulness": [0.9] * 10})
+    from pipeline.regression import resolve
+    assert resolve(db, "third", None)[1].name == "second"
+    alert_store.pin_baseline(db, "golden.jsonl", first)
+    assert resolve(db, "third", None)[1].name == "first"
+    alert_store.pin_baseline(db, "golden.jsonl", third)
+    assert resolve(db, "third", None)[1].name == "second"
