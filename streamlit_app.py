@@ -24,6 +24,8 @@ page = st.navigation([
     st.Page("app_pages/chat.py", title="Chat", icon="💬", default=True),
     st.Page("app_pages/evaluate.py", title="Evaluate", icon="🧪"),
     st.Page("app_pages/runs.py", title="Runs", icon="🗂️", url_path="runs"),
+    st.Page("app_pages/annotate.py", title="Annotate", icon="✍️"),
+    st.Page("app_pages/calibration.py", title="Calibration", icon="⚖️"),
     st.Page("app_pages/trends.py", title="Trends", icon="📈"),
     st.Page("app_pages/detector.py", title="Detector", icon="🎯"),
     st.Page("app_pages/knowledge_base.py", title="Knowledge base", icon="📚"),

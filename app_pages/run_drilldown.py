@@ -19,6 +19,8 @@ def show_drilldown(result: AnswerResult, run: dict, calls: list[dict], scores: l
                 f"faithfulness **{faith}** · {len(result.attempts)} attempt(s) · "
                 f"{escape_markdown(str(run['generator_model']))} · {(run['latency_ms'] or 0) / 1000:.1f} s · "
                 f"{run['started_at']:%Y-%m-%d %H:%M:%S}")
+    st.page_link("app_pages/annotate.py", label="Rate this run", icon="✍️",
+                  query_params={"run_id": str(result.run_id)})
     st.subheader("Question")
     st.text(result.question)
     if result.error:

@@ -34,16 +34,17 @@ def fill(db: Database, n_runs: int = N_RUNS, log=print) -> None:
             ("runs", f"""
                 INSERT INTO runs (id, kind, question, status, answer, faithfulness, n_claims, n_supported,
                                   n_attempts, final_attempt, generator_model, config, started_at, finished_at,
-                                  latency_ms)
-                SELECT i, CASE WHEN i <= {EVAL_RUNS * ITEMS_PER_EVAL} THEN 'eval' ELSE 'chat' END,
-                       {text_expr('i', 12)} || '?',
+                                  latency_ms, search_text)
+                SELECT *, lower(question || ' ' || answer) FROM (
+                SELECT i, CASE WHEN i <= {EVAL_RUNS * ITEMS_PER_EVAL} THEN 'eval' ELSE 'chat' END AS kind,
+                       {text_expr('i', 12)} || '?' AS question,
                        ['accepted', 'accepted', 'accepted', 'flagged', 'abstained', 'failed'][1 + (hash(i, 1) % 6)::INTEGER],
-                       {text_expr('i * 7', 72)} || '.',
+                       {text_expr('i * 7', 72)} || '.' AS answer,
                        (hash(i, 2) % 1001) / 1000.0, 8, (hash(i, 3) % 9)::INTEGER, 1 + (hash(i, 4) % 3)::INTEGER,
                        1, ['llama3.2', 'qwen2.5', 'mistral'][1 + (hash(i, 5) % 3)::INTEGER], '{{}}',
                        TIMESTAMP '2025-01-01' + to_seconds(i * 30), TIMESTAMP '2025-01-01' + to_seconds(i * 30 + 5),
                        500 + (hash(i, 6) % 20000)
-                FROM range(1, {n_runs} + 1) t(i), vocab"""),
+                FROM range(1, {n_runs} + 1) t(i), vocab)"""),
             ("claims", f"""
                 INSERT INTO claims (run_id, attempt_no, claim_no, text, verdict, verifier, evidence_chunk_id,
                                     span_start, span_end, evidence, reason)

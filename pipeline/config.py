@@ -49,6 +49,7 @@ class Settings:
     eval_concurrency: int = 4
     diagnosis_low: float = 0.6
     diagnosis_high: float = 0.75
+    judge_corrections_k: int = 3
     floors: str = "faithfulness=0.70,context_recall=0.75"
     min_effect: float = 0.05
     cache_enabled: bool = True

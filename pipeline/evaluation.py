@@ -23,9 +23,11 @@ from pipeline.engine import QuestionRun, clean_question, run_config
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.events import AnswerResult
 from pipeline.faithfulness import context_block
-from pipeline.judge import MetricScore, judge, judge_pin
+from pipeline.calibration import corrections_pin, relevant_corrections
+from pipeline.judge import JudgePin, MetricScore, judge, judge_pin
 from pipeline.llm import LLM
 from store import evals
+from store.annotations import current_corrections
 from store.db import Database
 
 COMPONENT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
@@ -87,12 +89,30 @@ def evaluate_item(settings: Settings, db: Database, item: GoldenItem, pin, aband
 
 def score_item(llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin) -> list[MetricScore]:
     passages = result.passages
+    corrections = [c for criterion in ("correctness", "helpfulness", "faithfulness")
+                   for c in relevant_corrections(pin.corrections, criterion, item.question,
+                                                 settings.judge_corrections_k)]
     scores = [metrics.faithfulness(result),
               metrics.answer_relevancy(llm, settings.judge_model, item.question, result),
               metrics.context_precision(llm, settings.judge_model, item.question, item.reference, passages),
               metrics.context_recall(llm, settings.verifier_model, item.reference, passages)]
-    scores += judge(llm, settings, item.question, result.answer or "", context_block(passages), item.reference, pin)
+    scores += judge(llm, settings, item.question, result.answer or "", context_block(passages), item.reference, pin,
+                    corrections=corrections)
     return scores
+
+
+@dataclass
+class EvalPin(JudgePin):
+    """The judge pin of an evaluation: with the correction set the judge's prompt carries, if any."""
+    correction_version: int | None = None
+    corrections: list = field(default_factory=list)
+
+
+def evaluation_pin(settings: Settings, db: Database) -> EvalPin:
+    base = judge_pin(LLM(settings, db), settings)
+    version, corrections = current_corrections(db) if settings.judge_corrections_k > 0 else (None, [])
+    pinned = corrections_pin(base, version)
+    return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, version, corrections)
 
 
 def _open(settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int, pin) -> tuple[int, set]:
@@ -119,7 +139,7 @@ def run_evaluation(settings: Settings, db: Database, dataset: Dataset, name: str
     if concurrency < 1:
         raise InputError(f"concurrency must be at least 1, not {concurrency}", fix="use --concurrency 1 or more")
     cancel = cancel or threading.Event()
-    pin = judge_pin(LLM(settings, db), settings)
+    pin = evaluation_pin(settings, db)
     eval_run_id, finished = _open(settings, db, name.strip(), dataset, concurrency, pin)
     todo = [item for item in dataset.items if item.id not in finished]
     progress = Progress(total=len(dataset.items), skipped=len(dataset.items) - len(todo))

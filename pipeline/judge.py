@@ -42,11 +42,13 @@ def judge_pin(llm: LLM, settings: Settings) -> JudgePin:
     return JudgePin(settings.judge_model, llm.digest(settings.judge_model), prompts.JUDGE_PROMPT_VERSION)
 
 
-def judge(llm: LLM, settings: Settings, question: str, answer: str, context: str,
-          reference: str | None, pin: JudgePin) -> list[MetricScore]:
+def judge(llm: LLM, settings: Settings, question: str, answer: str, context: str, reference: str | None,
+          pin: JudgePin, criteria=CRITERIA, corrections=()) -> list[MetricScore]:
+    """Scores for each criterion; `corrections` (people's past corrections) go into the prompt as examples."""
     scores = []
-    for criterion in CRITERIA:
-        result = ask(llm, f"judge_{criterion}", settings.judge_model, prompts.judge_prompt(criterion),
+    for criterion in criteria:
+        examples = tuple(prompts.correction_example(c) for c in corrections if c.criterion == criterion)
+        result = ask(llm, f"judge_{criterion}", settings.judge_model, prompts.judge_prompt(criterion, examples),
                      prompts.judge_input(question, answer, context, reference))
         common = dict(scorer_model=pin.model, scorer_digest=pin.digest, prompt_version=pin.prompt_version)
         if result.value is None:

@@ -174,14 +174,22 @@ RUBRICS = {
 JUDGE_PROMPT_VERSION = "judge-v1"
 
 
-def judge_prompt(criterion: str) -> Prompt:
+def judge_prompt(criterion: str, corrections: tuple[str, ...] = ()) -> Prompt:
+    """The rubric prompt; `corrections` are people's past corrections of this judge, as worked examples."""
     description, anchors = RUBRICS[criterion]
     levels = "\n".join(f"{score}: {text}" for score, text in sorted(anchors.items(), reverse=True))
     return Prompt(
-        name=f"judge_{criterion}", version=JUDGE_PROMPT_VERSION, output=JudgeVerdict,
+        name=f"judge_{criterion}", version=JUDGE_PROMPT_VERSION, output=JudgeVerdict, examples=corrections,
         system=("You are an impartial evaluator of answers from a question-answering system. " + description +
                 "\n\nScore from 1 to 5:\n" + levels + "\n\nJudge content, not length or style. " + DATA_RULE +
                 " Reply with JSON: first your reasoning, then the score."))
+
+
+def correction_example(correction) -> str:
+    """A person's correction of an earlier judgement, phrased as an example to follow."""
+    judged = f" (the judge had said {correction.judge_score})" if correction.judge_score else ""
+    return (f"Question: {correction.question}\nAnswer excerpt: {correction.answer_excerpt}\n"
+            f"Correct score: {correction.human_score}{judged}. Why: {correction.why}")
 
 
 def judge_input(question: str, answer: str, context: str, reference: str | None) -> str:

@@ -165,3 +165,23 @@ def get_eval_run_by_id(db: Database, eval_run_id: int) -> EvalRun | None:
     with db.cursor() as cur:
         row = cur.execute("SELECT name FROM eval_runs WHERE id = ?", [eval_run_id]).fetchone()
     return get_eval_run(db, row[0]) if row else None
+
+
+def run_ids_of(db: Database, eval_run_id: int) -> list[int]:
+    with db.cursor() as cur:
+        return [r[0] for r in cur.execute("SELECT run_id FROM eval_items WHERE eval_run_id = ? AND run_id IS NOT NULL "
+                                          "AND status = 'done' ORDER BY item_id", [eval_run_id]).fetchall()]
+
+
+def run_ids_under_pin(db: Database, judge_model: str, judge_digest: str, prompt_version: str) -> list[int]:
+    with db.cursor() as cur:
+        return [r[0] for r in cur.execute(
+            "SELECT i.run_id FROM eval_items i JOIN eval_runs e ON e.id = i.eval_run_id WHERE e.judge_model = ? "
+            "AND e.judge_digest = ? AND e.judge_prompt_version = ? AND i.status = 'done' ORDER BY i.run_id",
+            [judge_model, judge_digest, prompt_version]).fetchall()]
+
+
+def recent_chat_run_ids(db: Database, limit: int = 50) -> list[int]:
+    with db.cursor() as cur:
+        return [r[0] for r in cur.execute("SELECT id FROM runs WHERE kind = 'chat' AND status <> 'failed' "
+                                          "ORDER BY id DESC LIMIT ?", [limit]).fetchall()]

@@ -246,8 +246,61 @@ def m007_search_text_and_zonemaps(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m008_annotations_and_corrections(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("""
+        CREATE TABLE ratings (
+            run_id BIGINT NOT NULL,
+            annotator VARCHAR NOT NULL,
+            correctness INTEGER NOT NULL CHECK (correctness BETWEEN 1 AND 5),
+            helpfulness INTEGER NOT NULL CHECK (helpfulness BETWEEN 1 AND 5),
+            faithfulness INTEGER NOT NULL CHECK (faithfulness BETWEEN 1 AND 5),
+            comment VARCHAR,
+            rated_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            PRIMARY KEY (run_id, annotator)
+        );
+        CREATE TABLE claim_ratings (
+            run_id BIGINT NOT NULL,
+            attempt_no INTEGER NOT NULL,
+            claim_no INTEGER NOT NULL,
+            annotator VARCHAR NOT NULL,
+            verdict VARCHAR NOT NULL,
+            rated_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            PRIMARY KEY (run_id, attempt_no, claim_no, annotator)
+        );
+        CREATE SEQUENCE corrections_id_seq;
+        CREATE TABLE corrections (
+            id BIGINT PRIMARY KEY DEFAULT nextval('corrections_id_seq'),
+            criterion VARCHAR NOT NULL,
+            run_id BIGINT NOT NULL,
+            question VARCHAR NOT NULL,
+            answer_excerpt VARCHAR NOT NULL,
+            human_score INTEGER NOT NULL,
+            judge_score INTEGER,
+            why VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE correction_sets (
+            version INTEGER PRIMARY KEY,
+            correction_ids BIGINT[] NOT NULL,
+            note VARCHAR,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE rejudged (
+            correction_version INTEGER NOT NULL,
+            run_id BIGINT NOT NULL,
+            metric VARCHAR NOT NULL,
+            value DOUBLE,
+            status VARCHAR NOT NULL,
+            explanation VARCHAR,
+            corrections_used BIGINT[],
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+    """)
+
+
 MIGRATIONS = [m001_knowledge_base, m002_run_log, m003_llm_calls_and_cache, m004_evaluations,
-              m005_detector_benchmarks, m006_regression_alerts, m007_search_text_and_zonemaps]
+              m005_detector_benchmarks, m006_regression_alerts, m007_search_text_and_zonemaps,
+              m008_annotations_and_corrections]
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -232,3 +232,52 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     from store.alerts import list_alerts
     acked = list_alerts(db, "acknowledged")
     assert len(acked) == 1 and acked[0]["comment"] == "known: top_k lowered"
+
+
+def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings, kb_db):
+    from pipeline.evaluation import run_evaluation
+    from store.annotations import ratings_for
+    from test_evaluation import ITEMS, dataset
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "to-rate")
+    at = app("app_pages/annotate.py")
+    assert any("Enter your name" in i.value for i in at.info)
+    at.text_input(key="annotator").set_value("ana").run()
+    assert "0 rated of 2" in at.get("progress")[0].proto.text
+    assert not any("judge" in s.value for s in at.success)
+    radios = [r for r in at.radio if r.label in ("Correctness", "Helpfulness", "Faithfulness")]
+    for radio, value in zip(radios, (2, 4, 5)):
+        radio.set_value(value)
+    next(b for b in at.button if b.label == "Save rating").click().run()
+    assert not at.exception, at.exception
+    saved = ratings_for(kb_db, [r for r in range(1, 10)])
+    assert [(r["annotator"], r["correctness"], r["helpfulness"], r["faithfulness"]) for r in saved] == [
+        ("ana", 2, 4, 5)]
+    reveal = next(s.value for s in at.success if s.value.startswith("Saved run"))
+    assert "correctness: you 2, judge" in reveal
+    assert "1 rated of 2" in at.get("progress")[0].proto.text
+
+
+def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
+    from pipeline.evaluation import run_evaluation
+    from test_evaluation import ITEMS, dataset
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "to-rate")
+    at = app("app_pages/annotate.py")
+    at.text_input(key="annotator").set_value("ana").run()
+    next(b for b in at.button if b.label == "Save rating").click().run()
+    assert any("Give a score for correctness, helpfulness, faithfulness" in e.value for e in at.error)
+
+
+def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, settings, kb_db):
+    from pipeline.evaluation import run_evaluation
+    from store.annotations import save_rating
+    from store.evals import run_ids_of
+    from test_evaluation import dataset
+    run_evaluation(settings, kb_db, dataset(), "cal")
+    for run_id in run_ids_of(kb_db, 1):
+        save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 3, "faithfulness": 5})
+    at = app("app_pages/calibration.py")
+    assert not at.exception, at.exception
+    assert any("Only 4 judge-human pairs" in w.value for w in at.warning)
+    table = at.dataframe[0].value
+    assert table.iloc[0]["n"] == 4 and table.iloc[0][""] == "judge vs people"
+    assert len(at.get("plotly_chart")) >= 6

@@ -14,7 +14,8 @@ from store.runs import get_run, list_runs, save_run
 
 TABLES = {"documents", "chunks", "runs", "context_grades", "retrievals", "attempts", "claims", "llm_calls",
           "llm_cache", "schema_migrations", "eval_runs", "eval_items", "scores",
-          "detector_runs", "detector_results", "alerts", "baseline_pins"}
+          "detector_runs", "detector_results", "alerts", "baseline_pins", "ratings", "claim_ratings",
+          "corrections", "correction_sets", "rejudged"}
 
 
 def tables(con):

@@ -1,0 +1,28 @@
+"""How far the judge agrees with people, where it disagrees, and whether corrections help."""
+import streamlit as st
+
+from app_pages.calibration_view import (choose_scope, claim_section, corrections_form, criterion_section,
+                                        rejudge_section)
+from app_pages.common import resources
+from pipeline.calibration import agreement, judged_pairs
+from pipeline.judge import CRITERIA
+
+settings, db = resources()
+st.title("Calibration")
+
+label, run_ids = choose_scope(db)
+if not run_ids:
+    st.info("No judged runs in this scope yet.")
+    st.stop()
+
+pairs_by_criterion = {c: judged_pairs(db, run_ids, c) for c in CRITERIA}
+stats = {c: agreement([p["judge"] for p in pairs], [p["human"] for p in pairs])
+         for c, pairs in pairs_by_criterion.items()}
+if not any(s.n for s in stats.values()):
+    st.info(f"No rated answers in {label} yet: rate some on the Annotate page.")
+    st.stop()
+for criterion in CRITERIA:
+    criterion_section(db, run_ids, criterion, pairs_by_criterion[criterion], stats[criterion])
+claim_section(db, run_ids)
+corrections_form(db, pairs_by_criterion)
+rejudge_section(settings, db, run_ids, stats)

@@ -1,0 +1,110 @@
+"""Human ratings of answers and claims, and the versioned set of few-shot corrections for the judge."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.errors import InputError
+from store.db import Database
+from store.runs import _rows
+
+CRITERIA = ("correctness", "helpfulness", "faithfulness")
+VERDICTS = ("supported", "contradicted", "unsupported")
+
+
+@dataclass
+class Correction:
+    id: int
+    criterion: str
+    run_id: int
+    question: str
+    answer_excerpt: str
+    human_score: int
+    judge_score: int | None
+    why: str
+
+
+def save_rating(db: Database, run_id: int, annotator: str, scores: dict[str, int], comment: str = "",
+                claim_verdicts: dict[tuple[int, int], str] | None = None) -> None:
+    """Save (or update) one annotator's rating of a run; refuses scores outside 1-5 and unknown verdicts."""
+    annotator = annotator.strip()
+    if not annotator:
+        raise InputError("the rating needs the annotator's name", fix="enter your name first")
+    for criterion in CRITERIA:
+        value = scores.get(criterion)
+        if not isinstance(value, int) or not 1 <= value <= 5:
+            raise InputError(f"{criterion} must be a whole number from 1 to 5, not {value!r}",
+                             fix="choose a score from 1 to 5")
+    for verdict in (claim_verdicts or {}).values():
+        if verdict not in VERDICTS:
+            raise InputError(f"unknown claim verdict {verdict!r}", fix=f"use one of {', '.join(VERDICTS)}")
+    with db.transaction() as cur:
+        cur.execute("INSERT OR REPLACE INTO ratings (run_id, annotator, correctness, helpfulness, faithfulness, "
+                    "comment, rated_at) VALUES (?, ?, ?, ?, ?, ?, current_timestamp)",
+                    [run_id, annotator, scores["correctness"], scores["helpfulness"], scores["faithfulness"],
+                     comment.strip() or None])
+        for (attempt_no, claim_no), verdict in (claim_verdicts or {}).items():
+            cur.execute("INSERT OR REPLACE INTO claim_ratings (run_id, attempt_no, claim_no, annotator, verdict, "
+                        "rated_at) VALUES (?, ?, ?, ?, ?, current_timestamp)",
+                        [run_id, attempt_no, claim_no, annotator, verdict])
+
+
+def ratings_for(db: Database, run_ids: list[int]) -> list[dict]:
+    with db.cursor() as cur:
+        return _rows(cur, "SELECT * FROM ratings WHERE list_contains(?::BIGINT[], run_id) ORDER BY run_id, annotator",
+                     [run_ids])
+
+
+def rated_by(db: Database, annotator: str, run_ids: list[int]) -> set[int]:
+    with db.cursor() as cur:
+        rows = cur.execute("SELECT run_id FROM ratings WHERE annotator = ? AND list_contains(?::BIGINT[], run_id)",
+                           [annotator.strip(), run_ids]).fetchall()
+    return {r[0] for r in rows}
+
+
+def claim_pairs(db: Database, run_ids: list[int]) -> list[dict]:
+    """Human claim verdicts next to the verifier's."""
+    with db.cursor() as cur:
+        return _rows(cur, """
+            SELECT h.run_id, h.attempt_no, h.claim_no, h.annotator, h.verdict AS human, c.verdict AS verifier
+            FROM claim_ratings h JOIN claims c USING (run_id, attempt_no, claim_no)
+            WHERE list_contains(?::BIGINT[], h.run_id) AND c.verdict <> 'unverified'""", [run_ids])
+
+
+def add_corrections(db: Database, corrections: list[dict], note: str = "") -> int:
+    """Add corrections and record a new version of the set; return the version."""
+    for c in corrections:
+        if not c.get("why", "").strip():
+            raise InputError("every correction needs a reason", fix="say why the human score is right")
+    with db.transaction() as cur:
+        new_ids = [cur.execute(
+            "INSERT INTO corrections (criterion, run_id, question, answer_excerpt, human_score, judge_score, why) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            [c["criterion"], c["run_id"], c["question"], c["answer_excerpt"], c["human_score"], c.get("judge_score"),
+             c["why"].strip()]).fetchone()[0] for c in corrections]
+        current = cur.execute("SELECT version, correction_ids FROM correction_sets ORDER BY version DESC "
+                              "LIMIT 1").fetchone()
+        version = (current[0] if current else 0) + 1
+        cur.execute("INSERT INTO correction_sets (version, correction_ids, note) VALUES (?, ?, ?)",
+                    [version, (list(current[1]) if current else []) + new_ids, note or None])
+    return version
+
+
+def current_corrections(db: Database) -> tuple[int | None, list[Correction]]:
+    with db.cursor() as cur:
+        row = cur.execute("SELECT version, correction_ids FROM correction_sets ORDER BY version DESC LIMIT 1").fetchone()
+        if not row:
+            return None, []
+        rows = cur.execute("SELECT id, criterion, run_id, question, answer_excerpt, human_score, judge_score, why "
+                           "FROM corrections WHERE list_contains(?::BIGINT[], id) ORDER BY id", [list(row[1])]).fetchall()
+    return row[0], [Correction(*r) for r in rows]
+
+
+def save_rejudged(db: Database, version: int, rows: list[dict]) -> None:
+    with db.transaction() as cur:
+        cur.execute("DELETE FROM rejudged WHERE correction_version = ? AND list_contains(?::BIGINT[], run_id)",
+                    [version, [r["run_id"] for r in rows]])
+        for r in rows:
+            cur.execute("INSERT INTO rejudged (correction_version, run_id, metric, value, status, explanation, "
+                        "corrections_used) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [version, r["run_id"], r["metric"], r["value"], r["status"], r["explanation"],
+                         r["corrections_used"]])

@@ -1,0 +1,134 @@
+"""Agreement statistics on known pairs, ratings, corrections and leave-one-out re-judging."""
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from pipeline.calibration import agreement, claim_agreement, judged_pairs, rejudge, relevant_corrections
+from pipeline.errors import InputError
+from pipeline.evaluation import run_evaluation
+from store.annotations import Correction, add_corrections, current_corrections, ratings_for, save_rating
+from store.evals import run_ids_of
+from test_evaluation import ITEMS, dataset
+
+
+def hand_qwk(a, b):
+    """Quadratic-weighted kappa from its definition: 1 - sum(w*O) / sum(w*E)."""
+    observed = np.zeros((5, 5))
+    for x, y in zip(a, b):
+        observed[x - 1, y - 1] += 1
+    expected = np.outer(observed.sum(1), observed.sum(0)) / len(a)
+    weights = np.array([[(i - j) ** 2 / 16 for j in range(5)] for i in range(5)])
+    return 1 - (weights * observed).sum() / (weights * expected).sum()
+
+
+def test_agreement_on_known_pairs():
+    judge, human = [1, 2, 3, 4, 5, 5, 3, 2], [1, 2, 4, 4, 3, 5, 3, 1]
+    a = agreement(judge, human)
+    assert a.n == 8
+    assert a.exact == 5 / 8 and a.within_one == 7 / 8 and a.mean_abs_diff == 4 / 8
+    assert a.kappa == pytest.approx(hand_qwk(judge, human))
+    assert a.kappa == pytest.approx(97 / 121)  # 1 - 0.375 / 1.890625 (weighted observed / expected)
+    assert a.spearman == pytest.approx(spearmanr(judge, human).statistic)
+    assert a.kappa_low <= a.kappa <= a.kappa_high
+    assert a.matrix[4][2] == 1 and sum(map(sum, a.matrix)) == 8
+    assert not a.reliable
+
+
+def test_perfect_and_degenerate_agreement_never_divide_by_zero():
+    assert agreement([1, 2, 3, 4, 5] * 2, [1, 2, 3, 4, 5] * 2).kappa == pytest.approx(1.0)
+    empty = agreement([], [])
+    assert (empty.n, empty.exact, empty.kappa, empty.spearman) == (0, None, None, None)
+    constant = agreement([3, 3, 3], [3, 3, 3])
+    assert constant.exact == 1.0 and constant.kappa is None and constant.spearman is None
+    assert agreement([4], [2]).kappa_low is None
+
+
+@pytest.fixture
+def evaluated(fake, settings, kb_db):
+    run_evaluation(settings, kb_db, dataset(), "cal")
+    return run_ids_of(kb_db, 1)
+
+
+def test_ratings_outside_1_to_5_are_refused_and_rating_again_updates(db, evaluated, kb_db):
+    run_id = evaluated[0]
+    for bad in (0, 6, 2.5, None):
+        with pytest.raises(InputError):
+            save_rating(kb_db, run_id, "ana", {"correctness": bad, "helpfulness": 3, "faithfulness": 3})
+    with pytest.raises(InputError, match="annotator"):
+        save_rating(kb_db, run_id, "  ", {"correctness": 3, "helpfulness": 3, "faithfulness": 3})
+    save_rating(kb_db, run_id, "ana", {"correctness": 2, "helpfulness": 3, "faithfulness": 4})
+    save_rating(kb_db, run_id, "ana", {"correctness": 5, "helpfulness": 5, "faithfulness": 5}, "changed my mind")
+    save_rating(kb_db, run_id, "ben", {"correctness": 4, "helpfulness": 4, "faithfulness": 4})
+    rows = ratings_for(kb_db, [run_id])
+    assert [(r["annotator"], r["correctness"], r["comment"]) for r in rows] == [("ana", 5, "changed my mind"),
+                                                                                 ("ben", 4, None)]
+
+
+def test_judge_pairs_and_claim_agreement(evaluated, kb_db):
+    for run_id in evaluated:
+        save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 1, "faithfulness": 5})
+    pairs = judged_pairs(kb_db, evaluated, "correctness")
+    assert len(pairs) == len(evaluated) and all(p["human"] == 1 for p in pairs)
+    with kb_db.cursor() as cur:
+        claims = cur.execute("SELECT run_id, attempt_no, claim_no, verdict FROM claims WHERE verdict <> 'unverified' "
+                             "ORDER BY run_id, claim_no").fetchall()
+    flips = {"supported": "unsupported", "unsupported": "supported", "contradicted": "contradicted"}
+    save_rating(kb_db, claims[0][0], "ana", {"correctness": 1, "helpfulness": 1, "faithfulness": 5},
+                claim_verdicts={(a, c): (flips[v] if i == 0 else v) for i, (r, a, c, v) in enumerate(claims)
+                                if r == claims[0][0]})
+    result = claim_agreement(kb_db, evaluated)
+    same_run = [c for c in claims if c[0] == claims[0][0]]
+    assert result["n"] == len(same_run)
+    assert sum(map(sum, result["matrix"])) == len(same_run)
+
+
+def test_relevant_corrections_leave_the_items_own_out():
+    corrections = [Correction(1, "correctness", 10, "How many passages did RAG use?", "x", 1, 4, "wrong count"),
+                   Correction(2, "correctness", 11, "How many heads does the Transformer have?", "y", 2, 5, "no"),
+                   Correction(3, "helpfulness", 12, "How many passages did RAG use?", "z", 3, 5, "why")]
+    chosen = relevant_corrections(corrections, "correctness", "How many passages were in RAG?", 3)
+    assert [c.id for c in chosen] == [1, 2]
+    assert [c.id for c in relevant_corrections(corrections, "correctness", "RAG passages", 3, exclude_run=10)] == [2]
+
+
+def test_rejudge_uses_corrections_but_never_an_items_own(fake, settings, evaluated, kb_db):
+    for run_id in evaluated:
+        save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 2, "faithfulness": 5})
+    pairs = judged_pairs(kb_db, evaluated, "correctness")
+    version = add_corrections(kb_db, [
+        {"criterion": "correctness", "run_id": p["run_id"], "question": p["question"],
+         "answer_excerpt": (p["answer"] or "")[:100], "human_score": 1, "judge_score": p["judge"],
+         "why": f"MARKER-{p['run_id']}"} for p in pairs[:2]])
+    assert current_corrections(kb_db)[0] == version == 1
+    before = len(fake.requests)
+    assert rejudge(settings, kb_db, evaluated) == 1
+    judged = [r["body"] for r in fake.requests[before:] if r["body"] and "score" in
+              ((r["body"].get("format") or {}).get("properties") or {})]
+    correctness_prompts = [b for b in judged if "Correctness:" in b["messages"][0]["content"]]
+    for body in correctness_prompts:
+        system, user = body["messages"][0]["content"], body["messages"][1]["content"]
+        own = next(p["run_id"] for p in pairs if p["question"] in user)
+        assert f"MARKER-{own}" not in system
+    assert any("MARKER-" in b["messages"][0]["content"] for b in correctness_prompts)
+    after = judged_pairs(kb_db, evaluated, "correctness", version=1)
+    assert len(after) == len(pairs)
+    with kb_db.cursor() as cur:
+        used = dict(cur.execute("SELECT run_id, corrections_used FROM rejudged WHERE metric = 'judge_correctness'")
+                    .fetchall())
+    first, second = pairs[0]["run_id"], pairs[1]["run_id"]
+    assert used[first] == [2] and used[second] == [1]
+
+
+def test_a_correction_set_version_enters_the_evaluation_judge_pin(fake, settings, evaluated, kb_db):
+    add_corrections(kb_db, [{"criterion": "correctness", "run_id": evaluated[0], "question": "q", "answer_excerpt": "a",
+                             "human_score": 2, "why": "because"}])
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "after-corrections")
+    with kb_db.cursor() as cur:
+        versions = dict(cur.execute("SELECT name, judge_prompt_version FROM eval_runs").fetchall())
+    assert versions == {"cal": "judge-v1", "after-corrections": "judge-v1+corrections-v1"}
+    with pytest.raises(InputError, match="reason"):
+        add_corrections(kb_db, [{"criterion": "correctness", "run_id": 1, "question": "q", "answer_excerpt": "a",
+                                 "human_score": 2, "why": " "}])
+    assert json.dumps(versions)
