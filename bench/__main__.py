@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import sys
 
-from bench import answer_cost, evaluation, overhead, retrieval, verification
+from bench import answer_cost, evaluation, overhead, retrieval, scale, verification
 from bench.common import print_table
 
 SUITES = {"overhead": overhead.run, "retrieval": retrieval.run, "verification": verification.run,
-          "evaluation": evaluation.run, "answer_cost": answer_cost.run}
+          "evaluation": evaluation.run, "answer_cost": answer_cost.run, "scale": scale.run}
 
 
 def main(names: list[str]) -> int:
