@@ -53,6 +53,17 @@ def bench_environment(**settings_env):
             os.environ.update(saved)
 
 
+def recording(fn, samples: list):
+    """fn, wrapped so that each call appends (start, end) perf_counter times to samples."""
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            samples.append((start, time.perf_counter()))
+    return wrapper
+
+
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 

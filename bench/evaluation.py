@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from bench.common import ROOT, Figure, bench_environment
+from bench.common import ROOT, Figure, bench_environment, recording
 from pipeline import evaluation
 from pipeline.config import load_settings
 from pipeline.dataset import Dataset, GoldenItem, load_dataset
@@ -44,22 +44,8 @@ def measure(n_items: int, idle_release_s: str, concurrencies=(1, 4)):
         fake.set_latency(0.002, slots=4)
         inner, saves = [], []
         real_item, real_save = evaluation.evaluate_item, evaluation.evals.save_item
-
-        def timed_item(*args):
-            start = time.perf_counter()
-            try:
-                return real_item(*args)
-            finally:
-                inner.append(time.perf_counter() - start)
-
-        def timed_save(*args):
-            start = time.perf_counter()
-            try:
-                return real_save(*args)
-            finally:
-                saves.append(time.perf_counter() - start)
-
-        evaluation.evaluate_item, evaluation.evals.save_item = timed_item, timed_save
+        evaluation.evaluate_item = recording(real_item, inner)
+        evaluation.evals.save_item = recording(real_save, saves)
         try:
             walls = {}
             for concurrency in concurrencies:
@@ -71,8 +57,8 @@ def measure(n_items: int, idle_release_s: str, concurrencies=(1, 4)):
                 walls[concurrency] = time.perf_counter() - start
                 assert outcome.progress.done == n_items, outcome.progress
                 if concurrency == 1:
-                    serial_bookkeeping = (walls[1] - sum(inner)) / n_items
-                    save_median = statistics.median(saves)
+                    serial_bookkeeping = (walls[1] - sum(end - start for start, end in inner)) / n_items
+                    save_median = statistics.median(end - start for start, end in saves)
         finally:
             evaluation.evaluate_item, evaluation.evals.save_item = real_item, real_save
         db.close()

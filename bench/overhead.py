@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import time
 
-from bench.common import ROOT, Figure, bench_environment, median_ms
+from bench.common import ROOT, Figure, bench_environment, median_ms, recording
 
 from pipeline.config import load_settings  # noqa: E402
 from pipeline.engine import VerifiedQueryEngine, final_result  # noqa: E402
@@ -52,15 +52,7 @@ def run(questions: int = 30) -> list[Figure]:
 
         intervals: list[tuple[float, float]] = []
         real = LLM._with_retries
-
-        def timed(self, stage, model, call):
-            start = time.perf_counter()
-            try:
-                return real(self, stage, model, call)
-            finally:
-                intervals.append((start, time.perf_counter()))
-
-        LLM._with_retries = timed
+        LLM._with_retries = recording(real, intervals)
         try:
             engine = VerifiedQueryEngine(settings=settings, db=db)
             samples, statuses = [], []
