@@ -17,19 +17,16 @@ from store.evals import list_eval_runs, run_ids_of, run_ids_under_pin
 
 def choose_scope(db) -> tuple[str, list[int]]:
     runs = list_eval_runs(db)
-    pins = sorted({(r["judge_model"], r["judge_prompt_version"]) for r in runs})
-    options = [f"all runs judged by {m} / {v}" for m, v in pins] + [f"run: {r['name']}" for r in runs]
+    pins = sorted({(r["judge_model"], r["judge_digest"], r["judge_prompt_version"]) for r in runs})
+    options = [f"all runs judged by {m}@{d[:12]} / {v}" for m, d, v in pins] + [f"run: {r['name']}" for r in runs]
     if not options:
         return "", []
     choice = st.selectbox("Scope", options)
     if choice.startswith("run: "):
         name = choice.removeprefix("run: ")
         return name, run_ids_of(db, next(r["id"] for r in runs if r["name"] == name))
-    model, version = pins[options.index(choice)]
-    digest = next(r for r in runs if (r["judge_model"], r["judge_prompt_version"]) == (model, version))
-    with db.cursor() as cur:
-        full = cur.execute("SELECT judge_digest FROM eval_runs WHERE id = ?", [digest["id"]]).fetchone()[0]
-    return choice, run_ids_under_pin(db, model, full, version)
+    model, digest, version = pins[options.index(choice)]
+    return choice, run_ids_under_pin(db, model, digest, version)
 
 
 def fmt(value, digits: int = 2) -> str:

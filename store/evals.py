@@ -82,7 +82,7 @@ def list_eval_runs(db: Database) -> list[dict]:
     with db.cursor() as cur:
         return _rows(cur, """
             SELECT e.id, e.name, e.dataset, e.status, e.n_items, e.created_at, e.finished_at, e.wall_s,
-                   e.judge_model, e.judge_prompt_version,
+                   e.judge_model, e.judge_digest, e.judge_prompt_version,
                    count(i.item_id) FILTER (WHERE i.status = 'done') AS done,
                    count(i.item_id) FILTER (WHERE i.status <> 'done') AS failed
             FROM eval_runs e LEFT JOIN eval_items i ON i.eval_run_id = e.id
