@@ -115,20 +115,22 @@ def evaluation_pin(settings: Settings, db: Database) -> EvalPin:
     return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, version, corrections)
 
 
-def _open(settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int, pin) -> tuple[int, set]:
+def _open(settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int,
+          pin) -> tuple[int, dict[str, str]]:
+    """(evaluation run id, status of every item stored so far) of a new or resumed evaluation."""
     config = {**run_config(settings), "judge_model": settings.judge_model}
     existing = evals.get_eval_run(db, name)
     if existing is None:
         run_id = evals.create_eval_run(db, name, dataset.name, dataset.content_hash, config, pin.model,
                                        pin.digest, pin.prompt_version, len(dataset.items), concurrency)
-        return run_id, set()
+        return run_id, {}
     changed = sorted(k for k in set(config) | set(existing.config) if config.get(k) != existing.config.get(k))
     if changed or (existing.judge_digest, existing.judge_prompt_version) != (pin.digest, pin.prompt_version):
         what = ", ".join(changed) or "judge model digest or prompt version"
         raise InputError(f"evaluation {name!r} was started with a different configuration ({what})",
                          fix="give this run a new --name, or restore the settings it was started with")
     evals.mark_eval_run(db, existing.id, "running", n_items=max(existing.n_items, len(dataset.items)))
-    return existing.id, evals.finished_item_ids(db, existing.id)
+    return existing.id, evals.item_statuses(db, existing.id)
 
 
 def run_evaluation(settings: Settings, db: Database, dataset: Dataset, name: str, concurrency: int = 4,
@@ -140,8 +142,8 @@ def run_evaluation(settings: Settings, db: Database, dataset: Dataset, name: str
         raise InputError(f"concurrency must be at least 1, not {concurrency}", fix="use --concurrency 1 or more")
     cancel = cancel or threading.Event()
     pin = evaluation_pin(settings, db)
-    eval_run_id, finished = _open(settings, db, name.strip(), dataset, concurrency, pin)
-    todo = [item for item in dataset.items if item.id not in finished]
+    eval_run_id, stored = _open(settings, db, name.strip(), dataset, concurrency, pin)
+    todo = [item for item in dataset.items if stored.get(item.id) != "done"]
     progress = Progress(total=len(dataset.items), skipped=len(dataset.items) - len(todo))
     progress.done = progress.skipped
     timeout = item_timeout_s or settings.request_timeout_s * 10
@@ -149,7 +151,7 @@ def run_evaluation(settings: Settings, db: Database, dataset: Dataset, name: str
     status = "failed"
     try:
         asyncio.run(_run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout, progress,
-                               on_progress, cancel))
+                               on_progress, cancel, set(stored)))
         status = "cancelled" if cancel.is_set() else "finished"
     except KeyboardInterrupt:
         status = "cancelled"
@@ -171,7 +173,8 @@ def check_regressions(settings: Settings, db: Database, name: str) -> list | str
     return [c for c in comparisons if c.regression]
 
 
-async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel):
+async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel,
+                     stored: set[str]):
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
     lock = threading.Lock()
@@ -193,7 +196,7 @@ async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout,
                 wall_ms = (time.perf_counter() - start) * 1000
                 try:
                     await loop.run_in_executor(pool, evals.save_item, db, eval_run_id, item, status, log,
-                                               scores, error, wall_ms)
+                                               scores, error, wall_ms, item.id in stored)
                 except WorkbenchError as exc:  # the store stayed locked: the item runs again on resume
                     status, error = "failed", f"not saved: {exc}"
                 with lock:

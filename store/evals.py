@@ -55,20 +55,25 @@ def mark_eval_run(db: Database, eval_run_id: int, status: str, add_wall_s: float
                     "n_items = coalesce(?, n_items) WHERE id = ?", [status, add_wall_s, finished, n_items, eval_run_id])
 
 
-def finished_item_ids(db: Database, eval_run_id: int) -> set[str]:
+def item_statuses(db: Database, eval_run_id: int) -> dict[str, str]:
     with db.cursor() as cur:
-        rows = cur.execute("SELECT item_id FROM eval_items WHERE eval_run_id = ? AND status = 'done'",
-                           [eval_run_id]).fetchall()
-    return {r[0] for r in rows}
+        return dict(cur.execute("SELECT item_id, status FROM eval_items WHERE eval_run_id = ?",
+                                [eval_run_id]).fetchall())
+
+
+def finished_item_ids(db: Database, eval_run_id: int) -> set[str]:
+    return {item for item, status in item_statuses(db, eval_run_id).items() if status == "done"}
 
 
 def save_item(db: Database, eval_run_id: int, item, status: str, log: RunLog | None, scores: list,
-              error: str | None, wall_ms: float) -> int | None:
-    """The item's question run, its row and its scores, in one transaction."""
+              error: str | None, wall_ms: float, replace: bool = True) -> int | None:
+    """The item's question run, its row and its scores, in one transaction; replace=False skips removing
+    an earlier attempt of the item (the runner knows there is none)."""
     with db.transaction() as cur:
         run_id = insert_run(cur, log) if log is not None else None
-        cur.execute("DELETE FROM eval_items WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
-        cur.execute("DELETE FROM scores WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
+        if replace:
+            cur.execute("DELETE FROM eval_items WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
+            cur.execute("DELETE FROM scores WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
         cur.execute("INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, reference, tags, "
                     "error, wall_ms) VALUES (?,?,?,?,?,?,?,?,?)",
                     [eval_run_id, item.id, run_id, status, item.question, item.reference, item.tags, error, wall_ms])
