@@ -42,7 +42,7 @@ def stats_row(name: str, s: Agreement) -> dict:
 
 def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict], stats: Agreement) -> None:
     st.subheader(criterion.capitalize())
-    if stats.n < MIN_RELIABLE:
+    if not stats.reliable:
         st.warning(f"Only {stats.n} judge-human pairs: with fewer than {MIN_RELIABLE} these figures are unreliable.")
     st.dataframe(pd.DataFrame([stats_row("judge vs people", stats),
                                stats_row("annotator vs annotator", inter_annotator(db, run_ids, criterion))]),

@@ -4,7 +4,7 @@ import plotly.express as px
 import streamlit as st
 
 from app_pages.common import resources
-from store.detector import list_detector_runs
+from store.detector import detector_results, list_detector_runs
 
 settings, db = resources()
 st.title("Detector benchmarks")
@@ -41,3 +41,10 @@ if metrics.get("flagged_by_precheck_truly_hallucinated") is not None:
     st.caption(f"Of the answers the pre-check flagged, {metrics['flagged_by_precheck_truly_hallucinated']:.1%} are "
                f"truly hallucinated; it decided {metrics['claims_decided_by_precheck']} of {metrics['claims']} "
                "claims without a model call.")
+with st.expander("Every answer of this run"):
+    results = pd.DataFrame(detector_results(db, chosen))
+    wrong = st.toggle("Only misclassified answers")
+    if wrong:
+        results = results[results["label"] != results["predicted"]]
+    st.dataframe(results[["record_id", "label", "predicted", "faithfulness", "n_claims", "decided_by_precheck",
+                          "llm_calls", "prompt_tokens", "latency_ms", "verdicts"]], hide_index=True, width="stretch")

@@ -67,6 +67,8 @@ def job_progress(job: EvalJob) -> None:
     label = (f"{job.name}: {done} of {total} items · {p.elapsed_s() if p else 0:.0f} s elapsed · "
              f"{'?' if left is None else f'{left:.0f} s'} left · {p.failed if p else 0} failed")
     st.progress(done / total if total else 0.0, text=escape_markdown(label))
+    if p and p.last_error:
+        st.caption(escape_markdown(f"Last failure: {p.last_error}"))
     if job.error:
         st.error(job.error)
     if job.running and st.button("Cancel", key=f"cancel-{job.name}"):

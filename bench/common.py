@@ -68,12 +68,6 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def timed(fn, *args, **kwargs) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return time.perf_counter() - start, result
-
-
 def print_table(figures: list[Figure]) -> None:
     rows = [(f.name, f"{f.value:,.2f} {f.unit}", f.target_text(), f.meets, f.note) for f in figures]
     headers = ("figure", "value", "target", "meets", "note")

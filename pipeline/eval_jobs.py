@@ -57,8 +57,3 @@ def start_job(settings: Settings, db: Database, dataset: Dataset, name: str, con
 def jobs() -> list[EvalJob]:
     with _guard:
         return list(_jobs.values())
-
-
-def get_job(name: str) -> EvalJob | None:
-    with _guard:
-        return _jobs.get(name)

@@ -30,9 +30,6 @@ from store import evals
 from store.annotations import current_corrections
 from store.db import Database
 
-COMPONENT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
-
-
 @dataclass
 class Progress:
     total: int
@@ -103,8 +100,7 @@ def score_item(llm: LLM, settings: Settings, item: GoldenItem, result: AnswerRes
 
 @dataclass
 class EvalPin(JudgePin):
-    """The judge pin of an evaluation: with the correction set the judge's prompt carries, if any."""
-    correction_version: int | None = None
+    """The judge pin of an evaluation, with the corrections its prompt version names (if any)."""
     corrections: list = field(default_factory=list)
 
 
@@ -112,7 +108,7 @@ def evaluation_pin(settings: Settings, db: Database) -> EvalPin:
     base = judge_pin(LLM(settings, db), settings)
     version, corrections = current_corrections(db) if settings.judge_corrections_k > 0 else (None, [])
     pinned = corrections_pin(base, version)
-    return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, version, corrections)
+    return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, corrections)
 
 
 def _open(settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int,

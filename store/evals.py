@@ -61,9 +61,6 @@ def item_statuses(db: Database, eval_run_id: int) -> dict[str, str]:
                                 [eval_run_id]).fetchall())
 
 
-def finished_item_ids(db: Database, eval_run_id: int) -> set[str]:
-    return {item for item, status in item_statuses(db, eval_run_id).items() if status == "done"}
-
 
 def save_item(db: Database, eval_run_id: int, item, status: str, log: RunLog | None, scores: list,
               error: str | None, wall_ms: float, replace: bool = True) -> int | None:

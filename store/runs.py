@@ -68,21 +68,3 @@ def get_run(db: Database, run_id: int) -> dict | None:
         run["attempts"] = _rows(cur, "SELECT * FROM attempts WHERE run_id = ? ORDER BY attempt_no", [run_id])
         run["claims"] = _rows(cur, "SELECT * FROM claims WHERE run_id = ? ORDER BY attempt_no, claim_no", [run_id])
     return run
-
-
-def list_runs(db: Database, limit: int = 50, status: str | None = None) -> list[dict]:
-    sql = ("SELECT id, kind, status, question, faithfulness, n_attempts, generator_model, latency_ms, "
-           "started_at FROM runs")
-    params: list = []
-    if status:
-        sql += " WHERE status = ?"
-        params.append(status)
-    sql += " ORDER BY id DESC LIMIT ?"
-    params.append(limit)
-    with db.cursor() as cur:
-        return _rows(cur, sql, params)
-
-
-def count_runs(db: Database) -> int:
-    with db.cursor() as cur:
-        return cur.execute("SELECT count(*) FROM runs").fetchone()[0]

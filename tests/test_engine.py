@@ -8,7 +8,8 @@ import pytest
 
 from pipeline.engine import VerifiedQueryEngine, final_result
 from pipeline.errors import InputError
-from store.runs import count_runs, get_run
+from store.history import RunFilter, count_runs
+from store.runs import get_run
 
 RAG_QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
@@ -221,7 +222,7 @@ def test_unusable_question_gets_a_message_and_no_run(fake, settings, kb_db, ques
     with pytest.raises(InputError) as caught:
         engine.stream(question)
     assert caught.value.message == message
-    assert count_runs(kb_db) == 0
+    assert count_runs(kb_db, RunFilter()) == 0
 
 
 def test_llamaindex_query_returns_a_response_with_sources(fake, settings, kb_db):

@@ -57,7 +57,8 @@ def test_rerunning_the_same_name_skips_finished_items_and_costs_nothing(fake, se
     assert outcome.progress.skipped == 2 and outcome.progress.done == 4
     chats = [r for r in fake.requests[before:] if r["path"] == "/api/chat"]
     assert chats and not any("Wikipedia index of the RAG paper" in json.dumps(r["body"]) for r in chats)
-    assert len(evals.finished_item_ids(kb_db, outcome.eval_run_id)) == 4
+    assert set(evals.item_statuses(kb_db, outcome.eval_run_id).values()) == {"done"}
+    assert len(evals.item_statuses(kb_db, outcome.eval_run_id)) == 4
 
 
 def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, settings, kb_db):

@@ -10,7 +10,8 @@ from pipeline.errors import StoreLocked
 from store.db import Database
 from store.migrations import MIGRATIONS, applied, m001_knowledge_base, migrate
 from store.records import AttemptRecord, ClaimRecord, RetrievalRecord, RunLog, RunRecord
-from store.runs import get_run, list_runs, save_run
+from store.history import RunFilter, query_runs
+from store.runs import get_run, save_run
 
 TABLES = {"documents", "chunks", "runs", "context_grades", "retrievals", "attempts", "claims", "llm_calls",
           "llm_cache", "schema_migrations", "eval_runs", "eval_items", "scores",
@@ -74,7 +75,7 @@ def test_a_run_round_trips(tmp_path):
     assert run["status"] == "accepted" and run["faithfulness"] == 1.0
     assert run["retrievals"][0]["chunk_id"] == 42 and run["retrievals"][0]["cited"] is True
     assert run["claims"][0]["span_end"] == 2 and run["attempts"][0]["status"] == "verified"
-    assert [r["id"] for r in list_runs(db)] == [run_id]
+    assert [r["id"] for r in query_runs(db, RunFilter())] == [run_id]
     assert get_run(db, run_id + 1) is None
 
 
@@ -89,7 +90,7 @@ def test_connection_is_released_when_idle_so_another_process_can_write(tmp_path)
         con.close()
     """)], capture_output=True, text=True, timeout=60)
     assert other.returncode == 0, other.stderr
-    assert list_runs(db)[0]["question"] == "changed by another process"
+    assert query_runs(db, RunFilter())[0]["question"] == "changed by another process"
 
 
 def test_a_lock_held_too_long_gives_a_clear_message(tmp_path):
@@ -104,7 +105,7 @@ def test_a_lock_held_too_long_gives_a_clear_message(tmp_path):
         assert holder.stdout.readline().strip() == "locked"
         db = Database(path, lock_timeout_s=0.5, idle_release_s=0)
         with pytest.raises(StoreLocked) as caught:
-            list_runs(db)
+            query_runs(db, RunFilter())
         assert "stayed locked by another process for 0.5 s" in str(caught.value)
         assert "WORKBENCH_DB" in caught.value.fix
     finally:
