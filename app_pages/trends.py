@@ -21,7 +21,7 @@ else:
     data["pin"] = data["judge_model"] + "@" + data["judge_digest"].str[:12] + " / " + data["judge_prompt_version"]
     runs = data.drop_duplicates("eval_run_id").sort_values("created_at")
     previous = {}
-    for pin, group in runs.groupby("pin"):
+    for _, group in runs.groupby("pin"):
         configs = list(group.itertuples())
         for before, after in zip([None] + configs[:-1], configs):
             diff = config_diff(before.config, after.config) if before is not None else {}

@@ -1,10 +1,11 @@
-"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show. Exit 0 on success, 1 when the work failed, 2 on bad usage or input."""
+"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show.
+
+Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-import sys
 from dataclasses import asdict
 
 from rich.console import Console

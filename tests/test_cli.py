@@ -3,7 +3,6 @@ import shutil
 import subprocess
 import sys
 
-import pytest
 
 from conftest import KB, ROOT
 from pipeline.cli import main

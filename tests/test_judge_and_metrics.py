@@ -1,5 +1,4 @@
 """The judge's parsing and every component metric on inputs with known values."""
-import json
 
 import pytest
 
