@@ -23,7 +23,10 @@ rows = [{"run": r["id"], "dataset": r["dataset"], "verifier": r["verifier"], "cl
          "LLM calls / answer": r["metrics"]["llm_calls_per_answer"],
          "prompt tokens / answer": r["metrics"]["prompt_tokens_per_answer"],
          "latency ms / answer": r["metrics"]["latency_ms_per_answer"], "created": r["created_at"]} for r in runs]
-st.dataframe(pd.DataFrame(rows).round(3), hide_index=True, width="stretch")
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+             column_config={c: st.column_config.NumberColumn(format="%.3f")
+                            for c in ("balanced accuracy", "precision", "recall", "F1", "LLM calls / answer",
+                                      "prompt tokens / answer", "latency ms / answer")})
 
 chosen = st.selectbox("Run", [r["id"] for r in runs],
                       format_func=lambda i: next(f"{r['id']}: {r['verifier']} on {r['dataset']}" for r in runs
