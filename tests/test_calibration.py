@@ -36,6 +36,17 @@ def test_agreement_on_known_pairs():
     assert not a.reliable
 
 
+def test_the_batched_kappa_of_the_bootstrap_matches_scikit_learn():
+    from sklearn.metrics import cohen_kappa_score
+
+    from pipeline.calibration import qwk_batch
+    rng = np.random.default_rng(4)
+    a, b = rng.integers(1, 6, size=(50, 12)), rng.integers(1, 6, size=(50, 12))
+    expected = [cohen_kappa_score(x, y, weights="quadratic", labels=[1, 2, 3, 4, 5]) for x, y in zip(a, b)]
+    assert np.allclose(qwk_batch(a, b), expected)
+    assert np.isnan(qwk_batch(np.array([[3, 3, 3]]), np.array([[3, 3, 3]]))[0])
+
+
 def test_perfect_and_degenerate_agreement_never_divide_by_zero():
     assert agreement([1, 2, 3, 4, 5] * 2, [1, 2, 3, 4, 5] * 2).kappa == pytest.approx(1.0)
     empty = agreement([], [])
