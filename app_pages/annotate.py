@@ -3,8 +3,9 @@ import streamlit as st
 
 from app_pages.annotate_view import judge_reveal, rating_form, source_runs
 from app_pages.common import resources
-from pipeline.present import annotated_markdown, escape_markdown, short_source
+from pipeline.present import annotated_markdown, escape_markdown
 from pipeline.stored_runs import load_result
+from pipeline.text import short_source
 from store.annotations import rated_by
 
 settings, db = resources()

@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from pipeline.events import AnswerResult, Event
-from pipeline.present import VERDICT_ICON, annotated_markdown, escape_markdown, short_source
+from pipeline.present import VERDICT_ICON, annotated_markdown, escape_markdown
+from pipeline.text import short_source
 
 STATUS_TEXT = {
     "accepted": "✅ verified",

@@ -9,8 +9,8 @@ import streamlit as st
 
 from app_pages.answer_view import STATUS_TEXT
 from pipeline.events import AnswerResult
-from pipeline.present import (VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk,
-                              short_source)
+from pipeline.present import VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk
+from pipeline.text import short_source
 
 
 def show_drilldown(result: AnswerResult, run: dict, calls: list[dict], scores: list[dict]) -> None:

@@ -25,6 +25,7 @@ from pipeline.health import check_all
 from pipeline.knowledge_base import ingest
 from pipeline.llm import LLM
 from pipeline.stored_runs import load_result
+from pipeline.text import short_source
 from store.db import get_database
 from store.history import RunFilter, query_runs
 from store.kb import count_chunks
@@ -135,7 +136,7 @@ def print_result(result: AnswerResult, out: Console) -> None:
         for claim in result.final_claims:
             table.add_row(str(claim.claim_no), Text(claim.verdict, style=VERDICT_STYLE.get(claim.verdict, "")),
                           Text(claim.text), Text(claim.evidence or ""),
-                          Text(f"[{claim.passage.n}] {claim.passage.source.rsplit('/', 1)[-1]}" if claim.passage else ""))
+                          Text(f"[{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""))
         out.print(table)
 
 

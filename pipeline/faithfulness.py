@@ -18,7 +18,7 @@ from pipeline.config import Settings
 from pipeline.llm import LLM
 from pipeline.structured import ask
 from pipeline.precheck import precheck
-from pipeline.text import best_sentence, find_span, overlap, strip_citations
+from pipeline.text import best_sentence, find_span, overlap, short_source, strip_citations
 
 SUPPORTED, CONTRADICTED, UNSUPPORTED, UNVERIFIED = "supported", "contradicted", "unsupported", "unverified"
 ABSTAIN_SENTENCE = "The knowledge base does not cover this question."
@@ -63,11 +63,8 @@ def parse_yes_no(text: str) -> bool | None:
 
 
 def context_block(passages: list[Passage]) -> str:
-    return prompts.number_passages([(p.n, _short_source(p.source), p.text) for p in passages])
+    return prompts.number_passages([(p.n, short_source(p.source), p.text) for p in passages])
 
-
-def _short_source(source: str) -> str:
-    return source.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 class FaithfulnessChecker:
@@ -126,7 +123,7 @@ class FaithfulnessChecker:
                 sentence = best_sentence(passage.text, claim)
                 span = (sentence.start, sentence.end) if sentence else None
                 return CheckedClaim(claim_no, claim, SUPPORTED, self.settings.verifier_model, passage, span,
-                                    f"supported by [{passage.n}] {_short_source(passage.source)}")
+                                    f"supported by [{passage.n}] {short_source(passage.source)}")
         if invalid and len(invalid) == len(ordered):
             return CheckedClaim(claim_no, claim, UNVERIFIED, self.settings.verifier_model,
                                 reason=f"the verifier's replies could not be read as Yes/No: {invalid[0]!r}")
@@ -142,7 +139,7 @@ class FaithfulnessChecker:
                 span = find_span(passage.text, strip_citations(claim).rstrip(".!?;:"))
                 if span:
                     return CheckedClaim(claim_no, claim, SUPPORTED, "precheck", passage, span,
-                                        f"found verbatim in [{passage.n}] {_short_source(passage.source)}")
+                                        f"found verbatim in [{passage.n}] {short_source(passage.source)}")
         return None
 
     def verify_against_context(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:

@@ -62,9 +62,6 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
     return " ".join(out)
 
 
-def short_source(source: str | None) -> str:
-    return (source or "").replace("\\", "/").rsplit("/", 1)[-1]
-
 
 def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = "supported") -> str:
     """Markdown of a whole chunk with the evidence span highlighted; all text escaped."""

@@ -91,5 +91,10 @@ def cited_numbers(text: str) -> set[int]:
     return numbers
 
 
+def short_source(source: str | None) -> str:
+    """A source's file name, from a path with either kind of slash."""
+    return (source or "").replace("\\", "/").rsplit("/", 1)[-1]
+
+
 def one_line(text: str) -> str:
     return " ".join(text.split())
