@@ -4,8 +4,9 @@ import streamlit as st
 from app_pages.calibration_view import (choose_scope, claim_section, corrections_form, criterion_section,
                                         rejudge_section)
 from app_pages.common import resources
-from pipeline.calibration import agreement, judged_pairs
+from pipeline.calibration import agreement
 from pipeline.judge import CRITERIA
+from store.annotations import judged_pairs
 
 settings, db = resources()
 st.title("Calibration")

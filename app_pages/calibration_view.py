@@ -7,11 +7,11 @@ import streamlit as st
 
 from app_pages.common import show_error
 from pipeline.calibration import (MIN_RELIABLE, Agreement, agreement, claim_agreement, disagreements,
-                                  inter_annotator, judged_pairs, rejudge)
+                                  inter_annotator, rejudge)
 from pipeline.errors import WorkbenchError
 from pipeline.judge import CRITERIA
 from pipeline.present import escape_markdown
-from store.annotations import add_corrections, current_corrections
+from store.annotations import add_corrections, current_corrections, judged_pairs
 from store.evals import list_eval_runs, run_ids_of, run_ids_under_pin
 
 

@@ -25,7 +25,7 @@ from pipeline.text import content_words
 from store import annotations
 from store.annotations import Correction
 from store.db import Database
-from store.runs import _rows
+from store.evals import reference_of
 
 MIN_RELIABLE = 10
 SCALE = [1, 2, 3, 4, 5]
@@ -96,21 +96,6 @@ def agreement(judge_scores: list[int], human_scores: list[int], seed: int = 0) -
     return result
 
 
-def judged_pairs(db: Database, run_ids: list[int], criterion: str, version: int | None = None) -> list[dict]:
-    """(run, annotator, judge score, human score, judge reasoning) for rated runs with a valid judge score.
-    version: the re-judged scores of that correction set instead of the original ones."""
-    source = ("(SELECT run_id, metric, value, explanation FROM rejudged WHERE correction_version = ? AND status = 'ok')"
-              if version is not None else "(SELECT run_id, metric, value, explanation FROM scores WHERE status = 'ok')")
-    params = ([version] if version is not None else []) + [f"judge_{criterion}", run_ids]
-    with db.cursor() as cur:
-        return _rows(cur, f"""
-            SELECT r.run_id, r.annotator, s.value::INTEGER AS judge, r.{criterion} AS human, s.explanation,
-                   u.question, u.answer
-            FROM ratings r JOIN {source} s ON s.run_id = r.run_id AND s.metric = ?
-            JOIN runs u ON u.id = r.run_id
-            WHERE list_contains(?::BIGINT[], r.run_id) ORDER BY r.run_id, r.annotator""", params)
-
-
 def disagreements(pairs: list[dict], at_least: int = 2) -> list[dict]:
     return [p for p in pairs if abs(p["judge"] - p["human"]) >= at_least]
 
@@ -166,7 +151,7 @@ def rejudge(settings: Settings, db: Database, run_ids: list[int], on_progress=No
     rows = []
     for done, run_id in enumerate(rated, start=1):
         result = load_result(db, run_id)
-        reference = _reference_of(db, run_id)
+        reference = reference_of(db, run_id)
         for criterion in CRITERIA:
             chosen = relevant_corrections(corrections, criterion, result.question, settings.judge_corrections_k,
                                           exclude_run=run_id)
@@ -178,9 +163,3 @@ def rejudge(settings: Settings, db: Database, run_ids: list[int], on_progress=No
             on_progress(done, len(rated))
     annotations.save_rejudged(db, version, rows)
     return version
-
-
-def _reference_of(db: Database, run_id: int) -> str | None:
-    with db.cursor() as cur:
-        row = cur.execute("SELECT reference FROM eval_items WHERE run_id = ?", [run_id]).fetchone()
-    return row[0] if row else None

@@ -4,9 +4,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from store.db import Database
-from store.llm_log import insert_rows
-from store.runs import _rows
+from store.db import Database, fetch_dicts, insert_rows
 
 ALERT_COLUMNS = ["eval_run_id", "baseline_run_id", "kind", "metric", "slice", "baseline_value", "new_value",
                  "delta", "ci_low", "ci_high", "n", "component", "message", "config_diff", "worst_items"]
@@ -38,7 +36,7 @@ def list_alerts(db: Database, status: str | None = None) -> list[dict]:
         sql += " WHERE a.status = ?"
         params.append(status)
     with db.cursor() as cur:
-        rows = _rows(cur, sql + " ORDER BY a.id DESC", params)
+        rows = fetch_dicts(cur, sql + " ORDER BY a.id DESC", params)
     for row in rows:
         row["config_diff"] = json.loads(row["config_diff"] or "{}")
         row["worst_items"] = json.loads(row["worst_items"] or "[]")
@@ -84,7 +82,7 @@ def previous_run(db: Database, eval_run_id: int) -> int | None:
 def metric_series(db: Database) -> list[dict]:
     """Every finished evaluation run's metric means, with its time, name, dataset, pin and configuration."""
     with db.cursor() as cur:
-        rows = _rows(cur, """
+        rows = fetch_dicts(cur, """
             SELECT e.id AS eval_run_id, e.name, e.dataset, e.created_at, e.config, e.judge_model, e.judge_digest,
                    e.judge_prompt_version, s.metric, avg(s.value) AS mean, count(*) AS n
             FROM eval_runs e JOIN scores s ON s.eval_run_id = e.id AND s.status = 'ok'

@@ -4,8 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.errors import InputError
-from store.db import Database
-from store.runs import _rows
+from store.db import Database, fetch_dicts
 
 CRITERIA = ("correctness", "helpfulness", "faithfulness")
 VERDICTS = ("supported", "contradicted", "unsupported")
@@ -50,7 +49,7 @@ def save_rating(db: Database, run_id: int, annotator: str, scores: dict[str, int
 
 def ratings_for(db: Database, run_ids: list[int]) -> list[dict]:
     with db.cursor() as cur:
-        return _rows(cur, "SELECT * FROM ratings WHERE list_contains(?::BIGINT[], run_id) ORDER BY run_id, annotator",
+        return fetch_dicts(cur, "SELECT * FROM ratings WHERE list_contains(?::BIGINT[], run_id) ORDER BY run_id, annotator",
                      [run_ids])
 
 
@@ -61,10 +60,27 @@ def rated_by(db: Database, annotator: str, run_ids: list[int]) -> set[int]:
     return {r[0] for r in rows}
 
 
+def judged_pairs(db: Database, run_ids: list[int], criterion: str, version: int | None = None) -> list[dict]:
+    """(run, annotator, judge score, human score, judge reasoning) for rated runs with a valid judge score.
+    version: the re-judged scores of that correction set instead of the original ones."""
+    if criterion not in CRITERIA:
+        raise ValueError(f"unknown criterion {criterion!r}")
+    source = ("(SELECT run_id, metric, value, explanation FROM rejudged WHERE correction_version = ? AND status = 'ok')"
+              if version is not None else "(SELECT run_id, metric, value, explanation FROM scores WHERE status = 'ok')")
+    params = ([version] if version is not None else []) + [f"judge_{criterion}", run_ids]
+    with db.cursor() as cur:
+        return fetch_dicts(cur, f"""
+            SELECT r.run_id, r.annotator, s.value::INTEGER AS judge, r.{criterion} AS human, s.explanation,
+                   u.question, u.answer
+            FROM ratings r JOIN {source} s ON s.run_id = r.run_id AND s.metric = ?
+            JOIN runs u ON u.id = r.run_id
+            WHERE list_contains(?::BIGINT[], r.run_id) ORDER BY r.run_id, r.annotator""", params)
+
+
 def claim_pairs(db: Database, run_ids: list[int]) -> list[dict]:
     """Human claim verdicts next to the verifier's."""
     with db.cursor() as cur:
-        return _rows(cur, """
+        return fetch_dicts(cur, """
             SELECT h.run_id, h.attempt_no, h.claim_no, h.annotator, h.verdict AS human, c.verdict AS verifier
             FROM claim_ratings h JOIN claims c USING (run_id, attempt_no, claim_no)
             WHERE list_contains(?::BIGINT[], h.run_id) AND c.verdict <> 'unverified'""", [run_ids])

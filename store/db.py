@@ -120,6 +120,22 @@ class Database:
                 self._con = None
 
 
+def fetch_dicts(cur, sql: str, params: list) -> list[dict]:
+    """The rows of a query as dicts keyed by column name."""
+    rel = cur.execute(sql, params)
+    names = [d[0] for d in rel.description]
+    return [dict(zip(names, row)) for row in rel.fetchall()]
+
+
+def insert_rows(cur, table: str, columns: list[str], rows: list[list], verb: str = "INSERT") -> None:
+    """Many rows in one statement (DuckDB's executemany prepares once but still runs row by row)."""
+    if not rows:
+        return
+    one = "(" + ", ".join("?" * len(columns)) + ")"
+    cur.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES " + ", ".join([one] * len(rows)),
+                [value for row in rows for value in row])
+
+
 _databases: dict[str, Database] = {}
 _registry_guard = threading.Lock()
 

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import json
 
-from store.db import Database
-from store.llm_log import insert_rows
-from store.runs import _rows
+from store.db import Database, fetch_dicts, insert_rows
 
 RESULT_COLUMNS = ["detector_run_id", "record_id", "label", "predicted", "faithfulness", "n_claims",
                   "decided_by_precheck", "llm_calls", "prompt_tokens", "latency_ms", "error", "verdicts"]
@@ -27,7 +25,7 @@ def save_detector_run(db: Database, dataset: str, verifier: str, claims_from: st
 
 def list_detector_runs(db: Database) -> list[dict]:
     with db.cursor() as cur:
-        rows = _rows(cur, "SELECT * FROM detector_runs ORDER BY id DESC", [])
+        rows = fetch_dicts(cur, "SELECT * FROM detector_runs ORDER BY id DESC", [])
     for row in rows:
         row["metrics"] = json.loads(row["metrics"])
         row["settings"] = json.loads(row["settings"])
@@ -36,5 +34,5 @@ def list_detector_runs(db: Database) -> list[dict]:
 
 def detector_results(db: Database, detector_run_id: int) -> list[dict]:
     with db.cursor() as cur:
-        return _rows(cur, "SELECT * EXCLUDE (detector_run_id) FROM detector_results WHERE detector_run_id = ? "
+        return fetch_dicts(cur, "SELECT * EXCLUDE (detector_run_id) FROM detector_results WHERE detector_run_id = ? "
                           "ORDER BY record_id", [detector_run_id])

@@ -5,10 +5,9 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from store.db import Database
-from store.llm_log import insert_rows
+from store.db import Database, fetch_dicts, insert_rows
 from store.records import RunLog
-from store.runs import _rows, insert_run
+from store.runs import insert_run
 
 SCORE_COLUMNS = ["eval_run_id", "item_id", "run_id", "metric", "value", "status", "explanation", "details",
                  "scorer_model", "scorer_digest", "prompt_version"]
@@ -82,7 +81,7 @@ def save_item(db: Database, eval_run_id: int, item, status: str, log: RunLog | N
 
 def list_eval_runs(db: Database) -> list[dict]:
     with db.cursor() as cur:
-        return _rows(cur, """
+        return fetch_dicts(cur, """
             SELECT e.id, e.name, e.dataset, e.status, e.n_items, e.created_at, e.finished_at, e.wall_s,
                    e.judge_model, e.judge_digest, e.judge_prompt_version,
                    count(i.item_id) FILTER (WHERE i.status = 'done') AS done,
@@ -94,7 +93,7 @@ def list_eval_runs(db: Database) -> list[dict]:
 def metric_summary(db: Database, eval_run_id: int) -> list[dict]:
     """Per metric: mean over valid scores, and counts of ok, invalid and not-applicable scores."""
     with db.cursor() as cur:
-        return _rows(cur, """
+        return fetch_dicts(cur, """
             SELECT metric, avg(value) FILTER (WHERE status = 'ok') AS mean,
                    count(*) FILTER (WHERE status = 'ok') AS n,
                    count(*) FILTER (WHERE status = 'invalid') AS invalid,
@@ -105,7 +104,7 @@ def metric_summary(db: Database, eval_run_id: int) -> list[dict]:
 def slice_summary(db: Database, eval_run_id: int) -> list[dict]:
     """Per tag and metric: mean and n over valid scores."""
     with db.cursor() as cur:
-        return _rows(cur, """
+        return fetch_dicts(cur, """
             SELECT tag, s.metric, avg(s.value) AS mean, count(*) AS n
             FROM scores s JOIN (SELECT eval_run_id, item_id, unnest(tags) AS tag FROM eval_items
                                 WHERE eval_run_id = ?) t USING (eval_run_id, item_id)
@@ -115,7 +114,7 @@ def slice_summary(db: Database, eval_run_id: int) -> list[dict]:
 def item_results(db: Database, eval_run_id: int) -> list[dict]:
     """One row per item with its run's status and every metric's value as a column."""
     with db.cursor() as cur:
-        return _rows(cur, """
+        return fetch_dicts(cur, """
             SELECT i.item_id, i.run_id, i.status AS item_status, r.status AS run_status, i.question, i.tags,
                    i.error, i.wall_ms, r.answer,
                    max(s.value) FILTER (WHERE s.metric = 'faithfulness') AS faithfulness,
@@ -132,14 +131,14 @@ def item_results(db: Database, eval_run_id: int) -> list[dict]:
 
 def item_scores(db: Database, eval_run_id: int, item_id: str) -> list[dict]:
     with db.cursor() as cur:
-        return _rows(cur, "SELECT metric, value, status, explanation, scorer_model, prompt_version FROM scores "
+        return fetch_dicts(cur, "SELECT metric, value, status, explanation, scorer_model, prompt_version FROM scores "
                           "WHERE eval_run_id = ? AND item_id = ? ORDER BY metric", [eval_run_id, item_id])
 
 
 def usage(db: Database, eval_run_id: int) -> dict:
     """Tokens, model time and cache hits of every LLM call made for this evaluation's items."""
     with db.cursor() as cur:
-        return _rows(cur, """
+        return fetch_dicts(cur, """
             SELECT count(*) AS calls, coalesce(sum(c.prompt_tokens), 0) AS prompt_tokens,
                    coalesce(sum(c.completion_tokens), 0) AS completion_tokens,
                    coalesce(sum(c.latency_ms) FILTER (WHERE NOT c.cache_hit), 0) / 1000 AS model_s,
@@ -157,7 +156,7 @@ def judge_invalid_rate(db: Database, eval_run_id: int) -> tuple[int, int]:
 
 def scores_for_run(db: Database, run_id: int) -> list[dict]:
     with db.cursor() as cur:
-        return _rows(cur, """
+        return fetch_dicts(cur, """
             SELECT e.name AS evaluation, s.metric, s.value, s.status, s.explanation, s.scorer_model,
                    s.prompt_version FROM scores s LEFT JOIN eval_runs e ON e.id = s.eval_run_id
             WHERE s.run_id = ? ORDER BY s.metric""", [run_id])
@@ -187,3 +186,10 @@ def recent_chat_run_ids(db: Database, limit: int = 50) -> list[int]:
     with db.cursor() as cur:
         return [r[0] for r in cur.execute("SELECT id FROM runs WHERE kind = 'chat' AND status <> 'failed' "
                                           "ORDER BY id DESC LIMIT ?", [limit]).fetchall()]
+
+
+def reference_of(db: Database, run_id: int) -> str | None:
+    """The golden reference of the item a run answered, if it was an evaluation item with one."""
+    with db.cursor() as cur:
+        row = cur.execute("SELECT reference FROM eval_items WHERE run_id = ?", [run_id]).fetchone()
+    return row[0] if row else None

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from store.db import Database
-from store.runs import _rows
+from store.db import Database, fetch_dicts
 
 LIST_COLUMNS = ("r.id, r.kind, r.status, r.question, r.faithfulness, r.n_attempts, r.generator_model, "
                 "r.latency_ms, r.started_at")
@@ -81,7 +80,7 @@ def query_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: in
     if ids is not None:
         where, params = " WHERE list_contains(?::BIGINT[], r.id)", [ids]
     with db.cursor() as cur:
-        rows = _rows(cur, f"SELECT {LIST_COLUMNS} FROM runs r{where} ORDER BY r.id DESC LIMIT ? OFFSET ?",
+        rows = fetch_dicts(cur, f"SELECT {LIST_COLUMNS} FROM runs r{where} ORDER BY r.id DESC LIMIT ? OFFSET ?",
                      params + [page_size, 0 if ids is not None else (max(page, 1) - 1) * page_size])
         if rows:
             low, high = min(r["id"] for r in rows), max(r["id"] for r in rows)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from store.db import Database
+from store.db import Database, fetch_dicts
 from store.records import Chunk
 
 
@@ -89,10 +89,8 @@ def get_chunks(db: Database, ids: list[int]) -> dict[int, Chunk]:
 
 def list_documents(db: Database) -> list[dict]:
     with db.cursor() as cur:
-        rel = cur.execute("SELECT id, path, title, n_chunks, n_chars, embed_model, ingested_at FROM documents "
-                          "ORDER BY path")
-        names = [d[0] for d in rel.description]
-        return [dict(zip(names, row)) for row in rel.fetchall()]
+        return fetch_dicts(cur, "SELECT id, path, title, n_chunks, n_chars, embed_model, ingested_at FROM documents "
+                                "ORDER BY path", [])
 
 
 def count_chunks(db: Database, embed_model: str | None = None) -> int:

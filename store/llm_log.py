@@ -3,20 +3,11 @@ from __future__ import annotations
 
 import json
 
-from store.db import Database
+from store.db import Database, fetch_dicts, insert_rows
 from store.records import CacheEntry, LLMCallRecord
 
 CALL_COLUMNS = ["run_id", "stage", "model", "digest", "prompt_hash", "prompt_tokens", "completion_tokens",
                 "latency_ms", "cache_hit", "error", "started_at"]
-
-
-def insert_rows(cur, table: str, columns: list[str], rows: list[list], verb: str = "INSERT") -> None:
-    """Many rows in one statement (DuckDB's executemany prepares once but still runs row by row)."""
-    if not rows:
-        return
-    one = "(" + ", ".join("?" * len(columns)) + ")"
-    cur.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES " + ", ".join([one] * len(rows)),
-                [value for row in rows for value in row])
 
 
 def call_rows(run_id: int | None, calls: list[LLMCallRecord]) -> list[list]:
@@ -52,7 +43,5 @@ def cache_get(db: Database, key: str) -> dict | None:
 
 def calls_for_run(db: Database, run_id: int) -> list[dict]:
     with db.cursor() as cur:
-        rel = cur.execute(f"SELECT id, {', '.join(CALL_COLUMNS)} FROM llm_calls WHERE run_id = ? ORDER BY id",
-                          [run_id])
-        names = [d[0] for d in rel.description]
-        return [dict(zip(names, row)) for row in rel.fetchall()]
+        return fetch_dicts(cur, f"SELECT id, {', '.join(CALL_COLUMNS)} FROM llm_calls WHERE run_id = ? ORDER BY id",
+                           [run_id])

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from store.db import Database
-from store.llm_log import insert_cache_entries, insert_calls, insert_rows
+from store.db import Database, fetch_dicts, insert_rows
+from store.llm_log import insert_cache_entries, insert_calls
 from store.records import RunLog
 
 RUN_FIELDS = ("kind", "question", "status", "answer", "faithfulness", "n_claims", "n_supported",
@@ -47,24 +47,18 @@ def save_run(db: Database, log: RunLog) -> int:
         return insert_run(cur, log)
 
 
-def _rows(cur, sql: str, params: list) -> list[dict]:
-    rel = cur.execute(sql, params)
-    names = [d[0] for d in rel.description]
-    return [dict(zip(names, row)) for row in rel.fetchall()]
-
-
 def get_run(db: Database, run_id: int) -> dict | None:
     """One run with its grades, retrievals (with chunk text and source), attempts and claims."""
     with db.cursor() as cur:
-        runs = _rows(cur, "SELECT * EXCLUDE (search_text) FROM runs WHERE id = ?", [run_id])
+        runs = fetch_dicts(cur, "SELECT * EXCLUDE (search_text) FROM runs WHERE id = ?", [run_id])
         if not runs:
             return None
         run = runs[0]
-        run["grades"] = _rows(cur, "SELECT * FROM context_grades WHERE run_id = ? ORDER BY round", [run_id])
-        run["retrievals"] = _rows(cur, """
+        run["grades"] = fetch_dicts(cur, "SELECT * FROM context_grades WHERE run_id = ? ORDER BY round", [run_id])
+        run["retrievals"] = fetch_dicts(cur, """
             SELECT r.*, c.text, d.path AS source FROM retrievals r
             LEFT JOIN chunks c ON c.id = r.chunk_id LEFT JOIN documents d ON d.id = c.document_id
             WHERE r.run_id = ? ORDER BY r.round, r.rank""", [run_id])
-        run["attempts"] = _rows(cur, "SELECT * FROM attempts WHERE run_id = ? ORDER BY attempt_no", [run_id])
-        run["claims"] = _rows(cur, "SELECT * FROM claims WHERE run_id = ? ORDER BY attempt_no, claim_no", [run_id])
+        run["attempts"] = fetch_dicts(cur, "SELECT * FROM attempts WHERE run_id = ? ORDER BY attempt_no", [run_id])
+        run["claims"] = fetch_dicts(cur, "SELECT * FROM claims WHERE run_id = ? ORDER BY attempt_no, claim_no", [run_id])
     return run

@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline.calibration import agreement, claim_agreement, judged_pairs, rejudge, relevant_corrections
+from pipeline.calibration import agreement, claim_agreement, rejudge, relevant_corrections
 from pipeline.errors import InputError
 from pipeline.evaluation import run_evaluation
-from store.annotations import Correction, add_corrections, current_corrections, ratings_for, save_rating
+from store.annotations import (Correction, add_corrections, current_corrections, judged_pairs, ratings_for,
+                               save_rating)
 from store.evals import run_ids_of
 from test_evaluation import ITEMS, dataset
 
