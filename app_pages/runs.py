@@ -70,8 +70,8 @@ st.dataframe(shown, hide_index=True, width="stretch",
                             "latency_ms": st.column_config.NumberColumn("latency ms", format="%.0f")})
 
 left, right = st.columns([3, 1])
-chosen = left.selectbox("Open a run of this page", frame["id"],
-                        format_func=lambda i: f"{i}: {frame.set_index('id').at[i, 'question'][:90]}")
+questions = dict(zip(frame["id"], frame["question"]))
+chosen = left.selectbox("Open a run of this page", list(questions), format_func=lambda i: f"{i}: {questions[i][:90]}")
 if right.button("Open drilldown"):
     st.query_params["run_id"] = str(chosen)
     st.rerun()

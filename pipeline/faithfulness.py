@@ -62,6 +62,14 @@ def parse_yes_no(text: str) -> bool | None:
     return {"yes": True, "no": False}.get(word)
 
 
+def ask_verifier(llm: LLM, model: str, document: str, claim: str, stage: str = "verify", instructed: bool = False):
+    """One Yes/No verification call in bespoke-minicheck's format; `instructed` adds a system instruction
+    for general models. Replies that are neither Yes nor No are not cached."""
+    user = prompts.verifier_input(document, claim)
+    messages = prompts.LLM_VERIFIER.messages(user) if instructed else [{"role": "user", "content": user}]
+    return llm.chat(stage, model, messages, accept=lambda text: parse_yes_no(text) is not None)
+
+
 def context_block(passages: list[Passage]) -> str:
     return prompts.number_passages([(p.n, short_source(p.source), p.text) for p in passages])
 
@@ -78,11 +86,7 @@ class FaithfulnessChecker:
         self.llm_verifier = llm_verifier
 
     def _ask_verifier(self, document: str, claim: str):
-        user = prompts.verifier_input(document, claim)
-        messages = (prompts.LLM_VERIFIER.messages(user) if self.llm_verifier
-                    else [{"role": "user", "content": user}])
-        return self.llm.chat("verify", self.settings.verifier_model, messages,
-                             accept=lambda text: parse_yes_no(text) is not None)
+        return ask_verifier(self.llm, self.settings.verifier_model, document, claim, instructed=self.llm_verifier)
 
     # step 1
     def extract_claims(self, question: str, answer: str) -> ClaimExtraction:

@@ -13,7 +13,7 @@ import numpy as np
 
 from pipeline import prompts
 from pipeline.events import AnswerResult
-from pipeline.faithfulness import Passage, context_block, parse_yes_no
+from pipeline.faithfulness import Passage, ask_verifier, context_block, parse_yes_no
 from pipeline.judge import MetricScore
 from pipeline.llm import LLM
 from pipeline.structured import ask
@@ -94,9 +94,7 @@ def context_recall(llm: LLM, verifier_model: str, reference: str | None, passage
     pin = dict(scorer_model=verifier_model, scorer_digest=llm.digest(verifier_model), prompt_version="minicheck")
     found = []
     for statement in statements:
-        reply = llm.chat("metric_context_recall", verifier_model,
-                         [{"role": "user", "content": prompts.verifier_input(document, statement)}],
-                         accept=lambda text: parse_yes_no(text) is not None)
+        reply = ask_verifier(llm, verifier_model, document, statement, stage="metric_context_recall")
         verdict = parse_yes_no(reply.text)
         if verdict is None:
             return MetricScore("context_recall", None, "invalid",

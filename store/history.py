@@ -131,8 +131,7 @@ def export_runs(db: Database, run_filter: RunFilter, fmt: str, path: str) -> int
     where, params = run_filter.where()
     sql = EXPORT_SQL.format(claims=CLAIMS_SQL if fmt == "jsonl" else "", where=where)
     with db.cursor() as cur:
-        cur.execute(f"COPY ({sql}) TO '{_quote_path(path)}' {formats[fmt]}", params)
-        return cur.execute(f"SELECT count(*) FROM runs r{where}", params).fetchone()[0]
+        return cur.execute(f"COPY ({sql}) TO '{_quote_path(path)}' {formats[fmt]}", params).fetchone()[0]
 
 
 def _quote_path(path: str) -> str:
