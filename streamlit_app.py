@@ -1,34 +1,48 @@
-"""Router: the pages, and a sidebar with Ollama's health and the open regression alerts."""
+"""Chat, the main page: ask a question; watch every step; see the answer with each claim checked against its
+source. The other pages are the scripts in pages/ (Streamlit's pages/ mode)."""
 import streamlit as st
 
-from app_pages.common import ollama_checks, resources
-from store.alerts import count_open_alerts
+from pages.views.answer import show_answer, step_line
+from pages.views.common import ollama_checks, page_setup, show_error, show_failed_checks
+from pipeline.answering.engine import VerifiedQueryEngine
+from pipeline.errors import InputError
+from store.kb import count_chunks
 
-st.set_page_config(page_title="RAG quality workbench", page_icon="🔎", layout="wide")
+settings, db = page_setup("Chat")
+st.title("Chat")
+show_failed_checks(ollama_checks(settings.ollama_host, settings))
+if count_chunks(db, settings.embed_model) == 0:
+    st.warning("The knowledge base is empty: add documents on the Knowledge base page, "
+               "or run `python -m pipeline ingest data/kb`.")
 
-settings, db = resources()
-with st.sidebar:
-    checks = ollama_checks(settings.ollama_host, settings)
-    failed = [c for c in checks if not c.ok]
-    if failed:
-        st.error(f"Ollama: {len(failed)} problem(s); see Settings & health", icon="🚫")
-    else:
-        st.success(f"Ollama ready at {settings.ollama_host}", icon="✅")
-    open_alerts = count_open_alerts(db)
-    if open_alerts:
-        st.warning(f"{open_alerts} open regression alert(s): see Trends", icon="🔔")
-    else:
-        st.caption("No open regression alerts.")
+conversation = st.session_state.setdefault("conversation", [])
+for turn in conversation:
+    with st.chat_message("user"):
+        st.text(turn["question"])
+    with st.chat_message("assistant"):
+        show_answer(turn["result"])
 
-page = st.navigation([
-    st.Page("app_pages/chat.py", title="Chat", icon="💬", default=True),
-    st.Page("app_pages/evaluate.py", title="Evaluate", icon="🧪"),
-    st.Page("app_pages/runs.py", title="Runs", icon="🗂️", url_path="runs"),
-    st.Page("app_pages/annotate.py", title="Annotate", icon="✍️"),
-    st.Page("app_pages/calibration.py", title="Calibration", icon="⚖️"),
-    st.Page("app_pages/trends.py", title="Trends", icon="📈"),
-    st.Page("app_pages/detector.py", title="Detector", icon="🎯"),
-    st.Page("app_pages/knowledge_base.py", title="Knowledge base", icon="📚"),
-    st.Page("app_pages/settings.py", title="Settings & health", icon="⚙️"),
-])
-page.run()
+question = st.chat_input("Ask about the knowledge base")
+if question is not None:
+    engine = VerifiedQueryEngine(settings=settings, db=db)
+    try:
+        events = engine.stream(question)
+    except InputError as exc:
+        show_error(exc)
+        st.stop()
+    with st.chat_message("user"):
+        st.text(question)
+    with st.chat_message("assistant"):
+        result = None
+        with st.status("Working…", expanded=True) as status:
+            for event in events:
+                if event.kind == "final":
+                    result = event.data["result"]
+                else:
+                    status.write(step_line(event))
+                    status.update(label=step_line(event))
+            failed = result.status == "failed"
+            status.update(label="Failed" if failed else "Done: " + result.status, expanded=False,
+                          state="error" if failed else "complete")
+        show_answer(result)
+    conversation.append({"question": question, "result": result})

@@ -10,10 +10,10 @@ import statistics
 
 from bench.common import ROOT, Figure, bench_environment
 from pipeline.config import load_settings
-from pipeline.dataset import load_dataset
-from pipeline.engine import VerifiedQueryEngine, final_result
-from pipeline.knowledge_base import ingest
-from pipeline.llm import LLM
+from pipeline.evaluation.dataset import load_dataset
+from pipeline.answering.engine import VerifiedQueryEngine, final_result
+from pipeline.knowledge.ingest import ingest
+from pipeline.models.llm import LLM
 from store.db import get_database
 from store.llm_log import calls_for_run
 

@@ -10,11 +10,11 @@ import statistics
 import time
 
 from bench.common import ROOT, Figure, bench_environment, recording
-from pipeline import evaluation
+from pipeline.evaluation import runner as evaluation
 from pipeline.config import load_settings
-from pipeline.dataset import Dataset, GoldenItem, load_dataset
-from pipeline.knowledge_base import ingest
-from pipeline.llm import LLM
+from pipeline.evaluation.dataset import Dataset, GoldenItem, load_dataset
+from pipeline.knowledge.ingest import ingest
+from pipeline.models.llm import LLM
 from store.db import get_database
 
 

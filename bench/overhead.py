@@ -11,9 +11,9 @@ import time
 from bench.common import ROOT, Figure, bench_environment, median_ms, recording
 
 from pipeline.config import load_settings  # noqa: E402
-from pipeline.engine import VerifiedQueryEngine, final_result  # noqa: E402
-from pipeline.knowledge_base import ingest  # noqa: E402
-from pipeline.llm import LLM  # noqa: E402
+from pipeline.answering.engine import VerifiedQueryEngine, final_result  # noqa: E402
+from pipeline.knowledge.ingest import ingest  # noqa: E402
+from pipeline.models.llm import LLM  # noqa: E402
 from store.db import get_database  # noqa: E402
 from store.kb import count_chunks  # noqa: E402
 

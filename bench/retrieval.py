@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from bench.common import Figure, bench_environment, median_ms
 from pipeline.config import load_settings
-from pipeline.retriever import top_k, vector_index
+from pipeline.answering.retriever import top_k, vector_index
 from store import kb
 from store.db import get_database
 

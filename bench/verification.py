@@ -10,8 +10,8 @@ import time
 
 from bench.common import Figure, bench_environment
 from pipeline.config import load_settings
-from pipeline.faithfulness import FaithfulnessChecker, Passage
-from pipeline.llm import LLM
+from pipeline.verification.faithfulness import FaithfulnessChecker, Passage
+from pipeline.models.llm import LLM
 from store.db import get_database
 
 PASSAGE = Passage(1, 1, "transformer.md", "The Transformer base model has 6 layers, 8 heads and d_model 512. "

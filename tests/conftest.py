@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fake_ollama import FakeOllama  # noqa: E402
-from pipeline import llm, retriever  # noqa: E402
+from pipeline.models import llm  # noqa: E402
+from pipeline.answering import retriever  # noqa: E402
 from pipeline.config import load_settings  # noqa: E402
 from store import db as store_db  # noqa: E402
 
@@ -63,8 +64,8 @@ def db(settings):
 @pytest.fixture(scope="session")
 def ingested_store(tmp_path_factory):
     """A store file with data/kb ingested through the fake, built once and copied per test."""
-    from pipeline.knowledge_base import ingest
-    from pipeline.llm import LLM
+    from pipeline.knowledge.ingest import ingest
+    from pipeline.models.llm import LLM
 
     path = tmp_path_factory.mktemp("template") / "kb.duckdb"
     with FakeOllama() as server:

@@ -90,14 +90,14 @@ def test_chat_refuses_an_empty_question(kb_db):
 
 
 def test_knowledge_base_page_lists_documents(kb_db):
-    at = app("app_pages/knowledge_base.py")
+    at = app("pages/knowledge_base.py")
     assert at.title[0].value == "Knowledge base"
     frame = at.dataframe[0].value
     assert "rag.md" in set(frame["path"]) and len(frame) >= 8
 
 
 def test_knowledge_base_page_offers_ingest_when_empty(db):
-    at = app("app_pages/knowledge_base.py")
+    at = app("pages/knowledge_base.py")
     assert any("No documents yet" in i.value for i in at.info)
     at.button[-1].click().run()
     assert not at.exception
@@ -106,7 +106,7 @@ def test_knowledge_base_page_offers_ingest_when_empty(db):
 
 def test_settings_page_shows_settings_and_health(fake, db):
     fake.remove_model("nomic-embed-text")
-    at = app("app_pages/settings.py")
+    at = app("pages/settings.py")
     frame = at.dataframe[0].value
     row = frame[frame["setting"] == "faithfulness_threshold"].iloc[0]
     assert row["value"] == "0.8" and row["environment variable"] == "WORKBENCH_FAITHFULNESS_THRESHOLD"
@@ -116,14 +116,14 @@ def test_settings_page_shows_settings_and_health(fake, db):
 def wait_for_jobs(seconds: float = 60) -> None:
     import time
 
-    from pipeline.eval_jobs import jobs
+    from pipeline.evaluation.jobs import jobs
     deadline = time.monotonic() + seconds
     while any(j.running for j in jobs()) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
 def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
-    at = app("app_pages/evaluate.py")
+    at = app("pages/evaluate.py")
     assert at.title[0].value == "Evaluate"
     at.text_input[0].set_value("smoke")
     limit = next(n for n in at.number_input if "first N" in n.label)
@@ -142,10 +142,10 @@ def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
 
 
 def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
-    from pipeline.dataset import load_dataset
-    from pipeline.evaluation import run_evaluation
+    from pipeline.evaluation.dataset import load_dataset
+    from pipeline.evaluation.runner import run_evaluation
     run_evaluation(settings, kb_db, load_dataset(ROOT / "data" / "eval" / "golden.jsonl").select(limit=6), "six")
-    at = app("app_pages/evaluate.py")
+    at = app("pages/evaluate.py")
     assert len(at.dataframe[-1].value) == 6
     low = next(s for s in at.selectbox if s.label == "Low score on")
     low.set_value("judge_correctness").run()
@@ -157,11 +157,11 @@ def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
 
 
 def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settings, kb_db):
-    from pipeline.engine import VerifiedQueryEngine, final_result
+    from pipeline.answering.engine import VerifiedQueryEngine, final_result
     engine = VerifiedQueryEngine(settings=settings, db=kb_db)
     accepted = final_result(engine.stream(QUESTION))
     final_result(engine.stream("What is the capital city of Peru?"))
-    at = app("app_pages/runs.py")
+    at = app("pages/runs.py")
     frame = at.dataframe[0].value
     assert list(frame["status"]) == ["abstained", "accepted"]
     next(m for m in at.multiselect if m.label == "Status").set_value(["accepted"]).run()
@@ -172,7 +172,7 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
     at.query_params["run_id"] = str(accepted.run_id)
     at.run()
-    at.switch_page("app_pages/runs.py")
+    at.switch_page("pages/runs.py")
     at.run()
     assert not at.exception, at.exception
     assert at.title[0].value == f"Run {accepted.run_id}"
@@ -185,7 +185,7 @@ def test_runs_page_refuses_unknown_ids(kb_db):
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
     at.query_params["run_id"] = "424242"
     at.run()
-    at.switch_page("app_pages/runs.py")
+    at.switch_page("pages/runs.py")
     at.run()
     assert any("There is no run '424242'" in e.value for e in at.error)
 
@@ -193,7 +193,7 @@ def test_runs_page_refuses_unknown_ids(kb_db):
 def test_detector_page_compares_runs(fake, settings, db, tmp_path):
     import json
 
-    from pipeline.detector_bench import run_detector_bench
+    from pipeline.detector.bench import run_detector_bench
     path = tmp_path / "l.jsonl"
     path.write_text("\n".join(json.dumps({"id": f"r{i}", "context": "BM25 is a ranking function.",
                                           "answer": a, "label": label})
@@ -201,7 +201,7 @@ def test_detector_page_compares_runs(fake, settings, db, tmp_path):
                                                               ("BM25 was invented at Google in 2015.", 1)])))
     run_detector_bench(settings, db, str(path), "precheck", "answer")
     run_detector_bench(settings, db, str(path), "minicheck", "answer")
-    at = app("app_pages/detector.py")
+    at = app("pages/detector.py")
     frame = at.dataframe[0].value
     assert list(frame["verifier"]) == ["minicheck", "precheck"]
     assert list(frame["balanced accuracy"]) == [1.0, 1.0]
@@ -217,9 +217,9 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     store_run(db, "tue", {"faithfulness": base - 0.4}, config={"top_k": 2})
     store_run(db, "other-judge", {"faithfulness": base}, judge_digest="zzz")
     from pipeline.config import load_settings
-    from pipeline.regression import check
+    from pipeline.regression.compare import check
     check(db, load_settings(), "tue")
-    at = app("app_pages/trends.py")
+    at = app("pages/trends.py")
     assert any("open regression alert" in w.value for w in at.sidebar.warning)
     chart = at.get("plotly_chart")[0]
     figure = json.loads(chart.proto.spec)
@@ -235,11 +235,11 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
 
 
 def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings, kb_db):
-    from pipeline.evaluation import run_evaluation
+    from pipeline.evaluation.runner import run_evaluation
     from store.annotations import ratings_for
     from test_evaluation import ITEMS, dataset
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "to-rate")
-    at = app("app_pages/annotate.py")
+    at = app("pages/annotate.py")
     assert any("Enter your name" in i.value for i in at.info)
     at.text_input(key="annotator").set_value("ana").run()
     assert "0 rated of 2" in at.get("progress")[0].proto.text
@@ -258,24 +258,24 @@ def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings,
 
 
 def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
-    from pipeline.evaluation import run_evaluation
+    from pipeline.evaluation.runner import run_evaluation
     from test_evaluation import ITEMS, dataset
     run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "to-rate")
-    at = app("app_pages/annotate.py")
+    at = app("pages/annotate.py")
     at.text_input(key="annotator").set_value("ana").run()
     next(b for b in at.button if b.label == "Save rating").click().run()
     assert any("Give a score for correctness, helpfulness, faithfulness" in e.value for e in at.error)
 
 
 def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, settings, kb_db):
-    from pipeline.evaluation import run_evaluation
+    from pipeline.evaluation.runner import run_evaluation
     from store.annotations import save_rating
     from store.evals import run_ids_of
     from test_evaluation import dataset
     run_evaluation(settings, kb_db, dataset(), "cal")
     for run_id in run_ids_of(kb_db, 1):
         save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 3, "faithfulness": 5})
-    at = app("app_pages/calibration.py")
+    at = app("pages/calibration.py")
     assert not at.exception, at.exception
     assert any("Only 4 judge-human pairs" in w.value for w in at.warning)
     table = at.dataframe[0].value

@@ -90,7 +90,7 @@ def test_asking_on_the_running_app_shows_the_verified_answer(running_app, tmp_pa
 def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running_app, settings):
     from playwright.sync_api import expect, sync_playwright
 
-    from pipeline.engine import VerifiedQueryEngine, final_result
+    from pipeline.answering.engine import VerifiedQueryEngine, final_result
     from store.db import Database
 
     db = Database(settings.store_path, 10, 0)

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline.calibration import agreement, claim_agreement, rejudge, relevant_corrections
+from pipeline.calibration.agreement import agreement, claim_agreement, rejudge, relevant_corrections
 from pipeline.errors import InputError
-from pipeline.evaluation import run_evaluation
+from pipeline.evaluation.runner import run_evaluation
 from store.annotations import (Correction, add_corrections, current_corrections, judged_pairs, ratings_for,
                                save_rating)
 from store.evals import run_ids_of
@@ -40,7 +40,7 @@ def test_agreement_on_known_pairs():
 def test_the_batched_kappa_of_the_bootstrap_matches_scikit_learn():
     from sklearn.metrics import cohen_kappa_score
 
-    from pipeline.calibration import qwk_batch
+    from pipeline.calibration.agreement import qwk_batch
     rng = np.random.default_rng(4)
     a, b = rng.integers(1, 6, size=(50, 12)), rng.integers(1, 6, size=(50, 12))
     expected = [cohen_kappa_score(x, y, weights="quadratic", labels=[1, 2, 3, 4, 5]) for x, y in zip(a, b)]

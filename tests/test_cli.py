@@ -5,7 +5,7 @@ import sys
 
 
 from conftest import KB, ROOT
-from pipeline.cli import main
+from pipeline.cli.main import main
 
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from conftest import ROOT
-from pipeline.dataset import load_dataset, parse_dataset
+from pipeline.evaluation.dataset import load_dataset, parse_dataset
 from pipeline.errors import InputError
 
 

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.detector_bench import classification, context_passages, load_labelled, sweep
+from pipeline.cli.main import main
+from pipeline.detector.bench import classification, context_passages, load_labelled, sweep
 from pipeline.errors import InputError
 
 RECORDS = [

@@ -11,10 +11,10 @@ import duckdb
 import pytest
 
 from conftest import ROOT
-from pipeline import evaluation
-from pipeline.dataset import Dataset, GoldenItem
+from pipeline.evaluation import runner as evaluation
+from pipeline.evaluation.dataset import Dataset, GoldenItem
 from pipeline.errors import InputError
-from pipeline.evaluation import report, run_evaluation
+from pipeline.evaluation.runner import report, run_evaluation
 from store import evals
 
 ITEMS = [
@@ -117,7 +117,7 @@ def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db):
     assert row["item_status"] == "failed" and "bespoke-minicheck is not pulled" in row["error"]
     assert outcome.progress.failed == 1
     fake.add_model("bespoke-minicheck")
-    from pipeline.llm import forget_digests
+    from pipeline.models.llm import forget_digests
     forget_digests()
     outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky")
     assert outcome.progress.done == 1 and report(settings, kb_db, "flaky").items[0]["item_status"] == "done"

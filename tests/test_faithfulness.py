@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-from pipeline.faithfulness import CheckedClaim, FaithfulnessChecker, Passage, locate_quote, parse_yes_no
-from pipeline.llm import LLM
-from pipeline.present import annotate, annotated_markdown, escape_markdown
+from pipeline.verification.faithfulness import CheckedClaim, FaithfulnessChecker, Passage, locate_quote, parse_yes_no
+from pipeline.models.llm import LLM
+from pipeline.history.present import annotate, annotated_markdown, escape_markdown
 from pipeline.text import best_sentence, cited_numbers, content_words, find_span, sentences, strip_citations
 
 PASSAGES = [Passage(1, 10, "/kb/transformer.md",

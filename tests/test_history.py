@@ -5,8 +5,8 @@ from datetime import datetime, timedelta, timezone
 import duckdb
 import pytest
 
-from pipeline.cli import main
-from pipeline.present import highlighted_chunk
+from pipeline.cli.main import main
+from pipeline.history.present import highlighted_chunk
 from store.history import RunFilter, count_runs, export_runs, query_runs
 from store.records import ClaimRecord, RunLog, RunRecord
 from store.runs import save_run

@@ -2,12 +2,12 @@
 
 import pytest
 
-from pipeline import metrics
-from pipeline.diagnosis import diagnose
-from pipeline.events import AnswerResult, Attempt
-from pipeline.faithfulness import CheckedClaim, Passage
-from pipeline.judge import judge, judge_pin
-from pipeline.llm import LLM
+from pipeline.evaluation import metrics
+from pipeline.evaluation.diagnosis import diagnose
+from pipeline.answering.events import AnswerResult, Attempt
+from pipeline.verification.faithfulness import CheckedClaim, Passage
+from pipeline.evaluation.judge import judge, judge_pin
+from pipeline.models.llm import LLM
 from store.records import AttemptRecord
 
 PASSAGES = [Passage(1, 1, "a.md", "The Transformer was introduced in 2017 by Vaswani and colleagues.", 0.9),

@@ -1,9 +1,9 @@
 import dataclasses
 
 from conftest import KB
-from pipeline.knowledge_base import ingest
-from pipeline.llm import LLM
-from pipeline.retriever import DuckDBRetriever
+from pipeline.knowledge.ingest import ingest
+from pipeline.models.llm import LLM
+from pipeline.answering.retriever import DuckDBRetriever
 from store.kb import count_chunks, list_documents
 
 

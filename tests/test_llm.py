@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 
 from pipeline.errors import ModelMissing, OllamaFailed, OllamaTimeout, OllamaUnreachable
-from pipeline.llm import LLM, forget_digests
+from pipeline.models.llm import LLM, forget_digests
 
 HELLO = [{"role": "user", "content": "Question: hello\n\nContext:\n[1] source: a.md\nhello world"}]
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.precheck import entities, numbers, precheck
+from pipeline.verification.precheck import entities, numbers, precheck
 
 CONTEXT = ("The RAG index held 21 million passages from a December 2018 Wikipedia dump. Training used "
            "one thousand steps and 5% dropout. Patrick Lewis presented it at NeurIPS 2020 in Vancouver.")

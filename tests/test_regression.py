@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.errors import InputError
-from pipeline.regression import compare_metric, parse_floors
+from pipeline.regression.compare import compare_metric, parse_floors
 from store import alerts as alert_store
 from store.evals import create_eval_run, mark_eval_run
 
@@ -108,7 +108,7 @@ def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
     first = store_run(db, "first", {"faithfulness": [0.9] * 10})
     store_run(db, "second", {"faithfulness": [0.9] * 10})
     third = store_run(db, "third", {"faithfulness": [0.9] * 10})
-    from pipeline.regression import resolve
+    from pipeline.regression.compare import resolve
     assert resolve(db, "third", None)[1].name == "second"
     alert_store.pin_baseline(db, "golden.jsonl", first)
     assert resolve(db, "third", None)[1].name == "first"

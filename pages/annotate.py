@@ -1,0 +1,51 @@
+"""Rate answers one at a time; the judge's scores appear only after the rating is saved."""
+import streamlit as st
+
+from pages.views.annotate import judge_reveal, rating_form, source_runs
+from pages.views.common import page_setup
+from pipeline.history.present import annotated_markdown, escape_markdown
+from pipeline.history.stored_runs import load_result
+from pipeline.text import short_source
+from store.annotations import rated_by
+
+settings, db = page_setup("Annotate")
+st.title("Annotate")
+
+annotator = st.text_input("Your name (ratings are saved under it)", key="annotator").strip()
+run_ids = source_runs(db)
+if not run_ids:
+    st.info("Nothing to rate yet: run an evaluation or ask questions on the Chat page first.")
+    st.stop()
+if not annotator:
+    st.info("Enter your name to start rating.")
+    st.stop()
+
+done = rated_by(db, annotator, run_ids)
+st.progress(len(done) / len(run_ids), text=f"{len(done)} rated of {len(run_ids)}")
+judge_reveal(db)
+
+skipped = st.session_state.setdefault("skipped", set())
+asked = st.query_params.get("run_id", "")
+todo = [r for r in run_ids if r not in done and r not in skipped]
+if asked.isdigit() and load_result(db, int(asked)) is not None:
+    current = int(asked)
+elif todo:
+    current = todo[0]
+else:
+    st.success("Every answer here is rated (or skipped). Skipped ones come back when you clear the skips.")
+    if skipped and st.button("Clear skips"):
+        skipped.clear()
+        st.rerun()
+    st.stop()
+
+result = load_result(db, current)
+st.subheader(f"Run {current}" + (" (rated by you before: saving updates it)" if current in done else ""))
+st.markdown("**Question**")
+st.text(result.question)
+with st.expander(f"Retrieved context ({len(result.passages)} chunks)"):
+    for p in result.passages:
+        st.markdown(f"**\\[{p.n}\\] {escape_markdown(short_source(p.source))}**")
+        st.markdown(escape_markdown(p.text))
+st.markdown("**Answer**")
+st.markdown(annotated_markdown(result.answer or "", result.final_claims))
+rating_form(db, annotator, result)

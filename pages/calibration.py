@@ -1,0 +1,29 @@
+"""How far the judge agrees with people, where it disagrees, and whether corrections help."""
+import streamlit as st
+
+from pages.views.calibration import (choose_scope, claim_section, corrections_form, criterion_section,
+                                        rejudge_section)
+from pages.views.common import page_setup
+from pipeline.calibration.agreement import agreement
+from pipeline.evaluation.judge import CRITERIA
+from store.annotations import judged_pairs
+
+settings, db = page_setup("Calibration")
+st.title("Calibration")
+
+label, run_ids = choose_scope(db)
+if not run_ids:
+    st.info("No judged runs in this scope yet.")
+    st.stop()
+
+pairs_by_criterion = {c: judged_pairs(db, run_ids, c) for c in CRITERIA}
+stats = {c: agreement([p["judge"] for p in pairs], [p["human"] for p in pairs])
+         for c, pairs in pairs_by_criterion.items()}
+if not any(s.n for s in stats.values()):
+    st.info(f"No rated answers in {label} yet: rate some on the Annotate page.")
+    st.stop()
+for criterion in CRITERIA:
+    criterion_section(db, run_ids, criterion, pairs_by_criterion[criterion], stats[criterion])
+claim_section(db, run_ids)
+corrections_form(db, pairs_by_criterion)
+rejudge_section(settings, db, run_ids, stats)

@@ -1,0 +1,86 @@
+"""Every run, filtered and paged in SQL; a run's drilldown by deep link (?run_id=ID); exports."""
+import tempfile
+from datetime import datetime, time, timedelta
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from pages.views.common import page_setup
+from pages.views.drilldown import show_drilldown
+from pipeline.history.stored_runs import load_result
+from store.evals import scores_for_run
+from store.history import RunFilter, export_runs, filter_choices, find_runs
+from store.llm_log import calls_for_run
+from store.runs import get_run
+
+PAGE_SIZE = 50
+settings, db = page_setup("Runs")
+
+raw_id = st.query_params.get("run_id", "")
+if raw_id:
+    if st.button("← All runs"):
+        del st.query_params["run_id"]
+        st.rerun()
+    run = get_run(db, int(raw_id)) if raw_id.isdigit() else None
+    if run is None:
+        st.title("Runs")
+        st.error(f"There is no run {raw_id!r}: it may have been deleted, or the link is mistyped.")
+        st.stop()
+    st.title(f"Run {raw_id}")
+    show_drilldown(load_result(db, int(raw_id)), run, calls_for_run(db, int(raw_id)), scores_for_run(db, int(raw_id)))
+    st.stop()
+
+st.title("Runs")
+choices = filter_choices(db)
+with st.expander("Filters", expanded=True):
+    c1, c2, c3, c4 = st.columns(4)
+    days = c1.date_input("Date range", value=(), format="YYYY-MM-DD")
+    kinds = c2.multiselect("Kind", choices["kinds"])
+    statuses = c3.multiselect("Status", choices["statuses"])
+    models = c4.multiselect("Model", choices["models"])
+    c5, c6, c7 = st.columns([2, 2, 3])
+    low, high = c5.slider("Faithfulness", 0.0, 1.0, (0.0, 1.0), step=0.05)
+    tags = c6.multiselect("Tag", choices["tags"])
+    text = c7.text_input("Text in question or answer")
+scored_only = (low, high) != (0.0, 1.0)
+run_filter = RunFilter(
+    since=datetime.combine(days[0], time.min) if len(days) >= 1 else None,
+    until=datetime.combine(days[-1], time.min) + timedelta(days=1) if len(days) >= 1 else None,
+    kinds=kinds, statuses=statuses, models=models, tags=tags, text=text,
+    faithfulness_min=low if scored_only else None, faithfulness_max=high if scored_only else None)
+
+left, right = st.columns([1, 3])
+page = left.number_input("Page", 1, None, 1)
+found = find_runs(db, run_filter, int(page), PAGE_SIZE)
+total, rows = found.total, found.rows
+right.caption(f"{total:,} runs match; page {page} of {max(1, -(-total // PAGE_SIZE))}.")
+if not rows:
+    st.info("No runs match these filters." if not total else "This page is past the last page.")
+    st.stop()
+frame = pd.DataFrame(rows)
+for criterion in ("correctness", "helpfulness", "faithfulness"):
+    frame[f"judge {criterion}"] = frame["judge"].map(lambda j, c=criterion: j.get(c))
+frame["open"] = frame["id"].map(lambda i: f"/runs?run_id={i}")
+shown = frame[["id", "kind", "status", "question", "faithfulness", "n_attempts", "judge correctness",
+               "judge helpfulness", "judge faithfulness", "generator_model", "latency_ms", "started_at", "open"]]
+st.dataframe(shown, hide_index=True, width="stretch",
+             column_config={"open": st.column_config.LinkColumn("drilldown", display_text="open"),
+                            "faithfulness": st.column_config.NumberColumn(format="%.2f"),
+                            "latency_ms": st.column_config.NumberColumn("latency ms", format="%.0f")})
+
+left, right = st.columns([3, 1])
+questions = dict(zip(frame["id"], frame["question"]))
+chosen = left.selectbox("Open a run of this page", list(questions), format_func=lambda i: f"{i}: {questions[i][:90]}")
+if right.button("Open drilldown"):
+    st.query_params["run_id"] = str(chosen)
+    st.rerun()
+
+st.subheader("Export the filtered runs")
+fmt = st.radio("Format", ["csv", "parquet", "jsonl"], horizontal=True,
+               help="JSONL nests each run's claims (final attempt) under 'claims'.")
+if st.button(f"Prepare {fmt} export of {total:,} runs"):
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"runs.{fmt}"
+        export_runs(db, run_filter, fmt, str(path))
+        st.download_button(f"Download runs.{fmt}", path.read_bytes(), file_name=f"runs.{fmt}")

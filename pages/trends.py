@@ -1,0 +1,79 @@
+"""Metrics over evaluation runs, floors drawn in, one series per judge pin; regression alerts."""
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages.views.common import page_setup
+from pipeline.regression.compare import METRICS, config_diff, parse_floors
+from pipeline.history.present import escape_markdown
+from store.alerts import acknowledge, list_alerts, metric_series, pin_baseline
+
+settings, db = page_setup("Trends")
+st.title("Trends")
+
+series = pd.DataFrame(metric_series(db))
+if series.empty:
+    st.info("No finished evaluation runs yet. Run one on the Evaluate page or with `python -m pipeline eval`.")
+else:
+    datasets = sorted(series["dataset"].unique())
+    dataset = st.selectbox("Dataset", datasets)
+    data = series[series["dataset"] == dataset].copy()
+    data["pin"] = data["judge_model"] + "@" + data["judge_digest"].str[:12] + " / " + data["judge_prompt_version"]
+    runs = data.drop_duplicates("eval_run_id").sort_values("created_at")
+    previous = {}
+    for _, group in runs.groupby("pin"):
+        configs = list(group.itertuples())
+        for before, after in zip([None] + configs[:-1], configs):
+            diff = config_diff(before.config, after.config) if before is not None else {}
+            previous[after.eval_run_id] = ", ".join(f"{k}: {a} → {b}" for k, (a, b) in diff.items()) or \
+                ("first run of this pin" if before is None else "no configuration change")
+    data["changed"] = data["eval_run_id"].map(previous)
+    floors = parse_floors(settings.floors)
+    metric = st.selectbox("Metric", [m for m in METRICS if m in set(data["metric"])])
+    chart = go.Figure()
+    for pin, group in data[data["metric"] == metric].groupby("pin"):
+        chart.add_trace(go.Scatter(
+            x=group["created_at"], y=group["mean"], mode="lines+markers", name=pin,
+            customdata=group[["name", "changed", "n"]].values,
+            hovertemplate="%{customdata[0]}<br>mean %{y:.3f} (n=%{customdata[2]})<br>changed: %{customdata[1]}"
+                          "<extra></extra>"))
+    if metric in floors:
+        chart.add_hline(y=floors[metric], line_dash="dash", line_color="red",
+                        annotation_text=f"floor {floors[metric]:.2f}")
+    chart.update_layout(xaxis_title="run time", yaxis_title=metric, legend_title="judge pin")
+    st.plotly_chart(chart, width="stretch")
+    st.caption("Runs under different judge pins are separate series; their scores are never compared.")
+    names = list(runs["name"])
+    left, right = st.columns([3, 1])
+    chosen = left.selectbox("Pin a baseline for this dataset", names, index=len(names) - 1)
+    if right.button("Pin as baseline"):
+        pin_baseline(db, dataset, int(runs[runs["name"] == chosen]["eval_run_id"].iloc[0]))
+        st.success(f"{chosen} is now the baseline for {dataset}.")
+
+st.subheader("Alerts")
+show = st.radio("Show", ["open", "acknowledged", "all"], horizontal=True)
+alerts = list_alerts(db, None if show == "all" else show)
+if not alerts:
+    st.info(f"No {'' if show == 'all' else show + ' '}alerts.")
+for alert in alerts:
+    title = (f"{'🔴' if alert['status'] == 'open' else '✔️'} {alert['run_name']}: {alert['metric']} "
+             f"({alert['slice']}) — {alert['kind']}")
+    with st.expander(title):
+        st.markdown(escape_markdown(alert["message"]))
+        st.caption(escape_markdown(
+            f"baseline {alert['baseline_name'] or '—'} · likely component: {alert['component']} · "
+            f"configuration change: " + (", ".join(f"{k}: {a} → {b}" for k, (a, b) in alert["config_diff"].items())
+                                         or "none")))
+        if alert["worst_items"]:
+            worst = pd.DataFrame(alert["worst_items"])
+            worst["run"] = worst["run_id"].map(lambda r: f"/runs?run_id={r}")
+            st.dataframe(worst, hide_index=True, width="stretch",
+                         column_config={"run": st.column_config.LinkColumn("run", display_text="open")})
+        if alert["status"] == "open":
+            with st.form(f"ack-{alert['id']}"):
+                comment = st.text_input("Comment")
+                if st.form_submit_button("Acknowledge"):
+                    acknowledge(db, alert["id"], comment)
+                    st.rerun()
+        elif alert["comment"]:
+            st.caption(escape_markdown(f"Acknowledged: {alert['comment']}"))

@@ -1,0 +1,1 @@
+"""Streamlit widgets shared by the pages."""

@@ -1,0 +1,85 @@
+"""Widgets that show one answer: the annotated text, the claims, the sources and the attempts."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pipeline.answering.events import AnswerResult, Event
+from pipeline.history.present import VERDICT_ICON, annotated_markdown, escape_markdown
+from pipeline.text import short_source
+
+STATUS_TEXT = {
+    "accepted": "✅ verified",
+    "flagged": "⚠️ not fully supported: unsupported claims are marked",
+    "abstained": "🤐 abstained",
+    "no_claims": "ℹ️ no checkable claims",
+    "unverified": "❔ could not be verified",
+    "failed": "🚫 failed",
+    "cancelled": "⏹️ cancelled",
+}
+
+
+def step_line(event: Event) -> str:
+    return escape_markdown(event.message)
+
+
+def show_answer(result: AnswerResult) -> None:
+    if result.status == "failed":
+        st.error(f"{result.error}" + (f"  \nFix: {result.fix}" if result.fix else ""), icon="🚫")
+        return
+    faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
+    st.markdown(f"**{STATUS_TEXT.get(result.status, result.status)}** · faithfulness **{faith}** · "
+                f"{len(result.attempts)} attempt(s) · run {result.run_id}")
+    claims = result.final_claims
+    if result.status == "abstained":
+        st.markdown(escape_markdown(result.answer or ""))
+        st.caption(escape_markdown(f"Why: {result.abstain_reason}"))
+    else:
+        st.markdown(annotated_markdown(result.answer or "", claims))
+    if result.status == "flagged":
+        bad = [c for c in claims if c.verdict != "supported"]
+        st.warning(f"{len(bad)} of {len(claims)} claims are not supported by the sources; they are marked.")
+    cited = sorted({c.passage.n for c in claims if c.passage and c.verdict == "supported"})
+    if cited:
+        sources = {p.n: short_source(p.source) for p in result.passages}
+        st.caption("Sources: " + ", ".join(escape_markdown(f"[{n}] {sources.get(n, '?')}") for n in cited))
+    show_claims(result)
+    show_passages(result)
+    show_attempts(result)
+
+
+def show_claims(result: AnswerResult) -> None:
+    claims = result.final_claims
+    if not claims:
+        return
+    with st.expander(f"Claims ({len(claims)})", expanded=result.status != "accepted"):
+        rows = [{"#": c.claim_no, "verdict": f"{VERDICT_ICON.get(c.verdict, '')} {c.verdict}", "claim": c.text,
+                 "verifier": c.verifier, "evidence": c.evidence or "",
+                 "source": f"[{c.passage.n}] {short_source(c.passage.source)}" if c.passage else "",
+                 "reason": c.reason} for c in claims]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def show_passages(result: AnswerResult) -> None:
+    if not result.passages:
+        return
+    with st.expander(f"Retrieved chunks ({len(result.passages)})"):
+        if result.rewritten_query:
+            st.caption(escape_markdown(f"Retrieved with the rewritten query: {result.rewritten_query}"))
+        for p in result.passages:
+            st.markdown(f"**\\[{p.n}\\] {escape_markdown(short_source(p.source))}** · similarity {p.score:.3f}")
+            st.markdown(escape_markdown(p.text))
+
+
+def show_attempts(result: AnswerResult) -> None:
+    if len(result.attempts) < 2:
+        return
+    with st.expander(f"Attempts ({len(result.attempts)})"):
+        for attempt in result.attempts:
+            r = attempt.record
+            faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
+            st.markdown(f"**Attempt {r.attempt_no}**{' (stricter prompt)' if r.strict else ''} · "
+                        f"faithfulness {faith} · {r.status}")
+            st.markdown(escape_markdown(r.answer))
+            if r.failed_claims:
+                st.caption("Failed claims: " + escape_markdown("; ".join(r.failed_claims)))

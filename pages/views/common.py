@@ -1,0 +1,69 @@
+"""Widgets shared by the pages: resources, the sidebar (navigation, Ollama health, open alerts), errors."""
+from __future__ import annotations
+
+import streamlit as st
+
+from pipeline.config import Settings, load_settings
+from pipeline.errors import WorkbenchError
+from pipeline.models.health import Check, check_ollama
+from store.alerts import count_open_alerts
+from store.db import Database, get_database
+
+# The page order of the sidebar. Streamlit's own page list is hidden (.streamlit/config.toml) because it
+# names pages after their files; these links carry titles and icons and keep the order explicit.
+PAGES = [
+    ("streamlit_app.py", "Chat", "💬"),
+    ("pages/evaluate.py", "Evaluate", "🧪"),
+    ("pages/runs.py", "Runs", "🗂️"),
+    ("pages/annotate.py", "Annotate", "✍️"),
+    ("pages/calibration.py", "Calibration", "⚖️"),
+    ("pages/trends.py", "Trends", "📈"),
+    ("pages/detector.py", "Detector", "🎯"),
+    ("pages/knowledge_base.py", "Knowledge base", "📚"),
+    ("pages/settings.py", "Settings & health", "⚙️"),
+]
+
+
+@st.cache_resource
+def resources() -> tuple[Settings, Database]:
+    settings = load_settings()
+    return settings, get_database(settings)
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def ollama_checks(host: str, _settings: Settings) -> list[Check]:
+    return check_ollama(_settings)
+
+
+def page_setup(title: str) -> tuple[Settings, Database]:
+    """Every page starts here: page config, the shared sidebar, and the settings and store."""
+    st.set_page_config(page_title=f"{title} · RAG quality workbench", page_icon="🔎", layout="wide")
+    settings, db = resources()
+    with st.sidebar:
+        for path, label, icon in PAGES:
+            st.page_link(path, label=label, icon=icon)
+        st.divider()
+        checks = ollama_checks(settings.ollama_host, settings)
+        failed = [c for c in checks if not c.ok]
+        if failed:
+            st.error(f"Ollama: {len(failed)} problem(s); see Settings & health", icon="🚫")
+        else:
+            st.success(f"Ollama ready at {settings.ollama_host}", icon="✅")
+        open_alerts = count_open_alerts(db)
+        if open_alerts:
+            st.warning(f"{open_alerts} open regression alert(s): see Trends", icon="🔔")
+        else:
+            st.caption("No open regression alerts.")
+    return settings, db
+
+
+def show_error(exc: WorkbenchError) -> None:
+    st.error(f"{exc.message}" + (f"  \nFix: {exc.fix}" if exc.fix else ""), icon="🚫")
+
+
+def show_failed_checks(checks: list[Check]) -> bool:
+    """Show each failed check with its fix; True when everything is fine."""
+    failed = [c for c in checks if not c.ok]
+    for check in failed:
+        st.error(f"{check.name}: {check.detail}" + (f"  \nFix: {check.fix}" if check.fix else ""), icon="🚫")
+    return not failed

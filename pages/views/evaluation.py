@@ -1,0 +1,145 @@
+"""Widgets of the Evaluate page: the start form, live progress, and a run's report."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from pages.views.common import show_error
+from pipeline.evaluation.dataset import Dataset, load_dataset, parse_dataset
+from pipeline.errors import WorkbenchError
+from pipeline.evaluation.jobs import EvalJob, jobs, start_job
+from pipeline.evaluation.runner import EvalReport, weak_slices, worst_items
+from pipeline.history.present import escape_markdown
+
+SCORE_COLUMNS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "judge_correctness",
+                 "judge_helpfulness", "judge_faithfulness"]
+
+
+def choose_dataset(folder: Path) -> Dataset | None:
+    files = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".jsonl", ".csv"))
+    source = st.radio("Golden set", ["From data/eval", "Upload"], horizontal=True)
+    try:
+        if source == "Upload":
+            upload = st.file_uploader("JSONL or CSV with id, question, reference, tags", type=["jsonl", "csv"])
+            if upload is None:
+                return None
+            fmt = "csv" if upload.name.lower().endswith(".csv") else "jsonl"
+            return parse_dataset(upload.getvalue().decode("utf-8", errors="replace"), upload.name, fmt)
+        if not files:
+            st.info("No golden sets in data/eval yet; upload one.")
+            return None
+        path = st.selectbox("File", files, format_func=lambda p: p.name)
+        return load_dataset(path)
+    except WorkbenchError as exc:
+        show_error(exc)
+        return None
+
+
+def start_form(settings, db, dataset: Dataset) -> None:
+    if dataset.bad_rows:
+        listed = "; ".join(f"line {b.line}: {b.reason}" for b in dataset.bad_rows[:10])
+        st.warning(f"{len(dataset.bad_rows)} bad rows skipped ({listed})")
+    default_name = f"{Path(dataset.name).stem}-{time.strftime('%Y%m%d-%H%M')}"
+    with st.form("start"):
+        name = st.text_input("Run name (the same name resumes a run)", value=default_name)
+        cols = st.columns(3)
+        concurrency = cols[0].number_input("Concurrency", 1, 32, settings.eval_concurrency)
+        limit = cols[1].number_input("Only the first N items (0 = all)", 0, len(dataset.items), 0)
+        tags = cols[2].multiselect("Only items with tags", dataset.tags)
+        st.caption(f"{len(dataset.items)} valid items in {escape_markdown(dataset.name)}")
+        if st.form_submit_button("Start evaluation"):
+            try:
+                start_job(settings, db, dataset.select(limit or None, tags), name, int(concurrency))
+            except WorkbenchError as exc:
+                show_error(exc)
+                return
+            st.session_state["eval_selected"] = name.strip()
+
+
+def job_progress(job: EvalJob) -> None:
+    p = job.progress
+    done = p.finished if p else 0
+    total = p.total if p else job.total
+    left = p.remaining_s() if p else None
+    label = (f"{job.name}: {done} of {total} items · {p.elapsed_s() if p else 0:.0f} s elapsed · "
+             f"{'?' if left is None else f'{left:.0f} s'} left · {p.failed if p else 0} failed")
+    st.progress(done / total if total else 0.0, text=escape_markdown(label))
+    if p and p.last_error:
+        st.caption(escape_markdown(f"Last failure: {p.last_error}"))
+    if job.error:
+        st.error(job.error)
+    if job.running and st.button("Cancel", key=f"cancel-{job.name}"):
+        job.cancel.set()
+        st.info("Cancelling: items in progress finish, then the run stops. Start it again to resume.")
+
+
+@st.fragment(run_every=1.0)
+def live_progress() -> None:
+    running = [j for j in jobs() if j.running]
+    for job in running:
+        job_progress(job)
+    for job in [j for j in jobs() if not j.running and j.outcome and not j.announced]:
+        job.announced = True
+        st.success(f"{job.name}: {job.outcome.status}")
+
+
+def show_report(result: EvalReport) -> None:
+    e = result.eval_run
+    st.caption(escape_markdown(f"{e.dataset} · {e.status} · judge {e.judge_model} ({e.judge_prompt_version}) · "
+                               f"{e.n_items} items · wall {e.wall_s:.1f} s"))
+    cols = st.columns(len(result.metrics) or 1)
+    for col, row in zip(cols, result.metrics):
+        judge = row["metric"].startswith("judge_")
+        value = "n/a" if row["mean"] is None else f"{row['mean']:.2f}" + (" /5" if judge else "")
+        col.metric(row["metric"].replace("_", " "), value,
+                   help=f"n={row['n']}, invalid={row['invalid']}, not applicable={row['not_applicable']}")
+    st.info(f"Diagnosis: {escape_markdown(result.diagnosis.sentence)}")
+    usage, rate = result.usage, result.judge_invalid_rate
+    st.caption(f"Judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}"
+               + (f" ({rate:.1%})" if rate is not None else "") +
+               f" · tokens {usage['prompt_tokens']:,} + {usage['completion_tokens']:,} · model time "
+               f"{usage['model_s']:.1f} s · {usage['calls']:,} LLM calls ({usage['cache_hits']:,} cached)")
+    show_slices(result)
+    show_items(result)
+
+
+def show_slices(result: EvalReport) -> None:
+    if not result.slices:
+        return
+    st.subheader("Slices by tag")
+    frame = pd.DataFrame(result.slices).pivot(index="tag", columns="metric", values="mean")
+    st.dataframe(frame.round(2), width="stretch")
+    for tag, metric, mean in weak_slices(result):
+        with st.expander(f"Weak slice: {tag} on {metric} ({mean:.2f})"):
+            worst = pd.DataFrame(worst_items(result, tag, metric))
+            st.dataframe(with_links(worst)[["item_id", metric, "question", "link"]], hide_index=True,
+                         column_config={"link": st.column_config.LinkColumn("run", display_text="open")})
+
+
+def with_links(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    frame["link"] = frame["run_id"].map(lambda r: f"/runs?run_id={int(r)}" if pd.notna(r) else None)
+    return frame
+
+
+def show_items(result: EvalReport) -> None:
+    st.subheader("Results")
+    frame = pd.DataFrame(result.items)
+    if frame.empty:
+        st.info("No items finished yet.")
+        return
+    cols = st.columns(3)
+    tags = cols[0].multiselect("Tags", sorted({t for ts in frame["tags"] for t in (ts or [])}))
+    metric = cols[1].selectbox("Low score on", ["(any)"] + SCORE_COLUMNS)
+    below = cols[2].slider("Below", 0.0, 5.0, 0.5 if metric == "(any)" or not metric.startswith("judge") else 3.0)
+    if tags:
+        frame = frame[frame["tags"].map(lambda ts: bool(set(tags) & set(ts or [])))]
+    if metric != "(any)":
+        frame = frame[frame[metric].notna() & (frame[metric] < below)].sort_values(metric)
+    st.dataframe(with_links(frame)[["item_id", "item_status", "run_status", *SCORE_COLUMNS, "question", "tags",
+                                    "error", "link"]],
+                 hide_index=True, width="stretch",
+                 column_config={"link": st.column_config.LinkColumn("run", display_text="open")})

@@ -1,0 +1,321 @@
+"""The verified query engine: retrieve, grade, rewrite once, generate with citations, check every claim,
+retry with a stricter prompt, decide; every step streams out as an Event and lands in DuckDB."""
+from __future__ import annotations
+
+import queue
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Iterator
+
+from llama_index.core.base.response.schema import Response
+from llama_index.core.query_engine import CustomQueryEngine
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from pipeline.answering import prompts
+from pipeline.config import Settings
+from pipeline.errors import InputError, WorkbenchError
+from pipeline.answering.events import AnswerResult, Attempt, Event
+from pipeline.verification.faithfulness import (ABSTAIN_SENTENCE, SUPPORTED, UNVERIFIED, CheckedClaim, FaithfulnessChecker,
+                                   Passage, context_block)
+from pipeline.models.llm import LLM
+from pipeline.answering.retriever import DuckDBRetriever
+from pipeline.models.structured import ask
+from pipeline.text import cited_numbers, one_line
+from store.db import Database
+from store.records import (AttemptRecord, ClaimRecord, GradeRecord, RetrievalRecord, RunLog, RunRecord)
+from store.runs import save_run
+
+PROMPTS = (prompts.GRADE_CONTEXT, prompts.REWRITE_QUERY, prompts.GENERATE, prompts.GENERATE_STRICT,
+           prompts.EXTRACT_CLAIMS, prompts.NLI_JUDGE)
+_DONE = object()
+
+
+def clean_question(question: str | None, settings: Settings) -> str:
+    text = one_line(question or "")
+    if not text:
+        raise InputError("the question is empty", fix="type a question about the knowledge base")
+    if len(text) > settings.max_question_chars:
+        raise InputError(f"the question has {len(text):,} characters; the limit is {settings.max_question_chars:,}",
+                         fix="shorten it, or raise WORKBENCH_MAX_QUESTION_CHARS")
+    return text
+
+
+def run_config(settings: Settings) -> dict:
+    """What a run's result depends on, so runs can be compared later."""
+    keys = ("generator_model", "claim_model", "verifier_model", "nli_model", "embed_model", "top_k",
+            "chunk_size", "chunk_overlap", "faithfulness_threshold", "max_retries", "abstain_below", "temperature",
+            "precheck_enabled", "verify_scope")
+    config = {key: getattr(settings, key) for key in keys}
+    config["prompts"] = {p.name: p.version for p in PROMPTS}
+    return config
+
+
+def is_abstention(answer: str) -> bool:
+    return one_line(answer).lower().startswith(ABSTAIN_SENTENCE.lower().rstrip("."))
+
+
+class QuestionRun:
+    """The state of one question as it goes through the steps."""
+
+    def __init__(self, settings: Settings, db: Database, question: str, kind: str, persist: bool = True):
+        """persist=False leaves writing `self.log` to the caller (the evaluation runner writes it with
+        the item's scores in one transaction)."""
+        self.settings, self.db, self.question, self.persist = settings, db, question, persist
+        self.llm = LLM(settings, db)
+        self.checker = FaithfulnessChecker(self.llm, settings)
+        self.retriever = DuckDBRetriever(self.llm, db, settings.top_k)
+        self.t0 = time.perf_counter()
+        self.log = RunLog(RunRecord(kind=kind, question=question, status="running",
+                                    started_at=datetime.now(timezone.utc),
+                                    generator_model=settings.generator_model, config=run_config(settings)))
+        self.result = AnswerResult(None, "running", question, None)
+        self._saved = False
+
+    # -- the stream ---------------------------------------------------------------------------
+    def events(self) -> Iterator[Event]:
+        try:
+            try:
+                yield from self._steps()
+            except WorkbenchError as exc:
+                self._fail(exc.message, exc.fix)
+                yield Event("error", str(exc), {"error": exc.message, "fix": exc.fix})
+            except Exception as exc:
+                self._fail(f"internal error: {type(exc).__name__}: {exc}")
+                self._save()
+                raise
+            self._save()
+            yield Event("final", f"run {self.result.run_id}: {self.result.status}", {"result": self.result})
+        finally:
+            if not self._saved:  # the consumer stopped listening part-way
+                self.result.status = self.log.run.status = "cancelled"
+                self._save()
+
+    def _steps(self) -> Iterator[Event]:
+        passages = yield from self._retrieve(1, self.question)
+        if not passages:
+            yield from self._abstain("the knowledge base is empty: ingest documents first "
+                                     "(`python -m pipeline ingest data/kb`)")
+            return
+        relevant, reason = yield from self._grade(1, passages)
+        if relevant is False:
+            query = yield from self._rewrite()
+            if query:
+                passages = yield from self._retrieve(2, query)
+                relevant, reason = (yield from self._grade(2, passages)) if passages else (False, "nothing found")
+            if relevant is False:
+                yield from self._abstain(f"the knowledge base does not cover this question ({reason})")
+                return
+        yield from self._answer(passages)
+
+    # -- retrieval, grading, rewriting -----------------------------------------------------------
+    def _retrieve(self, round_no: int, query: str):
+        nodes = self.retriever.retrieve(query)
+        passages = [Passage(n, int(node.node.metadata["chunk_id"]), node.node.metadata["source"],
+                            node.node.get_content(), float(node.score)) for n, node in enumerate(nodes, start=1)]
+        self.log.retrievals += [RetrievalRecord(round_no, query, p.n, p.chunk_id, p.score) for p in passages]
+        self.result.passages = passages
+        yield Event("retrieve", f"retrieved {len(passages)} chunks" + (f" for '{query}'" if round_no > 1 else ""),
+                    {"round": round_no, "query": query, "passages": passages})
+        return passages
+
+    def _grade(self, round_no: int, passages: list[Passage]):
+        result = ask(self.llm, "grade_context", self.settings.generator_model, prompts.GRADE_CONTEXT,
+                     prompts.grade_input(self.question, context_block(passages)))
+        query = self.log.retrievals[-1].query
+        if result.value is None:
+            self.log.grades.append(GradeRecord(round_no, query, None, result.invalid_reason))
+            yield Event("grade", f"context grade unreadable, answering anyway: {result.invalid_reason}",
+                        {"round": round_no, "relevant": None, "reason": result.invalid_reason})
+            return None, result.invalid_reason
+        grade = result.value
+        self.log.grades.append(GradeRecord(round_no, query, grade.relevant, grade.reason))
+        yield Event("grade", ("context is relevant" if grade.relevant else "context is not relevant") +
+                    f": {grade.reason}", {"round": round_no, "relevant": grade.relevant, "reason": grade.reason})
+        return grade.relevant, grade.reason
+
+    def _rewrite(self):
+        result = ask(self.llm, "rewrite_query", self.settings.generator_model, prompts.REWRITE_QUERY,
+                     prompts.rewrite_input(self.question))
+        query = one_line(result.value.query) if result.value else ""
+        if not query or query.lower() == self.question.lower():
+            yield Event("rewrite", "no different query to try" + (f" ({result.invalid_reason})"
+                                                                  if result.invalid_reason else ""), {"query": None})
+            return None
+        self.result.rewritten_query = self.log.run.rewritten_query = query
+        yield Event("rewrite", f"rewrote the query as '{query}'", {"query": query})
+        return query
+
+    # -- generation and checking --------------------------------------------------------------
+    def _answer(self, passages: list[Passage]):
+        failed: list[str] = []
+        for attempt_no in range(1, self.settings.max_retries + 2):
+            attempt = yield from self._attempt(attempt_no, passages, failed)
+            status, faith = attempt.record.status, attempt.record.faithfulness
+            if status != "verified" or faith >= self.settings.faithfulness_threshold:
+                break
+            failed = attempt.record.failed_claims
+            if attempt_no <= self.settings.max_retries:
+                yield Event("retry", f"faithfulness {faith:.2f} is below {self.settings.faithfulness_threshold:.2f}; "
+                            f"retrying with a stricter prompt that names {len(failed)} failed claim(s)",
+                            {"attempt": attempt_no + 1, "failed_claims": failed})
+        yield from self._decide()
+
+    def _attempt(self, attempt_no: int, passages: list[Passage], failed: list[str]):
+        strict = attempt_no > 1
+        prompt = prompts.GENERATE_STRICT if strict else prompts.GENERATE
+        reply = self.llm.chat("generate", self.settings.generator_model, prompt.messages(
+            prompts.generate_input(self.question, context_block(passages), failed if strict else None)))
+        answer = reply.text.strip()
+        yield Event("generate", f"attempt {attempt_no}: generated {len(answer.split())} words" +
+                    (" with the stricter prompt" if strict else ""),
+                    {"attempt": attempt_no, "strict": strict, "answer": answer})
+        record = AttemptRecord(attempt_no, strict, answer, "verified", None, 0, 0)
+        attempt = Attempt(record)
+        self.result.attempts.append(attempt)
+        if is_abstention(answer) or not answer:
+            record.status = "abstained"
+            return attempt
+        extraction = self.checker.extract_claims(self.question, answer)
+        if extraction.claims is None:
+            record.status, record.error = "unverified", extraction.invalid_reason
+            yield Event("claims", f"claims could not be extracted: {extraction.invalid_reason}",
+                        {"attempt": attempt_no, "claims": None, "error": extraction.invalid_reason})
+            return attempt
+        yield Event("claims", f"extracted {len(extraction.claims)} claims",
+                    {"attempt": attempt_no, "claims": extraction.claims})
+        attempt.claims = yield from self._verify(attempt_no, extraction.claims, passages)
+        faith, record.status = self.checker.score(attempt.claims)
+        record.faithfulness = faith
+        record.n_claims = len(attempt.claims)
+        record.n_supported = sum(c.verdict == SUPPORTED for c in attempt.claims)
+        record.failed_claims = [c.text for c in attempt.claims if c.verdict not in (SUPPORTED, UNVERIFIED)]
+        self.log.claims += [claim_record(attempt_no, c) for c in attempt.claims]
+        yield Event("score", f"attempt {attempt_no}: faithfulness " +
+                    (f"{faith:.2f} ({record.n_supported}/{record.n_claims} claims supported)" if faith is not None
+                     else f"not scored ({record.status})"),
+                    {"attempt": attempt_no, "faithfulness": faith, "status": record.status})
+        return attempt
+
+    def _verify(self, attempt_no: int, claims: list[str], passages: list[Passage]):
+        """Verify claims concurrently and stream each verdict as it arrives."""
+        arrived: queue.Queue = queue.Queue()
+        with ThreadPoolExecutor(max_workers=1) as runner:
+            future = runner.submit(self.checker.verify_claims, claims, passages, arrived.put)
+            future.add_done_callback(lambda _: arrived.put(_DONE))
+            while (item := arrived.get()) is not _DONE:
+                yield Event("verdict", f"claim {item.claim_no}: {item.verdict}",
+                            {"attempt": attempt_no, "claim": item})
+            return future.result()
+
+    # -- decision -----------------------------------------------------------------------------
+    def _decide(self):
+        attempts = self.result.attempts
+        scored = [a for a in attempts if a.record.faithfulness is not None]
+        if scored:
+            best = max(scored, key=lambda a: (a.record.faithfulness, -a.record.attempt_no))
+        else:
+            best = attempts[-1]
+        record = best.record
+        threshold = self.settings.faithfulness_threshold
+        if record.status == "abstained":
+            yield from self._abstain("the generator found no answer in the retrieved passages", best)
+            return
+        if record.faithfulness is None:
+            status = record.status  # no_claims | unverified
+        elif record.faithfulness >= threshold:
+            status = "accepted"
+        elif record.faithfulness < self.settings.abstain_below:
+            yield from self._abstain(f"no attempt reached faithfulness {threshold:.2f}; the best reached "
+                                     f"{record.faithfulness:.2f}", best)
+            return
+        else:
+            status = "flagged"
+        self._finish(status, best, record.answer)
+        yield Event("decide", _decision_message(status, record), {"status": status})
+
+    def _abstain(self, reason: str, best: Attempt | None = None):
+        self.result.abstain_reason = self.log.run.abstain_reason = reason
+        self._finish("abstained", best, ABSTAIN_SENTENCE)
+        yield Event("abstain", f"abstained: {reason}", {"reason": reason})
+
+    def _finish(self, status: str, attempt: Attempt | None, answer: str) -> None:
+        run, result = self.log.run, self.result
+        run.status = result.status = status
+        run.answer = result.answer = answer
+        run.n_attempts = len(result.attempts)
+        if attempt is not None:
+            record = attempt.record
+            run.final_attempt = result.final_attempt = record.attempt_no
+            run.faithfulness = result.faithfulness = record.faithfulness
+            run.n_claims, run.n_supported = record.n_claims, record.n_supported
+            cited = cited_numbers(record.answer)
+            final_query = self.log.retrievals[-1].query if self.log.retrievals else None
+            for retrieval in self.log.retrievals:
+                retrieval.cited = retrieval.query == final_query and retrieval.rank in cited
+
+    def _fail(self, message: str, fix: str = "") -> None:
+        self.log.run.status = self.result.status = "failed"
+        self.log.run.error = self.result.error = message
+        self.result.fix = fix
+        self.log.run.n_attempts = len(self.result.attempts)
+
+    def _save(self) -> None:
+        self._saved = True
+        self.log.attempts = [a.record for a in self.result.attempts]
+        self.log.calls = self.llm.take_calls()
+        self.log.cache_entries = self.llm.take_cache_entries()
+        self.log.run.finished_at = datetime.now(timezone.utc)
+        self.log.run.latency_ms = self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
+        if self.persist:
+            self.result.run_id = save_run(self.db, self.log)
+
+
+def _decision_message(status: str, record: AttemptRecord) -> str:
+    if status == "accepted":
+        return f"accepted attempt {record.attempt_no} (faithfulness {record.faithfulness:.2f})"
+    if status == "flagged":
+        return (f"no attempt reached the threshold; showing attempt {record.attempt_no} "
+                f"(faithfulness {record.faithfulness:.2f}) with its unsupported claims marked")
+    if status == "no_claims":
+        return "the answer makes no checkable claims"
+    return f"the answer could not be verified: {record.error or 'no claim got a verdict'}"
+
+
+def claim_record(attempt_no: int, claim: CheckedClaim) -> ClaimRecord:
+    return ClaimRecord(attempt_no, claim.claim_no, claim.text, claim.verdict, claim.verifier,
+                       claim.passage.chunk_id if claim.passage else None,
+                       claim.span[0] if claim.span else None, claim.span[1] if claim.span else None,
+                       claim.evidence, claim.reason)
+
+
+def final_result(events: Iterator[Event]) -> AnswerResult:
+    """Drain a stream and return its result (the final event always comes last)."""
+    result = None
+    for event in events:
+        if event.kind == "final":
+            result = event.data["result"]
+    return result
+
+
+class VerifiedQueryEngine(CustomQueryEngine):
+    """LlamaIndex query engine whose answers carry their claim-by-claim verification."""
+
+    settings: Settings
+    db: Database
+    kind: str = "chat"
+
+    def stream(self, question: str) -> Iterator[Event]:
+        """Events of one question; raises InputError before any run for an unusable question."""
+        return QuestionRun(self.settings, self.db, clean_question(question, self.settings), self.kind).events()
+
+    def custom_query(self, query_str: str) -> Response:
+        result = final_result(self.stream(query_str))
+        nodes = [NodeWithScore(node=TextNode(id_=str(p.chunk_id), text=p.text,
+                                             metadata={"source": p.source, "n": p.n}), score=p.score)
+                 for p in result.passages]
+        return Response(response=result.answer, source_nodes=nodes,
+                        metadata={"run_id": result.run_id, "status": result.status,
+                                  "faithfulness": result.faithfulness, "error": result.error,
+                                  "claims": [asdict(c) for c in result.final_claims]})

@@ -1,0 +1,165 @@
+"""Judge calibration against people: agreement statistics, disagreements, claim-level agreement, and
+re-judging with few-shot corrections measured without leakage (leave-one-out).
+
+Statistics come from scikit-learn and SciPy; with fewer than MIN_RELIABLE pairs the numbers are still
+shown, flagged as unreliable; with none, or with no variation, a statistic is None, never a division
+by zero.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import spearmanr
+from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
+
+from pipeline.config import Settings
+from pipeline.errors import InputError
+from pipeline.verification.faithfulness import context_block
+from pipeline.evaluation.judge import CRITERIA, JudgePin, judge, judge_pin
+from pipeline.models.llm import LLM
+from pipeline.answering.prompts import JUDGE_PROMPT_VERSION
+from pipeline.history.stored_runs import load_result
+from pipeline.text import content_words
+from store import annotations
+from store.annotations import Correction
+from store.db import Database
+from store.evals import reference_of
+
+MIN_RELIABLE = 10
+SCALE = [1, 2, 3, 4, 5]
+
+
+@dataclass
+class Agreement:
+    n: int
+    exact: float | None = None
+    within_one: float | None = None
+    mean_abs_diff: float | None = None
+    kappa: float | None = None
+    kappa_low: float | None = None
+    kappa_high: float | None = None
+    spearman: float | None = None
+    matrix: list[list[int]] = field(default_factory=list)
+
+    @property
+    def reliable(self) -> bool:
+        return self.n >= MIN_RELIABLE
+
+
+def qwk(a, b) -> float | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = cohen_kappa_score(a, b, weights="quadratic", labels=SCALE)
+    return None if np.isnan(value) else float(value)
+
+
+WEIGHTS = np.array([[(i - j) ** 2 for j in range(5)] for i in range(5)], dtype=float)
+
+
+def qwk_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Quadratic-weighted kappa of each row pair of a and b (shape resamples x n), all at once;
+    NaN where it is undefined. Checked against scikit-learn in the tests."""
+    rows, n = a.shape
+    observed = np.zeros((rows, 5, 5))
+    np.add.at(observed, (np.arange(rows)[:, None], a - 1, b - 1), 1)
+    expected = observed.sum(2)[:, :, None] * observed.sum(1)[:, None, :] / n
+    disagreement = (WEIGHTS * expected).sum((1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(disagreement > 0, 1 - (WEIGHTS * observed).sum((1, 2)) / disagreement, np.nan)
+
+
+def qwk_interval(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 0) -> tuple:
+    """95% percentile-bootstrap interval of the weighted kappa, resampling the pairs."""
+    index = np.random.default_rng(seed).integers(0, len(a), size=(resamples, len(a)))
+    kappas = qwk_batch(a[index], b[index])
+    kappas = kappas[~np.isnan(kappas)]
+    if not len(kappas):
+        return None, None
+    low, high = np.percentile(kappas, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def agreement(judge_scores: list[int], human_scores: list[int], seed: int = 0) -> Agreement:
+    a, b = np.asarray(judge_scores, dtype=int), np.asarray(human_scores, dtype=int)
+    n = len(a)
+    if n == 0:
+        return Agreement(0, matrix=[[0] * 5 for _ in range(5)])
+    diff = np.abs(a - b)
+    result = Agreement(n, float(np.mean(diff == 0)), float(np.mean(diff <= 1)), float(np.mean(diff)), qwk(a, b),
+                       matrix=confusion_matrix(a, b, labels=SCALE).tolist())
+    if n >= 2 and result.kappa is not None:
+        result.kappa_low, result.kappa_high = qwk_interval(a, b, seed=seed)
+    if n >= 2 and len(set(a)) > 1 and len(set(b)) > 1:
+        result.spearman = float(spearmanr(a, b).statistic)
+    return result
+
+
+def disagreements(pairs: list[dict], at_least: int = 2) -> list[dict]:
+    return [p for p in pairs if abs(p["judge"] - p["human"]) >= at_least]
+
+
+def inter_annotator(db: Database, run_ids: list[int], criterion: str) -> Agreement:
+    """Agreement between annotators on the runs two of them rated (first two names per run)."""
+    by_run: dict[int, list[int]] = {}
+    for row in annotations.ratings_for(db, run_ids):
+        by_run.setdefault(row["run_id"], []).append(row[criterion])
+    pairs = [scores[:2] for scores in by_run.values() if len(scores) >= 2]
+    return agreement([p[0] for p in pairs], [p[1] for p in pairs])
+
+
+def claim_agreement(db: Database, run_ids: list[int]) -> dict:
+    """Human verdicts against the verifier's: precision, recall and F1 per verdict, and a confusion matrix."""
+    pairs = annotations.claim_pairs(db, run_ids)
+    labels = list(annotations.VERDICTS)
+    if not pairs:
+        return {"n": 0, "per_verdict": [], "matrix": [[0] * 3 for _ in range(3)], "labels": labels}
+    human, verifier = [p["human"] for p in pairs], [p["verifier"] for p in pairs]
+    precision, recall, f1, support = precision_recall_fscore_support(human, verifier, labels=labels,
+                                                                     zero_division=0)
+    rows = [{"verdict": v, "precision": float(p), "recall": float(r), "f1": float(f), "human_count": int(s)}
+            for v, p, r, f, s in zip(labels, precision, recall, f1, support)]
+    return {"n": len(pairs), "per_verdict": rows, "labels": labels,
+            "matrix": confusion_matrix(human, verifier, labels=labels).tolist()}
+
+
+def relevant_corrections(corrections: list[Correction], criterion: str, question: str, k: int,
+                         exclude_run: int | None = None) -> list[Correction]:
+    """The k corrections of this criterion whose questions share the most words with this one;
+    a run's own correction is never among them (no leakage)."""
+    words = content_words(question)
+    pool = [c for c in corrections if c.criterion == criterion and c.run_id != exclude_run]
+    return sorted(pool, key=lambda c: (-len(words & content_words(c.question)), c.id))[:k]
+
+
+def corrections_pin(base: JudgePin, version: int | None) -> JudgePin:
+    if version is None:
+        return base
+    return JudgePin(base.model, base.digest, f"{JUDGE_PROMPT_VERSION}+corrections-v{version}")
+
+
+def rejudge(settings: Settings, db: Database, run_ids: list[int], on_progress=None) -> int:
+    """Re-score every rated run with the current corrections, each without its own correction; return the
+    correction set's version the scores are stored under."""
+    version, corrections = annotations.current_corrections(db)
+    if version is None:
+        raise InputError("there are no corrections yet", fix="turn some disagreements into corrections first")
+    llm = LLM(settings, db)
+    pin = corrections_pin(judge_pin(llm, settings), version)
+    rated = sorted({r["run_id"] for r in annotations.ratings_for(db, run_ids)})
+    rows = []
+    for done, run_id in enumerate(rated, start=1):
+        result = load_result(db, run_id)
+        reference = reference_of(db, run_id)
+        for criterion in CRITERIA:
+            chosen = relevant_corrections(corrections, criterion, result.question, settings.judge_corrections_k,
+                                          exclude_run=run_id)
+            score = judge(llm, settings, result.question, result.answer or "", context_block(result.passages),
+                          reference, pin, criteria=(criterion,), corrections=chosen)[0]
+            rows.append({"run_id": run_id, "metric": score.metric, "value": score.value, "status": score.status,
+                         "explanation": score.explanation, "corrections_used": [c.id for c in chosen]})
+        if on_progress:
+            on_progress(done, len(rated))
+    annotations.save_rejudged(db, version, rows)
+    return version

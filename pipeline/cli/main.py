@@ -1,0 +1,266 @@
+"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show.
+
+Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from pipeline.regression import compare as regression
+from pipeline.cli.output import evaluation_progress, print_detector, print_gate, print_report, report_json
+from pipeline.config import load_settings
+from pipeline.evaluation.dataset import load_dataset
+from pipeline.detector.bench import run_detector_bench
+from pipeline.evaluation.runner import report, run_evaluation
+from pipeline.answering.engine import VerifiedQueryEngine
+from pipeline.errors import InputError, WorkbenchError
+from pipeline.answering.events import AnswerResult
+from pipeline.models.health import check_all
+from pipeline.knowledge.ingest import ingest
+from pipeline.models.llm import LLM
+from pipeline.history.stored_runs import load_result
+from pipeline.text import short_source
+from store.db import get_database
+from store.history import RunFilter, query_runs
+from store.kb import count_chunks
+from store.llm_log import calls_for_run, save_calls
+
+VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "yellow", "unverified": "magenta"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description="RAG quality workbench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ask = sub.add_parser("ask", help="answer a question and check every claim")
+    ask.add_argument("question")
+    ask.add_argument("--json", action="store_true", help="print the result as JSON")
+    ask.add_argument("--quiet", action="store_true", help="do not print the steps as they happen")
+    ingest_cmd = sub.add_parser("ingest", help="add Markdown, text or PDF files (or folders) to the knowledge base")
+    ingest_cmd.add_argument("paths", nargs="+")
+    ingest_cmd.add_argument("--if-empty", action="store_true",
+                            help="do nothing when the knowledge base already has chunks for the embedding model")
+    sub.add_parser("doctor", help="check Ollama, the models and the store, and print the fix for each problem")
+    ev = sub.add_parser("eval", help="run a golden set through the workbench, judge and measure every item")
+    ev.add_argument("dataset", help="a .jsonl or .csv golden set, e.g. data/eval/golden.jsonl")
+    ev.add_argument("--name", required=True, help="the evaluation's name; the same name resumes it")
+    ev.add_argument("--concurrency", type=int, default=None, help="items at once (default: setting eval_concurrency)")
+    ev.add_argument("--limit", type=int, default=None, help="only the first N items")
+    ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
+    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    runs = sub.add_parser("runs", help="list runs, newest first")
+    runs.add_argument("--status", default=None, help="only runs with this status (accepted, flagged, ...)")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--json", action="store_true")
+    show = sub.add_parser("show", help="show one run: answer, claims with evidence, attempts, LLM calls")
+    show.add_argument("run_id", type=int)
+    show.add_argument("--json", action="store_true")
+    gate = sub.add_parser("gate", help="compare an evaluation with its baseline; exit 1 on a regression")
+    gate.add_argument("--run", required=True, help="the evaluation's name")
+    gate.add_argument("--baseline", default=None, help="compare with this evaluation (default: the pinned "
+                                                        "baseline, else the previous run on the same dataset)")
+    gate.add_argument("--json", action="store_true")
+    det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
+    det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
+    det.add_argument("--verifier", choices=["minicheck", "llm", "precheck", "all"], default="minicheck")
+    det.add_argument("--claims", choices=["llm", "answer"], default="llm",
+                     help="claims from the claim extractor (llm) or the answer's own sentences (answer)")
+    det.add_argument("--scope", choices=["chunk", "context"], default=None,
+                     help="verify each claim per chunk or against the whole context (default: setting)")
+    det.add_argument("--no-precheck", action="store_true", help="turn the deterministic pre-check off")
+    det.add_argument("--cache", action="store_true", help="use the LLM cache (off by default: honest latency)")
+    det.add_argument("--limit", type=int, default=None)
+    det.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out, err = Console(), Console(stderr=True)
+    try:
+        settings = load_settings()
+        db = get_database(settings)
+        return COMMANDS[args.command](args, settings, db, out, err)
+    except InputError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return 2
+    except WorkbenchError as exc:
+        err.print(Text(f"error: {exc}", style="red"))
+        return 1
+
+
+def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
+    engine = VerifiedQueryEngine(settings=settings, db=db)
+    result: AnswerResult | None = None
+    for event in engine.stream(args.question):
+        if event.kind == "final":
+            result = event.data["result"]
+        elif not args.quiet:
+            err.print(Text(f"· {event.message}", style="dim"))
+    if args.json:
+        out.print_json(json.dumps(result_json(result), default=str))
+    else:
+        print_result(result, out)
+    return 1 if result.status == "failed" else 0
+
+
+def result_json(result: AnswerResult) -> dict:
+    return {"run_id": result.run_id, "status": result.status, "answer": result.answer,
+            "faithfulness": result.faithfulness, "attempts": len(result.attempts),
+            "abstain_reason": result.abstain_reason, "error": result.error, "fix": result.fix,
+            "claims": [{"claim": c.text, "verdict": c.verdict, "verifier": c.verifier, "evidence": c.evidence,
+                        "source": c.passage.source if c.passage else None, "reason": c.reason}
+                       for c in result.final_claims],
+            "passages": [asdict(p) for p in result.passages]}
+
+
+def print_result(result: AnswerResult, out: Console) -> None:
+    if result.status == "failed":
+        out.print(Text(f"run {result.run_id} failed: {result.error}", style="red"))
+        if result.fix:
+            out.print(Text(f"fix: {result.fix}"))
+        return
+    out.print(Text(result.answer or ""))
+    faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
+    out.print(Text(f"\nrun {result.run_id} · {result.status} · faithfulness {faith} · "
+                   f"{len(result.attempts)} attempt(s)", style="bold"))
+    if result.abstain_reason:
+        out.print(Text(f"reason: {result.abstain_reason}"))
+    if result.final_claims:
+        table = Table("#", "verdict", "claim", "evidence", "source", show_lines=True)
+        for claim in result.final_claims:
+            table.add_row(str(claim.claim_no), Text(claim.verdict, style=VERDICT_STYLE.get(claim.verdict, "")),
+                          Text(claim.text), Text(claim.evidence or ""),
+                          Text(f"[{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""))
+        out.print(table)
+
+
+def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
+    if args.if_empty and count_chunks(db, settings.embed_model):
+        out.print(Text(f"The knowledge base already has chunks embedded with {settings.embed_model}; "
+                       "nothing to do."))
+        return 0
+    llm = LLM(settings, db)
+
+    def report(result):
+        line = f"{result.status:9} {result.path}"
+        line += f" ({result.chunks} chunks)" if result.chunks else ""
+        line += f": {result.reason}" if result.reason else ""
+        out.print(Text(line, style="yellow" if result.status == "skipped" else ""))
+
+    try:
+        results = ingest(args.paths, settings, db, llm, on_result=report)
+    finally:
+        save_calls(db, llm.take_calls(), llm.take_cache_entries())
+    if not results:
+        err.print(Text("error: no Markdown, text or PDF files found under the given paths", style="red"))
+        return 2
+    skipped = sum(r.status == "skipped" for r in results)
+    out.print(Text(f"{len(results) - skipped} files ingested or unchanged, {skipped} skipped"))
+    return 0 if skipped < len(results) else 1
+
+
+def cmd_doctor(args, settings, db, out: Console, err: Console) -> int:
+    checks = check_all(settings, db)
+    for check in checks:
+        mark = Text("ok  ", style="green") if check.ok else Text("FAIL", style="red")
+        out.print(mark, Text(f"{check.name}: {check.detail}"))
+        if not check.ok and check.fix:
+            out.print(Text(f"      fix: {check.fix}"))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
+    dataset = load_dataset(args.dataset)
+    for bad in dataset.bad_rows:
+        err.print(Text(f"skipped line {bad.line}: {bad.reason}", style="yellow"))
+    dataset = dataset.select(args.limit, args.tags)
+    if not dataset.items:
+        err.print(Text("error: no items match --tags/--limit", style="red"))
+        return 2
+    concurrency = args.concurrency or settings.eval_concurrency
+    with evaluation_progress(err) as on_progress:
+        try:
+            outcome = run_evaluation(settings, db, dataset, args.name, concurrency, on_progress=on_progress)
+        except KeyboardInterrupt:
+            err.print(Text(f"cancelled: finished items are kept; run the same command to resume {args.name!r}"))
+            return 130
+    result = report(settings, db, args.name)
+    if args.json:
+        out.print_json(json.dumps(report_json(result, outcome), default=str))
+    else:
+        print_report(result, outcome, out)
+    return 0 if outcome.progress.failed == 0 else 1
+
+
+def cmd_bench_detector(args, settings, db, out: Console, err: Console) -> int:
+    settings = dataclasses.replace(settings, cache_enabled=args.cache,
+                                   precheck_enabled=settings.precheck_enabled and not args.no_precheck,
+                                   verify_scope=args.scope or settings.verify_scope)
+    verifiers = ["precheck", "minicheck", "llm"] if args.verifier == "all" else [args.verifier]
+    summaries = {}
+    for verifier in verifiers:
+        def progress(done, total, verifier=verifier):
+            if done % 25 == 0 or done == total:
+                err.print(Text(f"{verifier}: {done}/{total} answers", style="dim"))
+        run_id, metrics = run_detector_bench(settings, db, args.file, verifier, args.claims, args.limit, progress)
+        summaries[verifier] = {"run_id": run_id, **metrics}
+    if args.json:
+        out.print_json(json.dumps(summaries, default=str))
+    else:
+        print_detector(summaries, out)
+    return 0
+
+
+def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
+    rows = query_runs(db, RunFilter(statuses=[args.status] if args.status else []), 1, args.limit)
+    if args.json:
+        out.print_json(json.dumps(rows, default=str))
+        return 0
+    table = Table("id", "kind", "status", "faithfulness", "attempts", "model", "latency", "started", "question")
+    for r in rows:
+        table.add_row(str(r["id"]), r["kind"], r["status"],
+                      "n/a" if r["faithfulness"] is None else f"{r['faithfulness']:.2f}", str(r["n_attempts"]),
+                      Text(str(r["generator_model"])), f"{(r['latency_ms'] or 0) / 1000:.1f} s",
+                      f"{r['started_at']:%Y-%m-%d %H:%M}", Text(r["question"][:80]))
+    out.print(table)
+    return 0
+
+
+def cmd_show(args, settings, db, out: Console, err: Console) -> int:
+    result = load_result(db, args.run_id)
+    if result is None:
+        err.print(Text(f"error: there is no run {args.run_id}", style="red"))
+        return 2
+    if args.json:
+        out.print_json(json.dumps({**result_json(result), "calls": calls_for_run(db, args.run_id)}, default=str))
+        return 0
+    out.print(Text(f"question: {result.question}", style="bold"))
+    for attempt in result.attempts:
+        r = attempt.record
+        faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
+        out.print(Text(f"attempt {r.attempt_no}{' (strict)' if r.strict else ''}: {r.status}, faithfulness {faith}"
+                       + (f"; failed claims: {'; '.join(r.failed_claims)}" if r.failed_claims else ""), style="dim"))
+    print_result(result, out)
+    return 0
+
+
+def cmd_gate(args, settings, db, out: Console, err: Console) -> int:
+    run, baseline, comparisons = regression.check(db, settings, args.run, args.baseline)
+    regressions = [c for c in comparisons if c.regression]
+    if args.json:
+        out.print_json(json.dumps({"run": run.name, "baseline": baseline.name if baseline else None,
+                                   "regression": bool(regressions),
+                                   "comparisons": [asdict(c) for c in comparisons]}, default=str))
+    else:
+        print_gate(run, baseline, comparisons, out)
+    return 1 if regressions else 0
+
+
+COMMANDS = {"gate": cmd_gate, "runs": cmd_runs, "show": cmd_show, "ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval,
+            "bench-detector": cmd_bench_detector}

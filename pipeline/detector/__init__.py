@@ -1,0 +1,1 @@
+"""The hallucination-detector benchmark."""

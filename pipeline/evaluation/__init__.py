@@ -1,0 +1,1 @@
+"""Batch evaluation: golden sets, the judge, component metrics, the runner, diagnosis."""

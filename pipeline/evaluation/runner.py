@@ -1,0 +1,257 @@
+"""The evaluation runner: every golden item through the verified engine, then judged and measured.
+
+Items run concurrently (asyncio, each item in a worker thread because the engine is synchronous),
+each with a timeout. An item's question run, its row and its scores are written in one transaction,
+so a run killed at any point leaves a valid store; running the same evaluation name again resumes
+and skips the items already done. Unchanged items cost nothing the second time: the LLM cache
+answers every call.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pipeline.evaluation import metrics
+from pipeline.regression import compare as regression
+from pipeline.config import Settings
+from pipeline.evaluation.dataset import Dataset, GoldenItem
+from pipeline.evaluation.diagnosis import Diagnosis, diagnose
+from pipeline.answering.engine import QuestionRun, clean_question, run_config
+from pipeline.errors import InputError, WorkbenchError
+from pipeline.answering.events import AnswerResult
+from pipeline.verification.faithfulness import context_block
+from pipeline.calibration.agreement import corrections_pin, relevant_corrections
+from pipeline.evaluation.judge import JudgePin, MetricScore, judge, judge_pin
+from pipeline.models.llm import LLM
+from store import evals
+from store.annotations import current_corrections
+from store.db import Database
+
+@dataclass
+class Progress:
+    total: int
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    started: float = field(default_factory=time.monotonic)
+    last_error: str | None = None
+
+    @property
+    def finished(self) -> int:
+        return self.done + self.failed
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def remaining_s(self) -> float | None:
+        if not self.finished:
+            return None
+        return self.elapsed_s() / self.finished * (self.total - self.finished)
+
+
+@dataclass
+class EvalOutcome:
+    eval_run_id: int
+    name: str
+    status: str  # finished | cancelled
+    progress: Progress
+    regressions: list | str = field(default_factory=list)
+
+
+def evaluate_item(settings: Settings, db: Database, item: GoldenItem, pin, abandon: threading.Event):
+    """(status, log, scores, error) of one item; nothing is written here."""
+    question = clean_question(item.question, settings)
+    run = QuestionRun(settings, db, question, kind="eval", persist=False)
+    result: AnswerResult | None = None
+    for event in run.events():
+        if abandon.is_set():
+            raise TimeoutError("abandoned")
+        if event.kind == "final":
+            result = event.data["result"]
+    if result.status == "failed":
+        return "failed", run.log, [], result.error
+    scorer = LLM(settings, db)
+    try:
+        scores = score_item(scorer, settings, item, result, pin)
+    except WorkbenchError as exc:
+        run.log.calls += scorer.take_calls()
+        return "failed", run.log, [], f"scoring failed: {exc}"
+    run.log.calls += scorer.take_calls()
+    run.log.cache_entries += scorer.take_cache_entries()
+    return "done", run.log, scores, None
+
+
+def score_item(llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin) -> list[MetricScore]:
+    passages = result.passages
+    corrections = [c for criterion in ("correctness", "helpfulness", "faithfulness")
+                   for c in relevant_corrections(pin.corrections, criterion, item.question,
+                                                 settings.judge_corrections_k)]
+    scores = [metrics.faithfulness(result),
+              metrics.answer_relevancy(llm, settings.judge_model, item.question, result),
+              metrics.context_precision(llm, settings.judge_model, item.question, item.reference, passages),
+              metrics.context_recall(llm, settings.verifier_model, item.reference, passages)]
+    scores += judge(llm, settings, item.question, result.answer or "", context_block(passages), item.reference, pin,
+                    corrections=corrections)
+    return scores
+
+
+@dataclass
+class EvalPin(JudgePin):
+    """The judge pin of an evaluation, with the corrections its prompt version names (if any)."""
+    corrections: list = field(default_factory=list)
+
+
+def evaluation_pin(settings: Settings, db: Database) -> EvalPin:
+    base = judge_pin(LLM(settings, db), settings)
+    version, corrections = current_corrections(db) if settings.judge_corrections_k > 0 else (None, [])
+    pinned = corrections_pin(base, version)
+    return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, corrections)
+
+
+def _open(settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int,
+          pin) -> tuple[int, dict[str, str]]:
+    """(evaluation run id, status of every item stored so far) of a new or resumed evaluation."""
+    config = {**run_config(settings), "judge_model": settings.judge_model}
+    existing = evals.get_eval_run(db, name)
+    if existing is None:
+        run_id = evals.create_eval_run(db, name, dataset.name, dataset.content_hash, config, pin.model,
+                                       pin.digest, pin.prompt_version, len(dataset.items), concurrency)
+        return run_id, {}
+    changed = sorted(k for k in set(config) | set(existing.config) if config.get(k) != existing.config.get(k))
+    if changed or (existing.judge_digest, existing.judge_prompt_version) != (pin.digest, pin.prompt_version):
+        what = ", ".join(changed) or "judge model digest or prompt version"
+        raise InputError(f"evaluation {name!r} was started with a different configuration ({what})",
+                         fix="give this run a new --name, or restore the settings it was started with")
+    evals.mark_eval_run(db, existing.id, "running", n_items=max(existing.n_items, len(dataset.items)))
+    return existing.id, evals.item_statuses(db, existing.id)
+
+
+def run_evaluation(settings: Settings, db: Database, dataset: Dataset, name: str, concurrency: int = 4,
+                   item_timeout_s: float | None = None, on_progress: Callable[[Progress], None] | None = None,
+                   cancel: threading.Event | None = None) -> EvalOutcome:
+    if not name.strip():
+        raise InputError("the evaluation needs a name", fix="give one with --name, e.g. --name baseline")
+    if concurrency < 1:
+        raise InputError(f"concurrency must be at least 1, not {concurrency}", fix="use --concurrency 1 or more")
+    cancel = cancel or threading.Event()
+    pin = evaluation_pin(settings, db)
+    eval_run_id, stored = _open(settings, db, name.strip(), dataset, concurrency, pin)
+    todo = [item for item in dataset.items if stored.get(item.id) != "done"]
+    progress = Progress(total=len(dataset.items), skipped=len(dataset.items) - len(todo))
+    progress.done = progress.skipped
+    timeout = item_timeout_s or settings.request_timeout_s * 10
+    started = time.monotonic()
+    status = "failed"
+    try:
+        asyncio.run(_run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout, progress,
+                               on_progress, cancel, set(stored)))
+        status = "cancelled" if cancel.is_set() else "finished"
+    except KeyboardInterrupt:
+        status = "cancelled"
+        raise
+    finally:
+        evals.mark_eval_run(db, eval_run_id, status, add_wall_s=time.monotonic() - started)
+    outcome = EvalOutcome(eval_run_id, name, status, progress)
+    if status == "finished":
+        outcome.regressions = check_regressions(settings, db, name)
+    return outcome
+
+
+def check_regressions(settings: Settings, db: Database, name: str) -> list | str:
+    """Compare a finished run with its baseline and store alerts; a reason instead when it cannot."""
+    try:
+        _, _, comparisons = regression.check(db, settings, name)
+    except InputError as exc:
+        return exc.message
+    return [c for c in comparisons if c.regression]
+
+
+async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel,
+                     stored: set[str]):
+    loop = asyncio.get_running_loop()
+    gate = asyncio.Semaphore(concurrency)
+    lock = threading.Lock()
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval") as pool:
+        async def one(item: GoldenItem) -> None:
+            async with gate:
+                if cancel.is_set():
+                    return
+                abandon = threading.Event()
+                start = time.perf_counter()
+                try:
+                    status, log, scores, error = await asyncio.wait_for(
+                        loop.run_in_executor(pool, evaluate_item, settings, db, item, pin, abandon), timeout)
+                except asyncio.TimeoutError:
+                    abandon.set()
+                    status, log, scores, error = "timeout", None, [], f"timed out after {timeout:g} s"
+                except WorkbenchError as exc:
+                    status, log, scores, error = "failed", None, [], str(exc)
+                wall_ms = (time.perf_counter() - start) * 1000
+                try:
+                    await loop.run_in_executor(pool, evals.save_item, db, eval_run_id, item, status, log,
+                                               scores, error, wall_ms, item.id in stored)
+                except WorkbenchError as exc:  # the store stayed locked: the item runs again on resume
+                    status, error = "failed", f"not saved: {exc}"
+                with lock:
+                    if status == "done":
+                        progress.done += 1
+                    else:
+                        progress.failed += 1
+                        progress.last_error = f"{item.id}: {error}"
+                if on_progress:
+                    on_progress(progress)
+
+        outcomes = await asyncio.gather(*(one(item) for item in todo), return_exceptions=True)
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    if errors:
+        raise errors[0]
+
+
+@dataclass
+class EvalReport:
+    eval_run: evals.EvalRun
+    metrics: list[dict]
+    diagnosis: Diagnosis
+    slices: list[dict]
+    items: list[dict]
+    usage: dict
+    judge_invalid: int
+    judge_total: int
+
+    @property
+    def judge_invalid_rate(self) -> float | None:
+        return self.judge_invalid / self.judge_total if self.judge_total else None
+
+
+def report(settings: Settings, db: Database, name: str) -> EvalReport:
+    eval_run = evals.get_eval_run(db, name)
+    if eval_run is None:
+        raise InputError(f"there is no evaluation named {name!r}", fix="list them on the Evaluate page")
+    summary = evals.metric_summary(db, eval_run.id)
+    means = {row["metric"]: row["mean"] for row in summary}
+    invalid, total = evals.judge_invalid_rate(db, eval_run.id)
+    return EvalReport(eval_run, summary, diagnose(means, settings.diagnosis_low, settings.diagnosis_high),
+                      evals.slice_summary(db, eval_run.id), evals.item_results(db, eval_run.id),
+                      evals.usage(db, eval_run.id), invalid, total)
+
+
+def weak_slices(report_: EvalReport, margin: float = 0.1) -> list[tuple[str, str, float]]:
+    """(tag, metric, mean) where a tag's mean is below the run's mean by more than margin (0-1 metrics)
+    or margin × 4 (judge 1-5 scores)."""
+    overall = {row["metric"]: row["mean"] for row in report_.metrics if row["mean"] is not None}
+    weak = []
+    for row in report_.slices:
+        base = overall.get(row["metric"])
+        gap = margin * (4 if row["metric"].startswith("judge_") else 1)
+        if base is not None and row["mean"] is not None and row["mean"] < base - gap:
+            weak.append((row["tag"], row["metric"], row["mean"]))
+    return weak
+
+
+def worst_items(report_: EvalReport, tag: str, metric: str, n: int = 5) -> list[dict]:
+    rows = [r for r in report_.items if tag in (r["tags"] or []) and r[metric] is not None]
+    return sorted(rows, key=lambda r: r[metric])[:n]

@@ -1,0 +1,1 @@
+"""Stored runs read back and presented."""

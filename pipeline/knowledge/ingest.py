@@ -1,0 +1,126 @@
+"""Ingest Markdown, text and PDF files into the knowledge base: split, embed, store.
+
+A file whose content hash, embedding model and chunking are unchanged is skipped; a changed file
+replaces its chunks; a file that cannot be read as text is skipped with its reason.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from llama_index.core.node_parser import SentenceSplitter
+
+from pipeline.config import Settings
+from pipeline.models.llm import LLM
+from store import kb
+from store.db import Database
+
+TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".text", ".rst"}
+PDF_SUFFIXES = {".pdf"}
+
+
+@dataclass
+class IngestResult:
+    path: str
+    status: str  # added | replaced | unchanged | skipped
+    chunks: int = 0
+    reason: str = ""
+
+
+def collect_files(paths: list[str]) -> list[Path]:
+    """Files named, plus supported files found under named folders (sorted, no duplicates)."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*") if p.is_file()
+                                and p.suffix.lower() in TEXT_SUFFIXES | PDF_SUFFIXES))
+        else:
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def read_text(path: Path) -> str:
+    """The file's text; raises ValueError with a reason when it is not usable text."""
+    if not path.exists():
+        raise ValueError("file does not exist")
+    suffix = path.suffix.lower()
+    if suffix in PDF_SUFFIXES:
+        return _read_pdf(path)
+    if suffix not in TEXT_SUFFIXES:
+        raise ValueError(f"unsupported file type '{suffix or 'none'}' (use .md, .txt or .pdf)")
+    data = path.read_bytes()
+    if b"\x00" in data[:8192]:
+        raise ValueError("binary file (contains NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (invalid byte at offset {exc.start}); convert it to UTF-8") from None
+    if not text.strip():
+        raise ValueError("file is empty")
+    return text
+
+
+def _read_pdf(path: Path) -> str:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        text = "\n\n".join(page.extract_text() or "" for page in PdfReader(str(path)).pages)
+    except (PdfReadError, OSError, ValueError) as exc:
+        raise ValueError(f"unreadable PDF: {exc}") from None
+    if not text.strip():
+        raise ValueError("PDF has no extractable text (scanned images need OCR first)")
+    return text
+
+
+def title_of(text: str, path: Path) -> str:
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return path.stem
+
+
+def split(text: str, settings: Settings) -> list[tuple[str, int | None, int | None]]:
+    splitter = SentenceSplitter(chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap)
+    pieces = splitter.split_text(text)
+    out, cursor = [], 0
+    for piece in pieces:
+        at = text.find(piece[:64], max(0, cursor - settings.chunk_overlap * 8))
+        start = at if at >= 0 else None
+        out.append((piece, start, start + len(piece) if start is not None else None))
+        if start is not None:
+            cursor = start + 1
+    return out
+
+
+def ingest_file(path: Path, settings: Settings, db: Database, llm: LLM) -> IngestResult:
+    key = str(path.resolve())
+    try:
+        text = read_text(path)
+    except ValueError as exc:
+        return IngestResult(key, "skipped", reason=str(exc))
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    state = kb.document_state(db, key)
+    wanted = kb.DocumentState(digest, settings.embed_model, settings.chunk_size, settings.chunk_overlap)
+    if state == wanted:
+        return IngestResult(key, "unchanged")
+    pieces = split(text, settings)
+    vectors = llm.embed_documents([p[0] for p in pieces])
+    chunks = [kb.NewChunk(i, piece, start, end, vector)
+              for i, ((piece, start, end), vector) in enumerate(zip(pieces, vectors))]
+    kb.replace_document(db, key, title_of(text, path), digest, settings.embed_model, settings.chunk_size,
+                        settings.chunk_overlap, len(text), chunks)
+    return IngestResult(key, "replaced" if state else "added", chunks=len(chunks))
+
+
+def ingest(paths: list[str], settings: Settings, db: Database, llm: LLM, on_result=None) -> list[IngestResult]:
+    """Ingest every file; one bad file never stops the others."""
+    results = []
+    for path in collect_files(paths):
+        result = ingest_file(path, settings, db, llm)
+        results.append(result)
+        if on_result:
+            on_result(result)
+    return results

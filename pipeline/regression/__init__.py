@@ -1,0 +1,1 @@
+"""Regression detection between evaluation runs."""

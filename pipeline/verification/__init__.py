@@ -1,0 +1,1 @@
+"""Claim verification: the pre-check and the model verifiers."""
