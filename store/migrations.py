@@ -298,9 +298,39 @@ def m008_annotations_and_corrections(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m009_call_texts_and_spans(con: duckdb.DuckDBPyConnection) -> None:
+    """Every model call keeps its prompt and completion text, stored once per distinct text (llm_texts, keyed by
+    the text's sha256) so a million runs that repeat the same prompts stay small; calls say where they came
+    from (origin: chat, evaluation, rejudge, detector, ingest) and under which span; spans form each run's
+    trace tree."""
+    con.execute("""
+        CREATE TABLE llm_texts (
+            hash VARCHAR PRIMARY KEY,
+            text VARCHAR NOT NULL
+        );
+        ALTER TABLE llm_calls ADD COLUMN eval_run_id BIGINT;
+        ALTER TABLE llm_calls ADD COLUMN origin VARCHAR;
+        ALTER TABLE llm_calls ADD COLUMN backend VARCHAR;
+        ALTER TABLE llm_calls ADD COLUMN prompt_text_hash VARCHAR;
+        ALTER TABLE llm_calls ADD COLUMN completion_text_hash VARCHAR;
+        ALTER TABLE llm_calls ADD COLUMN span_id VARCHAR;
+        CREATE TABLE spans (
+            run_id BIGINT,
+            eval_run_id BIGINT,
+            span_id VARCHAR NOT NULL,
+            parent_id VARCHAR,
+            name VARCHAR NOT NULL,
+            started_at TIMESTAMP NOT NULL,
+            latency_ms DOUBLE,
+            error VARCHAR,
+            attributes JSON
+        );
+    """)
+
+
 MIGRATIONS = [m001_knowledge_base, m002_run_log, m003_llm_calls_and_cache, m004_evaluations,
               m005_detector_benchmarks, m006_regression_alerts, m007_search_text_and_zonemaps,
-              m008_annotations_and_corrections]
+              m008_annotations_and_corrections, m009_call_texts_and_spans]
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -27,6 +27,24 @@ class LLMCallRecord:
     cache_hit: bool
     error: str | None
     started_at: datetime
+    origin: str | None = None  # chat | evaluation | rejudge | detector | ingest
+    backend: str | None = None  # ollama | openai
+    prompt_text: str | None = None  # the messages as sent, JSON (None when call texts are off)
+    completion_text: str | None = None
+    span_id: str | None = None
+    eval_run_id: int | None = None
+
+
+@dataclass
+class SpanRecord:
+    """One step of a run's trace; parent_id None for the root."""
+    span_id: str
+    parent_id: str | None
+    name: str
+    started_at: datetime
+    latency_ms: float | None = None
+    error: str | None = None
+    attributes: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -113,3 +131,4 @@ class RunLog:
     claims: list[ClaimRecord] = field(default_factory=list)
     calls: list[LLMCallRecord] = field(default_factory=list)
     cache_entries: list[CacheEntry] = field(default_factory=list)
+    spans: list[SpanRecord] = field(default_factory=list)
