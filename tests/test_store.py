@@ -16,7 +16,7 @@ from store.runs import get_run, save_run
 TABLES = {"documents", "chunks", "runs", "context_grades", "retrievals", "attempts", "claims", "llm_calls",
           "llm_cache", "schema_migrations", "eval_runs", "eval_items", "scores",
           "detector_runs", "detector_results", "alerts", "baseline_pins", "ratings", "claim_ratings",
-          "corrections", "correction_sets", "rejudged"}
+          "corrections", "correction_sets", "rejudged", "llm_texts", "spans"}
 
 
 def tables(con):
