@@ -16,7 +16,7 @@ st.title("Knowledge base")
 
 
 def run_ingest(paths: list[str]) -> None:
-    llm = LLM(settings, db)
+    llm = LLM(settings, db, origin="ingest")
     try:
         with st.spinner("Embedding…"):
             results = ingest(paths, settings, db, llm)

@@ -145,7 +145,7 @@ def rejudge(settings: Settings, db: Database, run_ids: list[int], on_progress=No
     version, corrections = annotations.current_corrections(db)
     if version is None:
         raise InputError("there are no corrections yet", fix="turn some disagreements into corrections first")
-    llm = LLM(settings, db)
+    llm = LLM(settings, db, origin="rejudge")
     pin = corrections_pin(judge_pin(llm, settings), version)
     rated = sorted({r["run_id"] for r in annotations.ratings_for(db, run_ids)})
     rows = []

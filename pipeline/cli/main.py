@@ -145,7 +145,7 @@ def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
         out.print(Text(f"The knowledge base already has chunks embedded with {settings.embed_model}; "
                        "nothing to do."))
         return 0
-    llm = LLM(settings, db)
+    llm = LLM(settings, db, origin="ingest")
 
     def report(result):
         line = f"{result.status:9} {result.path}"

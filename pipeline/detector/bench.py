@@ -77,7 +77,7 @@ def answer_claims(answer: str) -> list[str]:
 
 
 def detect(record: LabelledRecord, settings: Settings, db: Database, verifier: str, claims_from: str) -> dict:
-    llm = LLM(settings, db)
+    llm = LLM(settings, db, origin="detector")
     checker = FaithfulnessChecker(llm, settings, classify=False, llm_verifier=verifier == "llm")
     passages = context_passages(record.context)
     start = time.perf_counter()

@@ -74,7 +74,7 @@ def evaluate_item(settings: Settings, db: Database, item: GoldenItem, pin, aband
             result = event.data["result"]
     if result.status == "failed":
         return "failed", run.log, [], result.error
-    scorer = LLM(settings, db)
+    scorer = LLM(settings, db, origin="evaluation")
     try:
         scores = score_item(scorer, settings, item, result, pin)
     except WorkbenchError as exc:
@@ -106,7 +106,7 @@ class EvalPin(JudgePin):
 
 
 def evaluation_pin(settings: Settings, db: Database) -> EvalPin:
-    base = judge_pin(LLM(settings, db), settings)
+    base = judge_pin(LLM(settings, db, origin="evaluation"), settings)
     version, corrections = current_corrections(db) if settings.judge_corrections_k > 0 else (None, [])
     pinned = corrections_pin(base, version)
     return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, corrections)

@@ -27,7 +27,7 @@ def model_roles(settings: Settings) -> dict[str, list[str]]:
 
 
 def check_ollama(settings: Settings) -> list[Check]:
-    llm = LLM(settings, None)
+    llm = LLM(settings, None, origin="health")
     try:
         pulled = llm.pulled_models(fresh=True)
     except WorkbenchError as exc:

@@ -61,9 +61,11 @@ class LLMReply:
 class LLM:
     """A view on Ollama for one unit of work; the calls it makes are collected in `calls`."""
 
-    def __init__(self, settings: Settings, db: Database | None):
+    def __init__(self, settings: Settings, db: Database | None, origin: str = "chat"):
+        """origin says where the calls come from: chat, evaluation, rejudge, detector, ingest, health."""
         self.settings = settings
         self.db = db
+        self.origin = origin
         self.calls: list[LLMCallRecord] = []
         self._pending_cache: dict[str, CacheEntry] = {}
         self._calls_guard = threading.Lock()
@@ -212,7 +214,7 @@ class LLM:
                                prompt_tokens=payload.get("prompt_tokens"),
                                completion_tokens=payload.get("completion_tokens"),
                                latency_ms=(time.perf_counter() - t0) * 1000, cache_hit=cache_hit,
-                               error=error, started_at=started)
+                               error=error, started_at=started, origin=self.origin)
         with self._calls_guard:
             self.calls.append(record)
 
