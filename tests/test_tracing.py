@@ -1,0 +1,99 @@
+"""Run traces through LlamaIndex's instrumentation: our steps and LlamaIndex's own spans in one tree."""
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from llama_index.core.instrumentation import get_dispatcher
+
+from pipeline import tracing
+
+library = get_dispatcher("tests.library")
+
+
+class Library:
+    """Stands for a LlamaIndex class whose methods are spans (as Ollama.chat and BaseRetriever.retrieve are)."""
+
+    model = "llama3.2"
+
+    @library.span
+    def chat(self, text: str) -> str:
+        return text.upper()
+
+
+def by_name(spans):
+    return {s.name: s for s in spans}
+
+
+def test_steps_and_library_spans_form_one_tree():
+    with tracing.recording("question", kind="chat") as trace:
+        with tracing.step("retrieve", top_k=5):
+            pass
+        with tracing.step("verify claim 1") as verify_id:
+            assert tracing.current_span_id() == verify_id
+            Library().chat("hi")
+            tracing.annotate(verdict="supported")
+    spans = by_name(trace.records())
+    assert set(spans) == {"question", "retrieve", "verify claim 1", "Library.chat"}
+    root = spans["question"]
+    assert root.parent_id is None and root.attributes == {"kind": "chat"}
+    assert spans["retrieve"].parent_id == root.span_id and spans["retrieve"].attributes == {"top_k": 5}
+    assert spans["verify claim 1"].attributes == {"verdict": "supported"}
+    assert spans["Library.chat"].parent_id == spans["verify claim 1"].span_id
+    assert spans["Library.chat"].attributes == {"model": "llama3.2"}
+    assert all(s.latency_ms is not None and s.error is None for s in spans.values())
+
+
+def test_spans_outside_a_recording_are_ignored_and_nothing_is_kept():
+    Library().chat("outside")
+    with tracing.step("lonely"):
+        assert tracing.current_span_id() is None
+    assert tracing._handler._trace_of == {} and tracing._handler._roots == {}
+
+
+def test_a_failing_step_is_kept_with_its_error():
+    with pytest.raises(ValueError):
+        with tracing.recording("question") as trace:
+            with tracing.step("generate"):
+                raise ValueError("model fell over")
+    spans = by_name(trace.records())
+    assert spans["generate"].error == "ValueError: model fell over"
+    assert spans["question"].error == "ValueError: model fell over"
+
+
+def test_work_in_a_thread_pool_joins_the_trace():
+    with tracing.recording("question") as trace:
+        with tracing.step("verify") as verify_id:
+            with ThreadPoolExecutor(max_workers=3) as pool:
+                futures = [tracing.submit(pool, _verify_one, n) for n in range(1, 4)]
+                assert [f.result() for f in futures] == ["CLAIM 1", "CLAIM 2", "CLAIM 3"]
+    spans = trace.records()
+    claims = [s for s in spans if s.name.startswith("claim ")]
+    assert len(claims) == 3 and {s.parent_id for s in claims} == {verify_id}
+    calls = [s for s in spans if s.name == "Library.chat"]
+    assert {c.parent_id for c in calls} == {s.span_id for s in claims}
+
+
+def _verify_one(n: int) -> str:
+    with tracing.step(f"claim {n}"):
+        return Library().chat(f"claim {n}")
+
+
+def test_a_nested_recording_is_a_step_of_the_outer_trace():
+    with tracing.recording("evaluate item") as outer:
+        with tracing.recording("question") as inner:
+            assert inner is outer
+    spans = by_name(outer.records())
+    assert spans["question"].parent_id == spans["evaluate item"].span_id
+
+
+def test_a_generator_closed_part_way_leaves_its_span_marked_and_the_context_clean():
+    def steps():
+        with tracing.recording("question"):
+            with tracing.step("generate"):
+                yield 1
+                yield 2
+
+    stream = steps()
+    assert next(stream) == 1
+    stream.close()
+    assert tracing.current_span_id() is None
+    assert tracing._handler._roots == {}
