@@ -97,3 +97,27 @@ def test_a_generator_closed_part_way_leaves_its_span_marked_and_the_context_clea
     stream.close()
     assert tracing.current_span_id() is None
     assert tracing._handler._roots == {}
+
+
+def test_traces_export_over_opentelemetry_with_the_same_tree():
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from pipeline.trace_export import export_traces
+
+    exporter = InMemorySpanExporter()
+    assert export_traces("", exporter) is True
+    assert export_traces("", exporter) is False
+    try:
+        with tracing.recording("question", kind="chat"):
+            with tracing.step("verify claim 1"):
+                Library().chat("hi")
+        exported = {s.name: s for s in exporter.get_finished_spans()}
+        assert {"question", "verify claim 1"} <= set(exported)
+        assert exported["verify claim 1"].parent.span_id == exported["question"].context.span_id
+        assert exported["question"].attributes["openinference.span.kind"] == "CHAIN"
+    finally:
+        from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+        LlamaIndexInstrumentor().uninstrument()
+        import pipeline.trace_export as module
+        module._exporting.clear()
