@@ -188,6 +188,21 @@ def submit(pool: Executor, fn: Callable, *args: Any) -> Future:
     return pool.submit(contextvars.copy_context().run, fn, *args)
 
 
+def tree(spans: list[SpanRecord]) -> list[tuple[int, SpanRecord]]:
+    """Spans depth-first with their depth, siblings in the order they started; orphans count as roots."""
+    ids = {s.span_id for s in spans}
+    children: dict[str | None, list[SpanRecord]] = {}
+    for span in sorted(spans, key=lambda s: s.started_at):
+        children.setdefault(span.parent_id if span.parent_id in ids else None, []).append(span)
+    ordered: list[tuple[int, SpanRecord]] = []
+    stack = [(0, s) for s in reversed(children.get(None, []))]
+    while stack:
+        depth, span = stack.pop()
+        ordered.append((depth, span))
+        stack += [(depth + 1, c) for c in reversed(children.get(span.span_id, []))]
+    return ordered
+
+
 def _attributes_of(**attributes: Any) -> None:
     """The signature our steps' bound arguments are bound to (span handlers read bound_args.arguments)."""
 

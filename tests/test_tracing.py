@@ -121,3 +121,16 @@ def test_traces_export_over_opentelemetry_with_the_same_tree():
         LlamaIndexInstrumentor().uninstrument()
         import pipeline.trace_export as module
         module._exporting.clear()
+
+
+def test_the_tree_orders_spans_depth_first():
+    with tracing.recording("question") as trace:
+        with tracing.step("retrieve"):
+            pass
+        with tracing.step("verify"):
+            with tracing.step("claim 1"):
+                pass
+        with tracing.step("decide"):
+            pass
+    assert [(depth, s.name) for depth, s in tracing.tree(trace.records())] == [
+        (0, "question"), (1, "retrieve"), (1, "verify"), (2, "claim 1"), (1, "decide")]
