@@ -44,6 +44,12 @@ class Settings:
     temperature: float = 0.0
     seed: int = 42
     request_timeout_s: float = 120.0
+    context_window: int = 8192
+    llm_backend: str = "ollama"
+    openai_base_url: str = "http://127.0.0.1:8000/v1"
+    openai_api_key: str = "none"
+    model_revision: str = ""
+    log_call_text: bool = True
     llm_retries: int = 2
     llm_backoff_s: float = 0.5
     eval_concurrency: int = 4
@@ -60,7 +66,16 @@ class Settings:
 
     def public_items(self) -> list[tuple[str, str, str]]:
         """(name, value, where it is set) for display."""
-        return [(f.name, str(getattr(self, f.name)), env_name(f.name)) for f in fields(self)]
+        return [(f.name, _shown(f.name, getattr(self, f.name)), env_name(f.name)) for f in fields(self)]
+
+
+SECRET_SETTINGS = frozenset({"openai_api_key"})
+
+
+def _shown(name: str, value) -> str:
+    if name in SECRET_SETTINGS and value not in ("", "none"):
+        return "(set)"
+    return str(value)
 
 
 ENV_OVERRIDES = {"ollama_host": "OLLAMA_HOST", "store_path": "WORKBENCH_DB"}
@@ -128,6 +143,8 @@ def _validate(s: Settings) -> Settings:
         (s.request_timeout_s > 0, "request_timeout_s", "above 0"),
         (s.max_question_chars >= 10, "max_question_chars", "at least 10"),
         (s.verify_scope in ("chunk", "context"), "verify_scope", "'chunk' or 'context'"),
+        (s.context_window >= 256, "context_window", "of at least 256 tokens"),
+        (s.llm_backend in ("ollama", "openai"), "llm_backend", "'ollama' or 'openai'"),
     ]
     for ok, name, rule in checks:
         if not ok:

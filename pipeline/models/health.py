@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
-from pipeline.models.llm import LLM, normalise_model
+from pipeline.models.backends import OpenAIChat
+from pipeline.models.ollama_models import normalise_model, pulled_models
 from store import kb
 from store.db import Database
 
@@ -18,28 +19,59 @@ class Check:
     fix: str = ""
 
 
-def model_roles(settings: Settings) -> dict[str, list[str]]:
+ALL_ROLES = ("generator", "claim", "verifier", "nli", "embed", "judge")
+CHAT_ROLES = tuple(role for role in ALL_ROLES if role != "embed")
+
+
+def model_roles(settings: Settings, roles: tuple[str, ...] = ALL_ROLES) -> dict[str, list[str]]:
     """model -> the roles it plays."""
-    roles: dict[str, list[str]] = {}
-    for role in ("generator", "claim", "verifier", "nli", "embed", "judge"):
-        roles.setdefault(getattr(settings, f"{role}_model"), []).append(role)
-    return roles
+    by_model: dict[str, list[str]] = {}
+    for role in roles:
+        by_model.setdefault(getattr(settings, f"{role}_model"), []).append(role)
+    return by_model
 
 
 def check_ollama(settings: Settings) -> list[Check]:
-    llm = LLM(settings, None, origin="health")
+    """The model servers: Ollama for every model, or, with llm_backend = openai, the OpenAI-compatible
+    server for the chat models and Ollama for the embedding model."""
+    if settings.llm_backend == "openai":
+        return check_openai(settings, model_roles(settings, CHAT_ROLES)) + \
+            _ollama_checks(settings, model_roles(settings, ("embed",)))
+    return _ollama_checks(settings, model_roles(settings))
+
+
+def _ollama_checks(settings: Settings, roles: dict[str, list[str]]) -> list[Check]:
     try:
-        pulled = llm.pulled_models(fresh=True)
+        pulled = pulled_models(settings, fresh=True)
     except WorkbenchError as exc:
         return [Check("ollama", False, exc.message, exc.fix)]
     checks = [Check("ollama", True, f"reachable at {settings.ollama_host} ({len(pulled)} models pulled)")]
-    for model, roles in model_roles(settings).items():
+    for model, played in roles.items():
         name = f"model {model}"
         if normalise_model(model) in pulled:
             digest = pulled[normalise_model(model)]
-            checks.append(Check(name, True, f"pulled ({', '.join(roles)}; digest {digest[:12]})"))
+            checks.append(Check(name, True, f"pulled ({', '.join(played)}; digest {digest[:12]})"))
         else:
-            checks.append(Check(name, False, f"not pulled ({', '.join(roles)})", f"`ollama pull {model}`"))
+            checks.append(Check(name, False, f"not pulled ({', '.join(played)})", f"`ollama pull {model}`"))
+    return checks
+
+
+def check_openai(settings: Settings, roles: dict[str, list[str]]) -> list[Check]:
+    try:
+        served = OpenAIChat(settings).served_models()
+    except WorkbenchError as exc:
+        return [Check("openai server", False, exc.message, exc.fix)]
+    checks = [Check("openai server", True, f"reachable at {settings.openai_base_url} ({len(served)} models served)")]
+    names = set(served) | {normalise_model(m) for m in served}
+    revision = settings.model_revision or "not pinned: set WORKBENCH_MODEL_REVISION"
+    for model, played in roles.items():
+        name = f"model {model}"
+        if model in names or normalise_model(model) in names:
+            checks.append(Check(name, True, f"served ({', '.join(played)}; revision {revision})"))
+        else:
+            checks.append(Check(name, False, f"not served at {settings.openai_base_url} ({', '.join(played)})",
+                                "load it in the server, or set the model setting to one of: "
+                                + (", ".join(sorted(served)) or "(none listed)")))
     return checks
 
 

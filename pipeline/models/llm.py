@@ -1,53 +1,34 @@
 """The one LLM seam: every model call goes through here.
 
-It owns the Ollama client, timeouts, retries with backoff on transient errors, the translation of
-failures into WorkbenchErrors that say the fix, the response cache (key: model digest + messages +
-format + options) and the record of every call.
+Chat and structured calls go through LlamaIndex's LLM classes (backends.py: Ollama, or an
+OpenAI-compatible server); embeddings through LlamaIndex's OllamaEmbedding. Here sit timeouts,
+retries with backoff on transient errors and the translation of failures into WorkbenchErrors
+(failures.py), the response cache (key: model identity + messages + format + options) and the
+record of every call with its texts (recorder.py).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Callable
 
-import httpx
-import ollama
 from llama_index.embeddings.ollama import OllamaEmbedding
 
 from pipeline.config import Settings
-from pipeline.errors import ModelMissing, OllamaFailed, OllamaTimeout, OllamaUnreachable, WorkbenchError
+from pipeline.errors import ModelMissing
+from pipeline.models import ollama_models
+from pipeline.models.backends import chat_backend
+from pipeline.models.failures import ollama_guard, with_retries
+from pipeline.models.ollama_models import forget_digests, normalise_model  # noqa: F401  (public here)
+from pipeline.models.recorder import CallRecorder, PendingCall, embed_text, messages_text
 from store import llm_log
 from store.db import Database
 from store.records import CacheEntry, LLMCallRecord
 
-DIGEST_TTL_S = 60.0
-TRANSIENT = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.PoolTimeout)
-
-_clients: dict[tuple, ollama.Client] = {}
 _embedders: dict[tuple, OllamaEmbedding] = {}
-_digests: dict[tuple, tuple[float, dict[str, str]]] = {}
-_shared_guard = threading.Lock()
-
-
-def normalise_model(name: str) -> str:
-    return name if ":" in name else f"{name}:latest"
-
-
-def _client(settings: Settings) -> ollama.Client:
-    key = (settings.ollama_host, settings.request_timeout_s)
-    with _shared_guard:
-        if key not in _clients:
-            _clients[key] = ollama.Client(host=settings.ollama_host, timeout=settings.request_timeout_s)
-        return _clients[key]
-
-
-def forget_digests() -> None:
-    with _shared_guard:
-        _digests.clear()
+_embedders_guard = threading.Lock()
 
 
 @dataclass
@@ -59,32 +40,36 @@ class LLMReply:
 
 
 class LLM:
-    """A view on Ollama for one unit of work; the calls it makes are collected in `calls`."""
+    """A view on the model servers for one unit of work; the calls it makes are collected in `calls`."""
 
-    def __init__(self, settings: Settings, db: Database | None, origin: str = "chat"):
+    def __init__(self, settings: Settings, db: Database | None, origin: str = "chat",
+                 eval_run_id: int | None = None):
         """origin says where the calls come from: chat, evaluation, rejudge, detector, ingest, health."""
         self.settings = settings
         self.db = db
         self.origin = origin
-        self.calls: list[LLMCallRecord] = []
+        self.backend = chat_backend(settings)
+        self.recorder = CallRecorder(origin, settings.log_call_text, eval_run_id)
         self._pending_cache: dict[str, CacheEntry] = {}
-        self._calls_guard = threading.Lock()
+        self._cache_guard = threading.Lock()
+
+    @property
+    def calls(self) -> list[LLMCallRecord]:
+        return self.recorder.calls
+
+    def take_calls(self) -> list[LLMCallRecord]:
+        return self.recorder.take()
 
     # -- models -------------------------------------------------------------------------------
     def pulled_models(self, fresh: bool = False) -> dict[str, str]:
-        """name -> digest of every pulled model (cached for a minute)."""
-        key = (self.settings.ollama_host,)
-        with _shared_guard:
-            cached = _digests.get(key)
-        if cached and not fresh and time.monotonic() - cached[0] < DIGEST_TTL_S:
-            return cached[1]
-        listing = self._guarded("list models", "-", lambda: _client(self.settings).list())
-        models = {normalise_model(m.model): m.digest for m in listing.models}
-        with _shared_guard:
-            _digests[key] = (time.monotonic(), models)
-        return models
+        """name -> digest of every model pulled into Ollama (cached for a minute)."""
+        return ollama_models.pulled_models(self.settings, fresh)
 
     def digest(self, model: str) -> str:
+        """The model's identity: its Ollama digest, or model@revision on an OpenAI-compatible server."""
+        return self.backend.identity(model) or self._ollama_digest(model)
+
+    def _ollama_digest(self, model: str) -> str:
         models = self.pulled_models()
         name = normalise_model(model)
         if name not in models:
@@ -97,68 +82,75 @@ class LLM:
     def chat(self, stage: str, model: str, messages: list[dict], schema: dict | None = None,
              options: dict | None = None, accept: Callable[[str], bool] | None = None) -> LLMReply:
         """One chat call. `accept` decides whether a reply may be cached (invalid output is not)."""
-        options = {"temperature": self.settings.temperature, "seed": self.settings.seed, **(options or {})}
-        digest = self.digest(model)
-        key = _cache_key(model, digest, messages, schema, options)
-        started, t0 = datetime.now(timezone.utc), time.perf_counter()
-        hit = self._cached(key)
-        if hit is not None:
-            self._record(stage, model, digest, key, hit, t0, started, cache_hit=True)
-            return LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
-        try:
-            response = self._with_retries(stage, model, lambda: _client(self.settings).chat(
-                model=model, messages=messages, format=schema, options=options, stream=False))
-        except WorkbenchError as exc:
-            self._record(stage, model, digest, key, {}, t0, started, error=str(exc))
-            raise
-        payload = {"text": response.message.content or "", "prompt_tokens": response.prompt_eval_count,
-                   "completion_tokens": response.eval_count}
-        self._record(stage, model, digest, key, payload, t0, started)
-        if accept is None or accept(payload["text"]):
-            self._remember(key, model, digest, payload)
-        return LLMReply(payload["text"], False, payload["prompt_tokens"], payload["completion_tokens"])
+        backend = self.backend
+        sent = backend.messages_as_sent(messages, schema)
+        options = backend.options(options)
+        call = self.recorder.start(stage, model, backend.name, messages_text(sent))
+        with self.recorder.failures(call):
+            call.digest = self.digest(model)
+            key = _cache_key(model, call.digest, sent, schema, options)
+            call.prompt_hash = key[:16]
+            call.restart_clock()
+            hit = self._cached(key)
+            if hit is not None:
+                self.recorder.finish(call, hit["text"], hit.get("prompt_tokens"), hit.get("completion_tokens"),
+                                     cache_hit=True)
+                return LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
+            result = self._with_retries(stage, model, lambda: backend.chat(model, sent, schema, options), backend.guard)
+        self.recorder.finish(call, result.text, result.prompt_tokens, result.completion_tokens)
+        if accept is None or accept(result.text):
+            self._remember(key, model, call.digest, {"text": result.text, "prompt_tokens": result.prompt_tokens,
+                                                     "completion_tokens": result.completion_tokens})
+        return LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        prefix = self.settings.embed_document_prefix
+        call = self._embed_call("embed_documents", embed_text([_prefixed(prefix, t) for t in texts]))
         embedder = self._embedder()
-        return self._embed("embed_documents", lambda: embedder.get_text_embedding_batch(texts))
+        with self.recorder.failures(call):
+            call.digest = self._ollama_digest(call.model)
+            call.restart_clock()
+            vectors = self._with_retries("embed_documents", call.model,
+                                         lambda: embedder.get_text_embedding_batch(texts), ollama_guard)
+        self.recorder.finish(call, _vectors_text(vectors))
+        return vectors
 
     def embed_query(self, text: str) -> list[float]:
-        model = self.settings.embed_model
-        digest = self.digest(model)
-        key = _cache_key(model, digest, [{"role": "query", "content": text}], None,
-                         {"prefix": self.settings.embed_query_prefix})
-        started, t0 = datetime.now(timezone.utc), time.perf_counter()
-        hit = self._cached(key)
-        if hit is not None:
-            self._record("embed_query", model, digest, key, {}, t0, started, cache_hit=True)
-            return hit["vector"]
-        embedder = self._embedder()
-        vector = self._embed("embed_query", lambda: embedder.get_query_embedding(text))
-        self._remember(key, model, digest, {"vector": vector})
+        call = self._embed_call("embed_query", _prefixed(self.settings.embed_query_prefix, text))
+        with self.recorder.failures(call):
+            call.digest = self._ollama_digest(call.model)
+            key = _cache_key(call.model, call.digest, [{"role": "query", "content": text}], None,
+                             {"prefix": self.settings.embed_query_prefix})
+            call.prompt_hash = key[:16]
+            call.restart_clock()
+            hit = self._cached(key)
+            if hit is not None:
+                self.recorder.finish(call, _vectors_text([hit["vector"]]), cache_hit=True)
+                return hit["vector"]
+            embedder = self._embedder()
+            vector = self._with_retries("embed_query", call.model, lambda: embedder.get_query_embedding(text),
+                                        ollama_guard)
+        self.recorder.finish(call, _vectors_text([vector]))
+        self._remember(key, call.model, call.digest, {"vector": vector})
         return vector
 
-    # -- cache: read from DuckDB, new entries kept here until the caller stores them with its run --
-    def _cached(self, key: str) -> dict | None:
-        if not self.settings.cache_enabled or self.db is None:
-            return None
-        with self._calls_guard:
-            pending = self._pending_cache.get(key)
-        return pending.response if pending else llm_log.cache_get(self.db, key)
+    def _embed_call(self, stage: str, prompt_text: str) -> PendingCall:
+        call = self.recorder.start(stage, self.settings.embed_model, "ollama", prompt_text)
+        call.prompt_hash = hashlib.sha256(prompt_text.encode("utf-8")).hexdigest()[:16]
+        return call
 
-    def _remember(self, key: str, model: str, digest: str, payload: dict) -> None:
-        if self.settings.cache_enabled and self.db is not None:
-            with self._calls_guard:
-                self._pending_cache[key] = CacheEntry(key, model, digest, payload)
-
-    def take_cache_entries(self) -> list[CacheEntry]:
-        with self._calls_guard:
-            entries, self._pending_cache = list(self._pending_cache.values()), {}
-        return entries
+    def _with_retries(self, stage: str, model: str, call: Callable, guard: Callable):
+        """Every model request passes here (bench/overhead.py times it to tell model time from ours)."""
+        try:
+            return with_retries(self.settings, stage, model, call, guard)
+        except ModelMissing:
+            forget_digests()  # the listing is stale: the model went away after it was read
+            raise
 
     def _embedder(self) -> OllamaEmbedding:
         s = self.settings
         key = (s.ollama_host, s.embed_model, s.embed_query_prefix, s.embed_document_prefix, s.request_timeout_s)
-        with _shared_guard:
+        with _embedders_guard:
             if key not in _embedders:
                 _embedders[key] = OllamaEmbedding(
                     model_name=s.embed_model, base_url=s.ollama_host,
@@ -167,67 +159,33 @@ class LLM:
                     client_kwargs={"timeout": s.request_timeout_s})
             return _embedders[key]
 
-    def _embed(self, stage: str, call: Callable):
-        model = self.settings.embed_model
-        digest = self.digest(model)
-        started, t0 = datetime.now(timezone.utc), time.perf_counter()
-        try:
-            result = self._with_retries(stage, model, call)
-        except WorkbenchError as exc:
-            self._record(stage, model, digest, "", {}, t0, started, error=str(exc))
-            raise
-        self._record(stage, model, digest, "", {}, t0, started)
-        return result
+    # -- cache: read from DuckDB, new entries kept here until the caller stores them with its run --
+    def _cached(self, key: str) -> dict | None:
+        if not self.settings.cache_enabled or self.db is None:
+            return None
+        with self._cache_guard:
+            pending = self._pending_cache.get(key)
+        return pending.response if pending else llm_log.cache_get(self.db, key)
 
-    # -- failure handling ---------------------------------------------------------------------
-    def _with_retries(self, stage: str, model: str, call: Callable):
-        attempts = 1 + max(0, self.settings.llm_retries)
-        for attempt in range(attempts):
-            try:
-                return self._guarded(stage, model, call)
-            except _Transient as exc:
-                if attempt == attempts - 1:
-                    raise OllamaFailed(model, stage, f"{exc.detail} (after {attempts} tries)") from None
-                time.sleep(self.settings.llm_backoff_s * (2 ** attempt))
+    def _remember(self, key: str, model: str, digest: str, payload: dict) -> None:
+        if self.settings.cache_enabled and self.db is not None:
+            with self._cache_guard:
+                self._pending_cache[key] = CacheEntry(key, model, digest, payload)
 
-    def _guarded(self, stage: str, model: str, call: Callable):
-        try:
-            return call()
-        except ConnectionError:
-            raise OllamaUnreachable(self.settings.ollama_host) from None
-        except httpx.ConnectError:
-            raise OllamaUnreachable(self.settings.ollama_host) from None
-        except httpx.TimeoutException:
-            raise OllamaTimeout(model, stage, self.settings.request_timeout_s) from None
-        except ollama.ResponseError as exc:
-            if exc.status_code == 404 and "not found" in str(exc.error).lower():
-                forget_digests()
-                raise ModelMissing(model) from None
-            if exc.status_code >= 500 or exc.status_code == -1:
-                raise _Transient(f"HTTP {exc.status_code}: {exc.error}") from None
-            raise OllamaFailed(model, stage, f"HTTP {exc.status_code}: {exc.error}") from None
-        except TRANSIENT as exc:
-            raise _Transient(f"{type(exc).__name__}: {exc}") from None
-
-    def _record(self, stage, model, digest, key, payload, t0, started, cache_hit=False, error=None):
-        record = LLMCallRecord(stage=stage, model=model, digest=digest, prompt_hash=key[:16],
-                               prompt_tokens=payload.get("prompt_tokens"),
-                               completion_tokens=payload.get("completion_tokens"),
-                               latency_ms=(time.perf_counter() - t0) * 1000, cache_hit=cache_hit,
-                               error=error, started_at=started, origin=self.origin)
-        with self._calls_guard:
-            self.calls.append(record)
-
-    def take_calls(self) -> list[LLMCallRecord]:
-        with self._calls_guard:
-            calls, self.calls = self.calls, []
-        return calls
+    def take_cache_entries(self) -> list[CacheEntry]:
+        with self._cache_guard:
+            entries, self._pending_cache = list(self._pending_cache.values()), {}
+        return entries
 
 
-class _Transient(Exception):
-    def __init__(self, detail: str):
-        super().__init__(detail)
-        self.detail = detail
+def _prefixed(prefix: str, text: str) -> str:
+    """The text as OllamaEmbedding sends it (instruction, a space, the text)."""
+    return f"{prefix} {text}" if prefix else text
+
+
+def _vectors_text(vectors: list[list[float]]) -> str:
+    dims = len(vectors[0]) if vectors else 0
+    return f"{len(vectors)} vector{'s' if len(vectors) != 1 else ''} of {dims} dimensions"
 
 
 def _cache_key(model: str, digest: str, messages: list[dict], schema, options: dict) -> str:

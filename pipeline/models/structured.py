@@ -1,13 +1,14 @@
-"""Structured output: ask with a JSON schema, validate, retry once with the error, else report invalid."""
+"""Structured output: ask with a JSON schema, parse tolerantly, retry once with the error, else report invalid."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from pipeline.models.llm import LLM
 from pipeline.answering.prompts import Prompt
+from pipeline.models.llm import LLM
+from pipeline.models.parsing import parse
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -17,15 +18,6 @@ class Structured(Generic[T]):
     value: T | None
     invalid_reason: str | None = None
     raw: str = ""
-
-
-def parse(output: type[T], text: str) -> tuple[T | None, str | None]:
-    try:
-        return output.model_validate_json(text), None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "reply"
-        return None, f"{where}: {first.get('msg', 'invalid')}"
 
 
 def ask(llm: LLM, stage: str, model: str, prompt: Prompt, user: str) -> Structured:
