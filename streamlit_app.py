@@ -6,7 +6,7 @@ from pages.views.answer import show_answer, step_line
 from pages.views.common import ollama_checks, page_setup, show_error, show_failed_checks
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.errors import InputError
-from store.kb import count_chunks
+from pipeline.knowledge.documents import count_chunks
 
 settings, db = page_setup("Chat")
 st.title("Chat")

@@ -3,10 +3,10 @@ import streamlit as st
 
 from pages.views.annotate import judge_reveal, rating_form, source_runs
 from pages.views.common import page_setup
-from pipeline.history.present import annotated_markdown, escape_markdown
-from pipeline.history.stored_runs import load_result
+from pages.views.markup import annotated_markdown, escape_markdown
+from pipeline.calibration.annotations import rated_by
+from pipeline.history.runs import load_run
 from pipeline.text import short_source
-from store.annotations import rated_by
 
 settings, db = page_setup("Annotate")
 st.title("Annotate")
@@ -27,19 +27,18 @@ judge_reveal(db)
 skipped = st.session_state.setdefault("skipped", set())
 asked = st.query_params.get("run_id", "")
 todo = [r for r in run_ids if r not in done and r not in skipped]
-if asked.isdigit() and load_result(db, int(asked)) is not None:
-    current = int(asked)
-elif todo:
-    current = todo[0]
-else:
+stored = load_run(db, int(asked)) if asked.isdigit() else None
+if stored is None and todo:
+    stored = load_run(db, todo[0])
+if stored is None:
     st.success("Every answer here is rated (or skipped). Skipped ones come back when you clear the skips.")
     if skipped and st.button("Clear skips"):
         skipped.clear()
         st.rerun()
     st.stop()
 
-result = load_result(db, current)
-st.subheader(f"Run {current}" + (" (rated by you before: saving updates it)" if current in done else ""))
+result = stored.result
+st.subheader(f"Run {result.run_id}" + (" (rated by you before: saving updates it)" if result.run_id in done else ""))
 st.markdown("**Question**")
 st.text(result.question)
 with st.expander(f"Retrieved context ({len(result.passages)} chunks)"):

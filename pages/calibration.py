@@ -1,12 +1,11 @@
 """How far the judge agrees with people, where it disagrees, and whether corrections help."""
 import streamlit as st
 
-from pages.views.calibration import (choose_scope, claim_section, corrections_form, criterion_section,
-                                        rejudge_section)
+from pages.views.calibration import choose_scope, claim_section, corrections_form, criterion_section, rejudge_section
 from pages.views.common import page_setup
 from pipeline.calibration.agreement import agreement
+from pipeline.calibration.annotations import judged_pairs
 from pipeline.evaluation.judge import CRITERIA
-from store.annotations import judged_pairs
 
 settings, db = page_setup("Calibration")
 st.title("Calibration")

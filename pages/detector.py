@@ -4,7 +4,7 @@ import plotly.express as px
 import streamlit as st
 
 from pages.views.common import page_setup
-from store.detector import detector_results, list_detector_runs
+from pipeline.detector.results import detector_results, list_detector_runs
 
 settings, db = page_setup("Detector")
 st.title("Detector benchmarks")

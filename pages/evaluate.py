@@ -7,7 +7,7 @@ from pages.views.common import page_setup, show_error
 from pages.views.evaluation import choose_dataset, live_progress, show_report, start_form
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.runner import report
-from store.evals import list_eval_runs
+from pipeline.history.evaluations import list_eval_runs
 
 settings, db = page_setup("Evaluate")
 st.title("Evaluate")

@@ -5,45 +5,35 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import page_setup, show_error
+from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
-from pipeline.knowledge.ingest import PDF_SUFFIXES, TEXT_SUFFIXES, ingest
-from pipeline.models.llm import LLM
-from store.kb import list_documents
-from store.llm_log import save_calls
+from pipeline.knowledge.documents import list_documents
+from pipeline.knowledge.ingest import PDF_SUFFIXES, TEXT_SUFFIXES, ingest_and_record, save_uploads
 
 settings, db = page_setup("Knowledge base")
 st.title("Knowledge base")
 
 
 def run_ingest(paths: list[str]) -> None:
-    llm = LLM(settings, db, origin="ingest")
     try:
         with st.spinner("Embedding…"):
-            results = ingest(paths, settings, db, llm)
+            results = ingest_and_record(paths, settings, db)
     except WorkbenchError as exc:
         show_error(exc)
         return
-    finally:
-        save_calls(db, llm.take_calls(), llm.take_cache_entries())
     for result in results:
         name = Path(result.path).name
         if result.status == "skipped":
-            st.warning(f"{name}: skipped ({result.reason})")
+            st.warning(escape_markdown(f"{name}: skipped ({result.reason})"))
         else:
-            st.info(f"{name}: {result.status}" + (f", {result.chunks} chunks" if result.chunks else ""))
+            chunks = f", {result.chunks} chunks" if result.chunks else ""
+            st.info(escape_markdown(f"{name}: {result.status}{chunks}"))
 
 
 uploads = st.file_uploader("Add Markdown, text or PDF files", accept_multiple_files=True,
                            type=sorted(s.lstrip(".") for s in TEXT_SUFFIXES | PDF_SUFFIXES))
 if uploads and st.button("Ingest uploaded files"):
-    folder = Path(settings.kb_path).parent / "uploads"
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for upload in uploads:
-        target = folder / Path(upload.name).name
-        target.write_bytes(upload.getvalue())
-        paths.append(str(target))
-    run_ingest(paths)
+    run_ingest(save_uploads([(upload.name, upload.getvalue()) for upload in uploads], settings))
 if st.button(f"Re-ingest {settings.kb_path}"):
     run_ingest([settings.kb_path])
 

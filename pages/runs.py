@@ -8,11 +8,8 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.drilldown import show_drilldown
-from pipeline.history.stored_runs import load_result
-from store.evals import scores_for_run
-from store.history import RunFilter, export_runs, filter_choices, find_runs
-from store.llm_log import calls_for_run
-from store.runs import get_run
+from pages.views.markup import escape_markdown
+from pipeline.history.runs import RunFilter, export_runs, filter_choices, find_runs, load_run
 
 PAGE_SIZE = 50
 settings, db = page_setup("Runs")
@@ -22,13 +19,13 @@ if raw_id:
     if st.button("← All runs"):
         del st.query_params["run_id"]
         st.rerun()
-    run = get_run(db, int(raw_id)) if raw_id.isdigit() else None
-    if run is None:
+    stored = load_run(db, int(raw_id)) if raw_id.isdigit() else None
+    if stored is None:
         st.title("Runs")
-        st.error(f"There is no run {raw_id!r}: it may have been deleted, or the link is mistyped.")
+        st.error(f"There is no run {escape_markdown(repr(raw_id))}: it may have been deleted, or the link is mistyped.")
         st.stop()
-    st.title(f"Run {raw_id}")
-    show_drilldown(load_result(db, int(raw_id)), run, calls_for_run(db, int(raw_id)), scores_for_run(db, int(raw_id)))
+    st.title(f"Run {stored.result.run_id}")
+    show_drilldown(stored)
     st.stop()
 
 st.title("Runs")
@@ -70,7 +67,7 @@ st.dataframe(shown, hide_index=True, width="stretch",
                             "latency_ms": st.column_config.NumberColumn("latency ms", format="%.0f")})
 
 left, right = st.columns([3, 1])
-questions = dict(zip(frame["id"], frame["question"]))
+questions = dict(zip(frame["id"], frame["question"], strict=True))
 chosen = left.selectbox("Open a run of this page", list(questions), format_func=lambda i: f"{i}: {questions[i][:90]}")
 if right.button("Open drilldown"):
     st.query_params["run_id"] = str(chosen)

@@ -4,9 +4,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages.views.common import page_setup
+from pages.views.markup import escape_markdown
+from pipeline.regression.alerts import acknowledge, list_alerts, metric_series, pin_baseline
 from pipeline.regression.compare import METRICS, config_diff, parse_floors
-from pipeline.history.present import escape_markdown
-from store.alerts import acknowledge, list_alerts, metric_series, pin_baseline
 
 settings, db = page_setup("Trends")
 st.title("Trends")

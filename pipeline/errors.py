@@ -1,17 +1,14 @@
-"""One error family. Every message says what went wrong and how to fix it."""
+"""One error family. Every message says what went wrong and how to fix it.
+
+The family's root and the store's errors are defined in store.errors (the store imports nothing from
+here) and re-exported, so pages and the CLI catch `WorkbenchError` and get the store's errors too.
+"""
 from __future__ import annotations
 
+from store.errors import StoreError, StoreLocked, StoreUnavailable, WorkbenchError
 
-class WorkbenchError(Exception):
-    """An expected failure the user can fix; pages show it with st.error, the CLI exits non-zero."""
-
-    def __init__(self, message: str, fix: str = ""):
-        super().__init__(message)
-        self.message = message
-        self.fix = fix
-
-    def __str__(self) -> str:
-        return f"{self.message}: {self.fix}" if self.fix else self.message
+__all__ = ["WorkbenchError", "StoreError", "StoreLocked", "StoreUnavailable", "ConfigError", "OllamaUnreachable",
+           "ModelMissing", "OllamaTimeout", "OllamaFailed", "InputError"]
 
 
 class ConfigError(WorkbenchError):
@@ -40,13 +37,6 @@ class OllamaFailed(WorkbenchError):
     def __init__(self, model: str, stage: str, detail: str):
         super().__init__(f"Ollama failed on the {stage} step with model {model}: {detail}",
                          fix="see `ollama serve` logs; run `python -m pipeline doctor`")
-
-
-class StoreLocked(WorkbenchError):
-    def __init__(self, path: str, seconds: float):
-        super().__init__(f"the store {path} stayed locked by another process for {seconds:g} s",
-                         fix="wait for the other workbench process (a CLI batch or the app) to finish, "
-                             "or point WORKBENCH_DB at another file")
 
 
 class InputError(WorkbenchError):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.errors import InputError
 from store.db import Database, fetch_dicts
 
 CRITERIA = ("correctness", "helpfulness", "faithfulness")
@@ -24,23 +23,12 @@ class Correction:
 
 def save_rating(db: Database, run_id: int, annotator: str, scores: dict[str, int], comment: str = "",
                 claim_verdicts: dict[tuple[int, int], str] | None = None) -> None:
-    """Save (or update) one annotator's rating of a run; refuses scores outside 1-5 and unknown verdicts."""
-    annotator = annotator.strip()
-    if not annotator:
-        raise InputError("the rating needs the annotator's name", fix="enter your name first")
-    for criterion in CRITERIA:
-        value = scores.get(criterion)
-        if not isinstance(value, int) or not 1 <= value <= 5:
-            raise InputError(f"{criterion} must be a whole number from 1 to 5, not {value!r}",
-                             fix="choose a score from 1 to 5")
-    for verdict in (claim_verdicts or {}).values():
-        if verdict not in VERDICTS:
-            raise InputError(f"unknown claim verdict {verdict!r}", fix=f"use one of {', '.join(VERDICTS)}")
+    """Save (or update) one annotator's rating of a run and their claim verdicts (validated by the caller)."""
     with db.transaction() as cur:
         cur.execute("INSERT OR REPLACE INTO ratings (run_id, annotator, correctness, helpfulness, faithfulness, "
                     "comment, rated_at) VALUES (?, ?, ?, ?, ?, ?, current_timestamp)",
                     [run_id, annotator, scores["correctness"], scores["helpfulness"], scores["faithfulness"],
-                     comment.strip() or None])
+                     comment or None])
         for (attempt_no, claim_no), verdict in (claim_verdicts or {}).items():
             cur.execute("INSERT OR REPLACE INTO claim_ratings (run_id, attempt_no, claim_no, annotator, verdict, "
                         "rated_at) VALUES (?, ?, ?, ?, ?, current_timestamp)",
@@ -56,7 +44,7 @@ def ratings_for(db: Database, run_ids: list[int]) -> list[dict]:
 def rated_by(db: Database, annotator: str, run_ids: list[int]) -> set[int]:
     with db.cursor() as cur:
         rows = cur.execute("SELECT run_id FROM ratings WHERE annotator = ? AND list_contains(?::BIGINT[], run_id)",
-                           [annotator.strip(), run_ids]).fetchall()
+                           [annotator, run_ids]).fetchall()
     return {r[0] for r in rows}
 
 
@@ -87,16 +75,13 @@ def claim_pairs(db: Database, run_ids: list[int]) -> list[dict]:
 
 
 def add_corrections(db: Database, corrections: list[dict], note: str = "") -> int:
-    """Add corrections and record a new version of the set; return the version."""
-    for c in corrections:
-        if not c.get("why", "").strip():
-            raise InputError("every correction needs a reason", fix="say why the human score is right")
+    """Add corrections (validated by the caller) and record a new version of the set; return the version."""
     with db.transaction() as cur:
         new_ids = [cur.execute(
             "INSERT INTO corrections (criterion, run_id, question, answer_excerpt, human_score, judge_score, why) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
             [c["criterion"], c["run_id"], c["question"], c["answer_excerpt"], c["human_score"], c.get("judge_score"),
-             c["why"].strip()]).fetchone()[0] for c in corrections]
+             c["why"]]).fetchone()[0] for c in corrections]
         current = cur.execute("SELECT version, correction_ids FROM correction_sets ORDER BY version DESC "
                               "LIMIT 1").fetchone()
         version = (current[0] if current else 0) + 1

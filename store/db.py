@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.errors import StoreLocked, WorkbenchError
+from store.errors import StoreLocked, StoreUnavailable
 from store.migrations import migrate
 
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "lock on file")
@@ -48,8 +48,7 @@ class Database:
                 break
             except duckdb.Error as exc:
                 if not _is_lock_error(exc):
-                    raise WorkbenchError(f"cannot open the store {self.path}: {exc}",
-                                         fix="check the path in WORKBENCH_DB and its permissions") from None
+                    raise StoreUnavailable(self.path, str(exc)) from None
                 if time.monotonic() >= deadline:
                     raise StoreLocked(self.path, self.lock_timeout_s) from None
                 time.sleep(delay)

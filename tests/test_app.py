@@ -102,6 +102,10 @@ def test_knowledge_base_page_offers_ingest_when_empty(db):
     at.button[-1].click().run()
     assert not at.exception
     assert len(at.dataframe[0].value) >= 8
+    with db.cursor() as cur:
+        logged = cur.execute("SELECT count(*), count(*) FILTER (WHERE stage = 'embed_documents') FROM llm_calls "
+                             "WHERE run_id IS NULL").fetchone()
+    assert logged[0] == logged[1] >= 8  # the page's embedding calls are recorded
 
 
 def test_settings_page_shows_settings_and_health(fake, db):
@@ -181,13 +185,43 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     assert len(at.get("plotly_chart")) == 1
 
 
-def test_runs_page_refuses_unknown_ids(kb_db):
+def open_runs_page(run_id: str) -> AppTest:
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    at.query_params["run_id"] = "424242"
+    at.query_params["run_id"] = run_id
     at.run()
     at.switch_page("pages/runs.py")
     at.run()
-    assert any("There is no run '424242'" in e.value for e in at.error)
+    assert not at.exception, at.exception
+    return at
+
+
+def test_runs_page_refuses_unknown_ids_and_shows_them_escaped(kb_db):
+    at = open_runs_page("424242")
+    assert [e.value for e in at.error] == ["There is no run \\'424242\\': it may have been deleted, or the link is "
+                                           "mistyped."]
+    at = open_runs_page("<b>**7**</b>")
+    assert "There is no run \\'\\<b\\>\\*\\*7\\*\\*\\</b\\>\\'" in at.error[0].value
+
+
+def test_drilldown_shows_model_output_escaped(fake, settings, kb_db):
+    from pipeline.answering.engine import VerifiedQueryEngine, final_result
+    fake.enqueue("<script>alert(1)</script> The RAG index held **21 million passages** [1].",
+                 model="llama3.2", match=lambda body: not body.get("format"))
+    run = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
+    at = open_runs_page(str(run.run_id))
+    text = markdown_text(at) + "\n".join(e.label for e in at.expander)
+    assert "\\<script\\>" in text and "<script>" not in text
+    assert "\\*\\*21 million passages\\*\\*" in text and "**21 million" not in text
+    assert not any(m.allow_html for m in at.markdown)
+
+
+def test_every_page_says_when_the_store_cannot_be_opened(fake, monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path))  # a folder: DuckDB cannot open it
+    for page in (None, "pages/runs.py", "pages/trends.py"):
+        at = app(page)
+        errors = [e.value for e in at.error]
+        assert any(e.startswith(f"cannot open the store {tmp_path}") and "Fix: check the path in WORKBENCH_DB" in e
+                   for e in errors), errors
 
 
 def test_detector_page_compares_runs(fake, settings, db, tmp_path):
@@ -229,14 +263,14 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     assert len(at.expander) == 3  # drop overall, drop in slice rag, floor
     at.text_input[0].set_value("known: top_k lowered")
     next(b for b in at.button if b.label == "Acknowledge").click().run()
-    from store.alerts import list_alerts
+    from pipeline.regression.alerts import list_alerts
     acked = list_alerts(db, "acknowledged")
     assert len(acked) == 1 and acked[0]["comment"] == "known: top_k lowered"
 
 
 def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings, kb_db):
     from pipeline.evaluation.runner import run_evaluation
-    from store.annotations import ratings_for
+    from pipeline.calibration.annotations import ratings_for
     from test_evaluation import ITEMS, dataset
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "to-rate")
     at = app("pages/annotate.py")
@@ -269,8 +303,8 @@ def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
 
 def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, settings, kb_db):
     from pipeline.evaluation.runner import run_evaluation
-    from store.annotations import save_rating
-    from store.evals import run_ids_of
+    from pipeline.calibration.annotations import save_rating
+    from pipeline.history.evaluations import run_ids_of
     from test_evaluation import dataset
     run_evaluation(settings, kb_db, dataset(), "cal")
     for run_id in run_ids_of(kb_db, 1):

@@ -4,14 +4,20 @@ import json
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
+from test_evaluation import ITEMS, dataset
 
 from pipeline.calibration.agreement import agreement, claim_agreement, rejudge, relevant_corrections
+from pipeline.calibration.annotations import (
+    Correction,
+    add_corrections,
+    current_corrections,
+    judged_pairs,
+    ratings_for,
+    save_rating,
+)
 from pipeline.errors import InputError
 from pipeline.evaluation.runner import run_evaluation
-from store.annotations import (Correction, add_corrections, current_corrections, judged_pairs, ratings_for,
-                               save_rating)
 from store.evals import run_ids_of
-from test_evaluation import ITEMS, dataset
 
 
 def hand_qwk(a, b):
@@ -65,13 +71,17 @@ def evaluated(fake, settings, kb_db):
 
 def test_ratings_outside_1_to_5_are_refused_and_rating_again_updates(db, evaluated, kb_db):
     run_id = evaluated[0]
-    for bad in (0, 6, 2.5, None):
-        with pytest.raises(InputError):
+    for bad in (0, 6, 2.5, None, True, "3"):
+        with pytest.raises(InputError, match="correctness must be a whole number from 1 to 5"):
             save_rating(kb_db, run_id, "ana", {"correctness": bad, "helpfulness": 3, "faithfulness": 3})
     with pytest.raises(InputError, match="annotator"):
         save_rating(kb_db, run_id, "  ", {"correctness": 3, "helpfulness": 3, "faithfulness": 3})
-    save_rating(kb_db, run_id, "ana", {"correctness": 2, "helpfulness": 3, "faithfulness": 4})
-    save_rating(kb_db, run_id, "ana", {"correctness": 5, "helpfulness": 5, "faithfulness": 5}, "changed my mind")
+    with pytest.raises(InputError, match="unknown claim verdict 'maybe'"):
+        save_rating(kb_db, run_id, "ana", {"correctness": 3, "helpfulness": 3, "faithfulness": 3},
+                    claim_verdicts={(1, 1): "maybe"})
+    assert ratings_for(kb_db, [run_id]) == []
+    save_rating(kb_db, run_id, " ana ", {"correctness": 2, "helpfulness": 3, "faithfulness": 4})
+    save_rating(kb_db, run_id, "ana", {"correctness": 5, "helpfulness": 5, "faithfulness": 5}, " changed my mind ")
     save_rating(kb_db, run_id, "ben", {"correctness": 4, "helpfulness": 4, "faithfulness": 4})
     rows = ratings_for(kb_db, [run_id])
     assert [(r["annotator"], r["correctness"], r["comment"]) for r in rows] == [("ana", 5, "changed my mind"),

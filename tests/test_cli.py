@@ -2,6 +2,7 @@ import json
 import shutil
 import subprocess
 import sys
+import textwrap
 
 
 from conftest import KB, ROOT
@@ -70,6 +71,9 @@ def test_ingest_reports_each_file_and_skips_bad_ones(settings, db, tmp_path, cap
     assert "added" in out and "rag.md" in out
     assert "skipped" in out and "binary file" in out
     assert "1 files ingested or unchanged, 1 skipped" in out
+    with db.cursor() as cur:
+        stages = [r[0] for r in cur.execute("SELECT stage FROM llm_calls WHERE run_id IS NULL").fetchall()]
+    assert stages == ["embed_documents"]  # the command records its model calls
     assert main(["ingest", "--if-empty", str(tmp_path)]) == 0
     assert "nothing to do" in capsys.readouterr().out
 
@@ -79,3 +83,29 @@ def test_python_dash_m_pipeline_runs(fake, db):
                           text=True, timeout=120)
     assert done.returncode == 1
     assert "knowledge base: no documents ingested" in done.stdout
+
+
+def test_a_locked_store_is_an_error_that_says_what_to_do(fake, settings, monkeypatch, capsys):
+    monkeypatch.setenv("WORKBENCH_STORE_LOCK_TIMEOUT_S", "0.5")
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import duckdb, time
+        con = duckdb.connect({settings.store_path!r})
+        print("locked", flush=True)
+        time.sleep(30)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert main(["runs"]) == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+    assert f"error: the store {settings.store_path} stayed locked by another process for 0.5 s" in err
+    assert "wait for the other workbench process" in err
+
+
+def test_a_store_that_cannot_be_opened_is_an_error_with_its_fix(fake, monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("WORKBENCH_DB", str(tmp_path))
+    assert main(["show", "1"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: cannot open the store {tmp_path}" in err and "check the path in WORKBENCH_DB" in err

@@ -6,7 +6,8 @@ import pytest
 
 from pipeline.verification.faithfulness import CheckedClaim, FaithfulnessChecker, Passage, locate_quote, parse_yes_no
 from pipeline.models.llm import LLM
-from pipeline.history.present import annotate, annotated_markdown, escape_markdown
+from pages.views.markup import annotated_markdown, escape_markdown
+from pipeline.history.present import annotate
 from pipeline.text import best_sentence, cited_numbers, content_words, find_span, sentences, strip_citations
 
 PASSAGES = [Passage(1, 10, "/kb/transformer.md",

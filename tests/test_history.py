@@ -5,11 +5,15 @@ from datetime import datetime, timedelta, timezone
 import duckdb
 import pytest
 
+from pages.views.markup import highlighted_chunk
+from pipeline.answering.engine import VerifiedQueryEngine, final_result
+from pipeline.answering.events import AnswerResult, Attempt
 from pipeline.cli.main import main
-from pipeline.history.present import highlighted_chunk
-from store.history import RunFilter, count_runs, export_runs, query_runs
-from store.records import ClaimRecord, RunLog, RunRecord
-from store.runs import save_run
+from pipeline.history.runs import RunFilter, list_runs, load_run
+from pipeline.verification.faithfulness import CheckedClaim, Passage
+from store.history import count_runs, export_runs, query_runs
+from store.records import AttemptRecord, ClaimRecord, RetrievalRecord, RunLog, RunRecord
+from store.runs import get_run, save_run
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -74,7 +78,7 @@ def test_exports_round_trip(db, tmp_path, fmt):
     reader = {"csv": "read_csv", "parquet": "read_parquet", "jsonl": "read_json"}[fmt]
     rows = duckdb.sql(f"SELECT * FROM {reader}('{path}') ORDER BY id DESC").fetchall()
     names = duckdb.sql(f"SELECT * FROM {reader}('{path}')").columns
-    by_name = [dict(zip(names, row)) for row in rows]
+    by_name = [dict(zip(names, row, strict=True)) for row in rows]
     assert [r["id"] for r in by_name] == [ids[7], ids[3]]
     assert by_name[0]["question"] == "question 8 about topic3" and by_name[0]["faithfulness"] == pytest.approx(0.8)
     if fmt == "jsonl":
@@ -102,5 +106,75 @@ def test_cli_runs_and_show(fake, kb_db, capsys):
     assert main(["show", str(rows[0]["id"])]) == 0
     out = capsys.readouterr().out
     assert "attempt 1: verified, faithfulness 1.00" in out and "21 million passages" in out
+    assert main(["show", "--json", str(rows[0]["id"])]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["status"] == "accepted" and shown["scores"] == []
+    assert [c["stage"] for c in shown["calls"]][:2] == ["embed_query", "grade_context"]
     assert main(["show", "999"]) == 2
     assert "there is no run 999" in capsys.readouterr().err
+
+
+QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+INVENTED = ("The RAG index held 21 million passages [1]. "
+            "The RAG paper won the best paper award at ICML 2019 [1].")
+
+
+def claims_of(result: AnswerResult) -> list[tuple]:
+    return [(a.record.attempt_no, c.claim_no, c.text, c.verdict, c.verifier, c.span, c.evidence, c.reason,
+             c.passage.chunk_id if c.passage else None) for a in result.attempts for c in a.claims]
+
+
+def test_a_stored_run_reads_back_as_the_result_the_engine_produced(fake, settings, kb_db):
+    fake.enqueue(INVENTED, model="llama3.2", match=lambda body: not body.get("format"))
+    live = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
+    assert len(live.attempts) == 2 and live.status == "accepted"
+    stored = load_run(kb_db, live.run_id)
+    back = stored.result
+    for name in ("run_id", "status", "question", "answer", "faithfulness", "final_attempt", "rewritten_query",
+                 "abstain_reason", "error", "kind", "generator_model", "config"):
+        assert getattr(back, name) == getattr(live, name), name
+    assert back.latency_ms == pytest.approx(live.latency_ms)
+    assert [a.record for a in back.attempts] == [a.record for a in live.attempts]
+    assert claims_of(back) == claims_of(live)
+    assert [(p.n, p.chunk_id, p.source, p.text) for p in back.passages] == [
+        (p.n, p.chunk_id, p.source, p.text) for p in live.passages]
+    assert [c["stage"] for c in stored.calls].count("generate") == 2 and stored.scores == []
+    assert [(g["round"], g["relevant"]) for g in stored.grades] == [(1, True)]
+    assert [r["text"] for r in stored.retrievals] == [p.text for p in live.passages]
+
+
+def test_the_run_row_is_derived_from_the_result(fake, settings, kb_db):
+    fake.enqueue(INVENTED, model="llama3.2", match=lambda body: not body.get("format"))
+    live = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
+    row = get_run(kb_db, live.run_id)
+    final = live.attempts[-1].record
+    assert (row["status"], row["answer"], row["faithfulness"], row["final_attempt"], row["n_attempts"],
+            row["n_claims"], row["n_supported"]) == (live.status, live.answer, live.faithfulness, 2, 2,
+                                                     final.n_claims, final.n_supported)
+    assert [c["text"] for c in row["claims"]] == [c[2] for c in claims_of(live)]
+    assert {r["rank"] for r in row["retrievals"] if r["cited"]} == {1}
+
+
+def test_a_run_the_consumer_abandons_is_stored_once_as_cancelled(fake, settings, kb_db):
+    events = VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION)
+    assert next(events).kind == "retrieve"
+    events.close()
+    rows = list_runs(kb_db, RunFilter())
+    assert [(r["status"], r["n_attempts"]) for r in rows] == [("cancelled", 0)]
+    stored = load_run(kb_db, rows[0]["id"])
+    assert stored.result.answer is None and len(stored.retrievals) == settings.top_k
+
+
+def test_to_log_marks_as_cited_only_the_final_rounds_chunks_the_answer_cites():
+    passage = Passage(2, 12, "/kb/rag.md", "RAG used 21 million passages.", 0.8)
+    claim = CheckedClaim(1, "RAG used 21 million passages.", "supported", "precheck", passage, (0, 29))
+    attempt = Attempt(AttemptRecord(1, False, "RAG used 21 million passages [2].", "verified", 1.0, 1, 1), [claim])
+    result = AnswerResult(None, "accepted", "q", attempt.record.answer, 1.0, [attempt], 1, [passage],
+                          started_at=T0, latency_ms=5.0)
+    retrievals = [RetrievalRecord(1, "q", 2, 11, 0.5), RetrievalRecord(2, "rewritten", 1, 13, 0.9),
+                  RetrievalRecord(2, "rewritten", 2, 12, 0.8)]
+    log = result.to_log([], retrievals, T0 + timedelta(seconds=1))
+    assert [r.cited for r in log.retrievals] == [False, False, True]
+    assert not any(r.cited for r in retrievals)  # the engine's records are left as they were
+    assert (log.run.n_attempts, log.run.n_claims, log.run.n_supported, log.run.final_attempt) == (1, 1, 1, 1)
+    assert log.claims == [ClaimRecord(1, 1, claim.text, "supported", "precheck", 12, 0, 29, claim.text, "")]

@@ -1,10 +1,13 @@
 import dataclasses
 
+import pytest
 from conftest import KB
-from pipeline.knowledge.ingest import ingest
-from pipeline.models.llm import LLM
+
 from pipeline.answering.retriever import DuckDBRetriever
-from store.kb import count_chunks, list_documents
+from pipeline.errors import InputError, WorkbenchError
+from pipeline.knowledge.documents import count_chunks, list_documents
+from pipeline.knowledge.ingest import ingest, ingest_and_record, save_uploads
+from pipeline.models.llm import LLM
 
 
 def test_sample_knowledge_base_is_substantial():
@@ -101,3 +104,38 @@ def test_a_pdf_without_text_is_skipped_with_its_reason(settings, db, tmp_path):
         writer.write(handle)
     result = ingest([str(tmp_path / "scan.pdf")], settings, db, LLM(settings, db))[0]
     assert result.reason == "PDF has no extractable text (scanned images need OCR first)"
+
+
+def logged_calls(db) -> list[tuple]:
+    with db.cursor() as cur:
+        return cur.execute("SELECT stage, run_id, error IS NULL FROM llm_calls ORDER BY id").fetchall()
+
+
+def test_ingest_and_record_logs_its_embedding_calls(fake, settings, db, tmp_path):
+    (tmp_path / "a.md").write_text("# A\n\nVector search finds neighbours.")
+    (tmp_path / "b.md").write_text("# B\n\nBM25 ranks by term frequency.")
+    results = ingest_and_record([str(tmp_path)], settings, db)
+    assert [r.status for r in results] == ["added", "added"]
+    embeds = [r for r in fake.requests if r["path"] == "/api/embed"]
+    assert logged_calls(db) == [("embed_documents", None, True)] * len(embeds) and len(embeds) == 2
+
+
+def test_ingest_and_record_logs_the_calls_of_an_ingest_that_failed(fake, settings, db, tmp_path):
+    (tmp_path / "a.md").write_text("# A\n\nVector search finds neighbours.")
+    fake.inject("500", path="/api/embed", times=10)
+    with pytest.raises(WorkbenchError):
+        ingest_and_record([str(tmp_path)], settings, db)
+    calls = logged_calls(db)
+    assert calls and all(stage == "embed_documents" and ok is False for stage, _, ok in calls)
+    assert count_chunks(db) == 0
+
+
+def test_uploads_are_saved_by_their_base_name_next_to_the_knowledge_base(settings, tmp_path):
+    settings = dataclasses.replace(settings, kb_path=str(tmp_path / "kb"))
+    paths = save_uploads([("notes.md", b"# Notes"), ("../../escape.md", b"# Out"), ("C:\\x\\win.txt", b"w")],
+                         settings)
+    uploads = tmp_path / "uploads"
+    assert paths == [str(uploads / "notes.md"), str(uploads / "escape.md"), str(uploads / "win.txt")]
+    assert (uploads / "escape.md").read_bytes() == b"# Out" and not (tmp_path.parent / "escape.md").exists()
+    with pytest.raises(InputError, match="no usable name"):
+        save_uploads([("..", b"x")], settings)

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 import duckdb
 import pytest
 
-from pipeline.errors import StoreLocked
 from store.db import Database
+from store.errors import StoreError, StoreLocked, StoreUnavailable, WorkbenchError
+from store.history import RunFilter, query_runs
 from store.migrations import MIGRATIONS, applied, m001_knowledge_base, migrate
 from store.records import AttemptRecord, ClaimRecord, RetrievalRecord, RunLog, RunRecord
-from store.history import RunFilter, query_runs
 from store.runs import get_run, save_run
 
 TABLES = {"documents", "chunks", "runs", "context_grades", "retrievals", "attempts", "claims", "llm_calls",
@@ -111,3 +111,19 @@ def test_a_lock_held_too_long_gives_a_clear_message(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_store_that_cannot_be_opened_says_what_to_check(tmp_path):
+    db = Database(str(tmp_path), lock_timeout_s=0.5, idle_release_s=0)  # a folder, not a file
+    with pytest.raises(StoreUnavailable) as caught:
+        query_runs(db, RunFilter())
+    assert caught.value.message.startswith(f"cannot open the store {tmp_path}: ")
+    assert caught.value.fix == "check the path in WORKBENCH_DB and its permissions"
+    assert isinstance(caught.value, StoreError) and isinstance(caught.value, WorkbenchError)
+
+
+def test_the_store_errors_are_the_pipelines_error_family():
+    import pipeline.errors
+
+    assert pipeline.errors.WorkbenchError is WorkbenchError and pipeline.errors.StoreLocked is StoreLocked
+    assert issubclass(StoreLocked, pipeline.errors.WorkbenchError)

@@ -4,10 +4,12 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.views.common import show_error
-from pipeline.errors import WorkbenchError
+from pages.views.markup import escape_markdown
 from pipeline.answering.events import AnswerResult
-from store.annotations import CRITERIA, VERDICTS, save_rating
-from store.evals import list_eval_runs, recent_chat_run_ids, run_ids_of, scores_for_run
+from pipeline.calibration.annotations import CRITERIA, VERDICTS, save_rating
+from pipeline.errors import WorkbenchError
+from pipeline.history.evaluations import list_eval_runs, run_ids_of
+from pipeline.history.runs import recent_chat_run_ids, scores_for_run
 
 CHAT = "Recent chat runs"
 
@@ -25,7 +27,7 @@ def rating_form(db, annotator: str, result: AnswerResult) -> None:
         verdicts = {}
         for claim in result.final_claims:
             verdicts[(result.final_attempt, claim.claim_no)] = st.selectbox(
-                f"Claim {claim.claim_no}: {claim.text}", VERDICTS,
+                f"Claim {claim.claim_no}: {escape_markdown(claim.text)}", VERDICTS,
                 index=VERDICTS.index(claim.verdict) if claim.verdict in VERDICTS else 0,
                 key=f"claim-{result.run_id}-{claim.claim_no}")
         comment = st.text_area("Comment (optional)", key=f"comment-{result.run_id}")
@@ -57,7 +59,8 @@ def judge_reveal(db) -> None:
     if not rated:
         return
     run_id, human = rated
-    judge = {s["metric"].removeprefix("judge_"): s for s in scores_for_run(db, run_id) if s["metric"].startswith("judge_")}
+    judge = {s["metric"].removeprefix("judge_"): s for s in scores_for_run(db, run_id)
+             if s["metric"].startswith("judge_")}
     lines = []
     for criterion in CRITERIA:
         score = judge.get(criterion)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown
 from pipeline.answering.events import AnswerResult, Event
-from pipeline.history.present import VERDICT_ICON, annotated_markdown, escape_markdown
 from pipeline.text import short_source
 
 STATUS_TEXT = {

@@ -6,13 +6,20 @@ import plotly.express as px
 import streamlit as st
 
 from pages.views.common import show_error
-from pipeline.calibration.agreement import (MIN_RELIABLE, Agreement, agreement, claim_agreement, disagreements,
-                                  inter_annotator, rejudge)
+from pages.views.markup import escape_markdown
+from pipeline.calibration.agreement import (
+    MIN_RELIABLE,
+    Agreement,
+    agreement,
+    claim_agreement,
+    disagreements,
+    inter_annotator,
+    rejudge,
+)
+from pipeline.calibration.annotations import add_corrections, current_corrections, judged_pairs
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.judge import CRITERIA
-from pipeline.history.present import escape_markdown
-from store.annotations import add_corrections, current_corrections, judged_pairs
-from store.evals import list_eval_runs, run_ids_of, run_ids_under_pin
+from pipeline.history.evaluations import list_eval_runs, run_ids_of, run_ids_under_pin
 
 
 def choose_scope(db) -> tuple[str, list[int]]:

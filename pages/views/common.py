@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pipeline.config import Settings, load_settings
+from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.health import Check, check_ollama
-from store.alerts import count_open_alerts
-from store.db import Database, get_database
+from pipeline.regression.alerts import count_open_alerts
+from pipeline.session import Database, open_workbench
 
 # The page order of the sidebar. Streamlit's own page list is hidden (.streamlit/config.toml) because it
 # names pages after their files; these links carry titles and icons and keep the order explicit.
@@ -26,8 +26,7 @@ PAGES = [
 
 @st.cache_resource
 def resources() -> tuple[Settings, Database]:
-    settings = load_settings()
-    return settings, get_database(settings)
+    return open_workbench()
 
 
 @st.cache_data(ttl=15, show_spinner=False)
@@ -49,7 +48,12 @@ def page_setup(title: str) -> tuple[Settings, Database]:
             st.error(f"Ollama: {len(failed)} problem(s); see Settings & health", icon="🚫")
         else:
             st.success(f"Ollama ready at {settings.ollama_host}", icon="✅")
+    try:
         open_alerts = count_open_alerts(db)
+    except WorkbenchError as exc:  # the store is locked by another process too long, or cannot be opened
+        show_error(exc)
+        st.stop()
+    with st.sidebar:
         if open_alerts:
             st.warning(f"{open_alerts} open regression alert(s): see Trends", icon="🔔")
         else:

@@ -8,23 +8,26 @@ import plotly.express as px
 import streamlit as st
 
 from pages.views.answer import STATUS_TEXT
+from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk
 from pipeline.answering.events import AnswerResult
-from pipeline.history.present import VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk
+from pipeline.history.runs import StoredRun
 from pipeline.text import short_source
 
 
-def show_drilldown(result: AnswerResult, run: dict, calls: list[dict], scores: list[dict]) -> None:
+def show_drilldown(stored: StoredRun) -> None:
+    result = stored.result
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
-    st.markdown(f"**Run {result.run_id}** · {run['kind']} · {STATUS_TEXT.get(result.status, result.status)} · "
+    st.markdown(f"**Run {result.run_id}** · {escape_markdown(result.kind)} · "
+                f"{STATUS_TEXT.get(result.status, escape_markdown(result.status))} · "
                 f"faithfulness **{faith}** · {len(result.attempts)} attempt(s) · "
-                f"{escape_markdown(str(run['generator_model']))} · {(run['latency_ms'] or 0) / 1000:.1f} s · "
-                f"{run['started_at']:%Y-%m-%d %H:%M:%S}")
+                f"{escape_markdown(str(result.generator_model))} · {(result.latency_ms or 0) / 1000:.1f} s · "
+                f"{result.started_at:%Y-%m-%d %H:%M:%S}")
     st.page_link("pages/annotate.py", label="Rate this run", icon="✍️",
                   query_params={"run_id": str(result.run_id)})
     st.subheader("Question")
     st.text(result.question)
     if result.error:
-        st.error(result.error)
+        st.error(escape_markdown(result.error))
     st.subheader("Answer")
     if result.status == "abstained":
         st.markdown(escape_markdown(f"{result.answer} ({result.abstain_reason})"))
@@ -32,11 +35,11 @@ def show_drilldown(result: AnswerResult, run: dict, calls: list[dict], scores: l
         st.markdown(annotated_markdown(result.answer or "", result.final_claims))
     show_attempts(result)
     show_claims(result)
-    show_chunks(run)
-    if scores:
+    show_chunks(stored.retrievals)
+    if stored.scores:
         st.subheader("Scores")
-        st.dataframe(pd.DataFrame(scores), hide_index=True, width="stretch")
-    show_timeline(calls)
+        st.dataframe(pd.DataFrame(stored.scores), hide_index=True, width="stretch")
+    show_timeline(stored.calls)
 
 
 def show_attempts(result: AnswerResult) -> None:
@@ -63,7 +66,8 @@ def show_claims(result: AnswerResult) -> None:
     for claim in claims:
         icon = VERDICT_ICON.get(claim.verdict, "")
         source = f" · [{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""
-        with st.expander(f"{icon} {claim.claim_no}. {claim.text} — {claim.verdict} ({claim.verifier}){source}"):
+        label = f"{claim.claim_no}. {claim.text} — {claim.verdict} ({claim.verifier}){source}"
+        with st.expander(f"{icon} {escape_markdown(label)}"):
             st.caption(escape_markdown(claim.reason or ""))
             if claim.passage:
                 st.markdown(highlighted_chunk(claim.passage.text, claim.span, claim.verdict))
@@ -71,11 +75,11 @@ def show_claims(result: AnswerResult) -> None:
                 st.caption("No evidence in the sources.")
 
 
-def show_chunks(run: dict) -> None:
-    if not run["retrievals"]:
+def show_chunks(retrievals: list[dict]) -> None:
+    if not retrievals:
         return
     st.subheader("Retrieved chunks")
-    frame = pd.DataFrame(run["retrievals"])[["round", "query", "rank", "score", "cited", "source", "text"]]
+    frame = pd.DataFrame(retrievals)[["round", "query", "rank", "score", "cited", "source", "text"]]
     frame["source"] = frame["source"].map(short_source)
     st.dataframe(frame, hide_index=True, width="stretch")
 

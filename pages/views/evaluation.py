@@ -12,7 +12,7 @@ from pipeline.evaluation.dataset import Dataset, load_dataset, parse_dataset
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.runner import EvalReport, weak_slices, worst_items
-from pipeline.history.present import escape_markdown
+from pages.views.markup import escape_markdown
 
 SCORE_COLUMNS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "judge_correctness",
                  "judge_helpfulness", "judge_faithfulness"]

@@ -4,27 +4,33 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Iterator
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from pipeline.answering import prompts
+from pipeline.answering.events import AnswerResult, Attempt, Event
+from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
-from pipeline.answering.events import AnswerResult, Attempt, Event
-from pipeline.verification.faithfulness import (ABSTAIN_SENTENCE, SUPPORTED, UNVERIFIED, CheckedClaim, FaithfulnessChecker,
-                                   Passage, context_block)
 from pipeline.models.llm import LLM
-from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.models.structured import ask
-from pipeline.text import cited_numbers, one_line
+from pipeline.text import one_line
+from pipeline.verification.faithfulness import (
+    ABSTAIN_SENTENCE,
+    SUPPORTED,
+    UNVERIFIED,
+    FaithfulnessChecker,
+    Passage,
+    context_block,
+)
 from store.db import Database
-from store.records import (AttemptRecord, ClaimRecord, GradeRecord, RetrievalRecord, RunLog, RunRecord)
+from store.records import AttemptRecord, GradeRecord, RetrievalRecord, RunLog
 from store.runs import save_run
 
 PROMPTS = (prompts.GRADE_CONTEXT, prompts.REWRITE_QUERY, prompts.GENERATE, prompts.GENERATE_STRICT,
@@ -60,18 +66,19 @@ class QuestionRun:
     """The state of one question as it goes through the steps."""
 
     def __init__(self, settings: Settings, db: Database, question: str, kind: str, persist: bool = True):
-        """persist=False leaves writing `self.log` to the caller (the evaluation runner writes it with
+        """`self.result` is the run; `self.log`, its rows, is derived from it once the run ends.
+        persist=False leaves writing `self.log` to the caller (the evaluation runner writes it with
         the item's scores in one transaction)."""
         self.settings, self.db, self.question, self.persist = settings, db, question, persist
         self.llm = LLM(settings, db)
         self.checker = FaithfulnessChecker(self.llm, settings)
         self.retriever = DuckDBRetriever(self.llm, db, settings.top_k)
         self.t0 = time.perf_counter()
-        self.log = RunLog(RunRecord(kind=kind, question=question, status="running",
-                                    started_at=datetime.now(timezone.utc),
-                                    generator_model=settings.generator_model, config=run_config(settings)))
-        self.result = AnswerResult(None, "running", question, None)
-        self._saved = False
+        self.result = AnswerResult(None, "running", question, None, kind=kind, started_at=datetime.now(timezone.utc),
+                                   generator_model=settings.generator_model, config=run_config(settings))
+        self.grades: list[GradeRecord] = []
+        self.retrievals: list[RetrievalRecord] = []
+        self.log: RunLog | None = None
 
     # -- the stream ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
@@ -88,8 +95,8 @@ class QuestionRun:
             self._save()
             yield Event("final", f"run {self.result.run_id}: {self.result.status}", {"result": self.result})
         finally:
-            if not self._saved:  # the consumer stopped listening part-way
-                self.result.status = self.log.run.status = "cancelled"
+            if self.log is None:  # the consumer stopped listening part-way
+                self.result.status = "cancelled"
                 self._save()
 
     def _steps(self) -> Iterator[Event]:
@@ -114,7 +121,7 @@ class QuestionRun:
         nodes = self.retriever.retrieve(query)
         passages = [Passage(n, int(node.node.metadata["chunk_id"]), node.node.metadata["source"],
                             node.node.get_content(), float(node.score)) for n, node in enumerate(nodes, start=1)]
-        self.log.retrievals += [RetrievalRecord(round_no, query, p.n, p.chunk_id, p.score) for p in passages]
+        self.retrievals += [RetrievalRecord(round_no, query, p.n, p.chunk_id, p.score) for p in passages]
         self.result.passages = passages
         yield Event("retrieve", f"retrieved {len(passages)} chunks" + (f" for '{query}'" if round_no > 1 else ""),
                     {"round": round_no, "query": query, "passages": passages})
@@ -123,14 +130,14 @@ class QuestionRun:
     def _grade(self, round_no: int, passages: list[Passage]):
         result = ask(self.llm, "grade_context", self.settings.generator_model, prompts.GRADE_CONTEXT,
                      prompts.grade_input(self.question, context_block(passages)))
-        query = self.log.retrievals[-1].query
+        query = self.retrievals[-1].query
         if result.value is None:
-            self.log.grades.append(GradeRecord(round_no, query, None, result.invalid_reason))
+            self.grades.append(GradeRecord(round_no, query, None, result.invalid_reason))
             yield Event("grade", f"context grade unreadable, answering anyway: {result.invalid_reason}",
                         {"round": round_no, "relevant": None, "reason": result.invalid_reason})
             return None, result.invalid_reason
         grade = result.value
-        self.log.grades.append(GradeRecord(round_no, query, grade.relevant, grade.reason))
+        self.grades.append(GradeRecord(round_no, query, grade.relevant, grade.reason))
         yield Event("grade", ("context is relevant" if grade.relevant else "context is not relevant") +
                     f": {grade.reason}", {"round": round_no, "relevant": grade.relevant, "reason": grade.reason})
         return grade.relevant, grade.reason
@@ -143,7 +150,7 @@ class QuestionRun:
             yield Event("rewrite", "no different query to try" + (f" ({result.invalid_reason})"
                                                                   if result.invalid_reason else ""), {"query": None})
             return None
-        self.result.rewritten_query = self.log.run.rewritten_query = query
+        self.result.rewritten_query = query
         yield Event("rewrite", f"rewrote the query as '{query}'", {"query": query})
         return query
 
@@ -191,7 +198,6 @@ class QuestionRun:
         record.n_claims = len(attempt.claims)
         record.n_supported = sum(c.verdict == SUPPORTED for c in attempt.claims)
         record.failed_claims = [c.text for c in attempt.claims if c.verdict not in (SUPPORTED, UNVERIFIED)]
-        self.log.claims += [claim_record(attempt_no, c) for c in attempt.claims]
         yield Event("score", f"attempt {attempt_no}: faithfulness " +
                     (f"{faith:.2f} ({record.n_supported}/{record.n_claims} claims supported)" if faith is not None
                      else f"not scored ({record.status})"),
@@ -236,38 +242,25 @@ class QuestionRun:
         yield Event("decide", _decision_message(status, record), {"status": status})
 
     def _abstain(self, reason: str, best: Attempt | None = None):
-        self.result.abstain_reason = self.log.run.abstain_reason = reason
+        self.result.abstain_reason = reason
         self._finish("abstained", best, ABSTAIN_SENTENCE)
         yield Event("abstain", f"abstained: {reason}", {"reason": reason})
 
     def _finish(self, status: str, attempt: Attempt | None, answer: str) -> None:
-        run, result = self.log.run, self.result
-        run.status = result.status = status
-        run.answer = result.answer = answer
-        run.n_attempts = len(result.attempts)
+        result = self.result
+        result.status, result.answer = status, answer
         if attempt is not None:
-            record = attempt.record
-            run.final_attempt = result.final_attempt = record.attempt_no
-            run.faithfulness = result.faithfulness = record.faithfulness
-            run.n_claims, run.n_supported = record.n_claims, record.n_supported
-            cited = cited_numbers(record.answer)
-            final_query = self.log.retrievals[-1].query if self.log.retrievals else None
-            for retrieval in self.log.retrievals:
-                retrieval.cited = retrieval.query == final_query and retrieval.rank in cited
+            result.final_attempt = attempt.record.attempt_no
+            result.faithfulness = attempt.record.faithfulness
 
     def _fail(self, message: str, fix: str = "") -> None:
-        self.log.run.status = self.result.status = "failed"
-        self.log.run.error = self.result.error = message
-        self.result.fix = fix
-        self.log.run.n_attempts = len(self.result.attempts)
+        self.result.status, self.result.error, self.result.fix = "failed", message, fix
 
     def _save(self) -> None:
-        self._saved = True
-        self.log.attempts = [a.record for a in self.result.attempts]
-        self.log.calls = self.llm.take_calls()
-        self.log.cache_entries = self.llm.take_cache_entries()
-        self.log.run.finished_at = datetime.now(timezone.utc)
-        self.log.run.latency_ms = self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
+        """Derive the run's rows from the result (once) and write them unless the caller will."""
+        self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
+        self.log = self.result.to_log(self.grades, self.retrievals, datetime.now(timezone.utc),
+                                      self.llm.take_calls(), self.llm.take_cache_entries())
         if self.persist:
             self.result.run_id = save_run(self.db, self.log)
 
@@ -281,13 +274,6 @@ def _decision_message(status: str, record: AttemptRecord) -> str:
     if status == "no_claims":
         return "the answer makes no checkable claims"
     return f"the answer could not be verified: {record.error or 'no claim got a verdict'}"
-
-
-def claim_record(attempt_no: int, claim: CheckedClaim) -> ClaimRecord:
-    return ClaimRecord(attempt_no, claim.claim_no, claim.text, claim.verdict, claim.verifier,
-                       claim.passage.chunk_id if claim.passage else None,
-                       claim.span[0] if claim.span else None, claim.span[1] if claim.span else None,
-                       claim.evidence, claim.reason)
 
 
 def final_result(events: Iterator[Event]) -> AnswerResult:

@@ -20,7 +20,7 @@ from pipeline.verification.faithfulness import context_block
 from pipeline.evaluation.judge import CRITERIA, JudgePin, judge, judge_pin
 from pipeline.models.llm import LLM
 from pipeline.answering.prompts import JUDGE_PROMPT_VERSION
-from pipeline.history.stored_runs import load_result
+from pipeline.history.runs import load_result
 from pipeline.text import content_words
 from store import annotations
 from store.annotations import Correction

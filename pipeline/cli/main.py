@@ -22,14 +22,11 @@ from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.answering.events import AnswerResult
 from pipeline.models.health import check_all
-from pipeline.knowledge.ingest import ingest
-from pipeline.models.llm import LLM
-from pipeline.history.stored_runs import load_result
+from pipeline.history.runs import RunFilter, list_runs, load_run
+from pipeline.knowledge.documents import count_chunks
+from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.text import short_source
 from store.db import get_database
-from store.history import RunFilter, query_runs
-from store.kb import count_chunks
-from store.llm_log import calls_for_run, save_calls
 
 VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "yellow", "unverified": "magenta"}
 
@@ -145,7 +142,6 @@ def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
         out.print(Text(f"The knowledge base already has chunks embedded with {settings.embed_model}; "
                        "nothing to do."))
         return 0
-    llm = LLM(settings, db, origin="ingest")
 
     def report(result):
         line = f"{result.status:9} {result.path}"
@@ -153,10 +149,7 @@ def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
         line += f": {result.reason}" if result.reason else ""
         out.print(Text(line, style="yellow" if result.status == "skipped" else ""))
 
-    try:
-        results = ingest(args.paths, settings, db, llm, on_result=report)
-    finally:
-        save_calls(db, llm.take_calls(), llm.take_cache_entries())
+    results = ingest_and_record(args.paths, settings, db, on_result=report)
     if not results:
         err.print(Text("error: no Markdown, text or PDF files found under the given paths", style="red"))
         return 2
@@ -218,7 +211,7 @@ def cmd_bench_detector(args, settings, db, out: Console, err: Console) -> int:
 
 
 def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
-    rows = query_runs(db, RunFilter(statuses=[args.status] if args.status else []), 1, args.limit)
+    rows = list_runs(db, RunFilter(statuses=[args.status] if args.status else []), args.limit)
     if args.json:
         out.print_json(json.dumps(rows, default=str))
         return 0
@@ -233,12 +226,14 @@ def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
 
 
 def cmd_show(args, settings, db, out: Console, err: Console) -> int:
-    result = load_result(db, args.run_id)
-    if result is None:
+    stored = load_run(db, args.run_id)
+    if stored is None:
         err.print(Text(f"error: there is no run {args.run_id}", style="red"))
         return 2
+    result = stored.result
     if args.json:
-        out.print_json(json.dumps({**result_json(result), "calls": calls_for_run(db, args.run_id)}, default=str))
+        out.print_json(json.dumps({**result_json(result), "calls": stored.calls, "scores": stored.scores},
+                                  default=str))
         return 0
     out.print(Text(f"question: {result.question}", style="bold"))
     for attempt in result.attempts:

@@ -1,1 +1,1 @@
-"""Stored runs read back and presented."""
+"""Stored runs read back: one run for its drilldown, lists, exports, and the runs of evaluations."""

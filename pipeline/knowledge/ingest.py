@@ -12,9 +12,11 @@ from pathlib import Path
 from llama_index.core.node_parser import SentenceSplitter
 
 from pipeline.config import Settings
+from pipeline.errors import InputError
 from pipeline.models.llm import LLM
 from store import kb
 from store.db import Database
+from store.llm_log import save_calls
 
 TEXT_SUFFIXES = {".md", ".markdown", ".txt", ".text", ".rst"}
 PDF_SUFFIXES = {".pdf"}
@@ -109,7 +111,7 @@ def ingest_file(path: Path, settings: Settings, db: Database, llm: LLM) -> Inges
     pieces = split(text, settings)
     vectors = llm.embed_documents([p[0] for p in pieces])
     chunks = [kb.NewChunk(i, piece, start, end, vector)
-              for i, ((piece, start, end), vector) in enumerate(zip(pieces, vectors))]
+              for i, ((piece, start, end), vector) in enumerate(zip(pieces, vectors, strict=True))]
     kb.replace_document(db, key, title_of(text, path), digest, settings.embed_model, settings.chunk_size,
                         settings.chunk_overlap, len(text), chunks)
     return IngestResult(key, "replaced" if state else "added", chunks=len(chunks))
@@ -124,3 +126,29 @@ def ingest(paths: list[str], settings: Settings, db: Database, llm: LLM, on_resu
         if on_result:
             on_result(result)
     return results
+
+
+def save_uploads(files: list[tuple[str, bytes]], settings: Settings) -> list[str]:
+    """Write uploaded files into the uploads folder next to the knowledge base; return their paths.
+    Only the base of each uploaded name is used, so a name cannot point outside that folder."""
+    folder = Path(settings.kb_path).parent / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, data in files:
+        base = Path(name.replace("\\", "/")).name
+        if base in ("", ".", ".."):
+            raise InputError(f"an uploaded file has no usable name ({name!r})",
+                             fix="rename the file and upload it again")
+        target = folder / base
+        target.write_bytes(data)
+        paths.append(str(target))
+    return paths
+
+
+def ingest_and_record(paths: list[str], settings: Settings, db: Database, on_result=None) -> list[IngestResult]:
+    """Ingest with a model client of its own and log its embedding calls, even when ingesting fails."""
+    llm = LLM(settings, db, origin="ingest")
+    try:
+        return ingest(paths, settings, db, llm, on_result)
+    finally:
+        save_calls(db, llm.take_calls(), llm.take_cache_entries())

@@ -1,0 +1,46 @@
+"""Stored question runs, read back: one run with everything its drilldown shows, the filtered and paged
+list of runs, and exports. The run itself is the engine's AnswerResult again (AnswerResult.from_stored)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.answering.events import AnswerResult
+from store import history
+from store.db import Database
+from store.evals import recent_chat_run_ids, scores_for_run
+from store.history import RunFilter, RunPage, export_runs, filter_choices, find_runs
+from store.llm_log import calls_for_run
+from store.runs import get_run
+
+__all__ = ["RunFilter", "RunPage", "StoredRun", "export_runs", "filter_choices", "find_runs", "list_runs",
+           "load_result", "load_run", "recent_chat_run_ids", "scores_for_run"]
+
+
+@dataclass
+class StoredRun:
+    """One stored run and everything recorded about it."""
+    result: AnswerResult  # the run: outcome, attempts with their claims, the final round's passages
+    retrievals: list[dict]  # every round's retrieved chunks with text, source, score and whether cited
+    grades: list[dict]  # the context grade of each retrieval round
+    calls: list[dict]  # every LLM call of the run, oldest first
+    scores: list[dict]  # evaluation scores, when the run answered an evaluation item
+
+
+def load_run(db: Database, run_id: int) -> StoredRun | None:
+    """The run with its retrievals, grades, LLM calls and scores; None when there is no such run."""
+    run = get_run(db, run_id)
+    if run is None:
+        return None
+    return StoredRun(AnswerResult.from_stored(run), run["retrievals"], run["grades"], calls_for_run(db, run_id),
+                     scores_for_run(db, run_id))
+
+
+def load_result(db: Database, run_id: int) -> AnswerResult | None:
+    """Only the run itself, for reading many runs (re-judging) without their calls and scores."""
+    run = get_run(db, run_id)
+    return AnswerResult.from_stored(run) if run is not None else None
+
+
+def list_runs(db: Database, run_filter: RunFilter, limit: int = 20) -> list[dict]:
+    """The newest runs matching the filter, without counting them all."""
+    return history.query_runs(db, run_filter, 1, limit)

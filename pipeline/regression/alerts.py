@@ -1,0 +1,15 @@
+"""Regression alerts, baseline pins and the metric series over evaluation runs, as the screen reads them.
+
+Alerts are written by pipeline.regression.compare; these are the typed reads and the two user actions."""
+from __future__ import annotations
+
+from store.alerts import acknowledge as _acknowledge
+from store.alerts import count_open_alerts, list_alerts, metric_series, pin_baseline
+from store.db import Database
+
+__all__ = ["acknowledge", "count_open_alerts", "list_alerts", "metric_series", "pin_baseline"]
+
+
+def acknowledge(db: Database, alert_id: int, comment: str) -> bool:
+    """Mark an open alert acknowledged with the comment; False when it was not open."""
+    return _acknowledge(db, alert_id, comment.strip())

@@ -1,0 +1,38 @@
+"""The store's errors, and the root of the workbench's one error family.
+
+The root lives here, in the bottom layer, so that the store can raise into the same family as the
+pipeline without importing upward: pipeline.errors re-exports it and adds its own kinds, and the pages
+and the CLI catch `WorkbenchError` alone. Every message says what went wrong; `fix` says what to do.
+"""
+from __future__ import annotations
+
+
+class WorkbenchError(Exception):
+    """An expected failure the user can fix; pages show it with st.error, the CLI exits non-zero."""
+
+    def __init__(self, message: str, fix: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message}: {self.fix}" if self.fix else self.message
+
+
+class StoreError(WorkbenchError):
+    """The store could not do what was asked."""
+
+
+class StoreUnavailable(StoreError):
+    def __init__(self, path: str, detail: str):
+        super().__init__(f"cannot open the store {path}: {detail}",
+                         fix="check the path in WORKBENCH_DB and its permissions")
+        self.path = path
+
+
+class StoreLocked(StoreError):
+    def __init__(self, path: str, seconds: float):
+        super().__init__(f"the store {path} stayed locked by another process for {seconds:g} s",
+                         fix="wait for the other workbench process (a CLI batch or the app) to finish, "
+                             "or point WORKBENCH_DB at another file")
+        self.path = path
