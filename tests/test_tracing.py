@@ -134,3 +134,17 @@ def test_the_tree_orders_spans_depth_first():
             pass
     assert [(depth, s.name) for depth, s in tracing.tree(trace.records())] == [
         (0, "question"), (1, "retrieve"), (1, "verify"), (2, "claim 1"), (1, "decide")]
+
+
+def test_a_model_call_is_recorded_under_the_step_that_made_it(settings, db):
+    from pipeline.models.llm import LLM
+
+    llm = LLM(settings, db)
+    with tracing.recording("question") as trace:
+        with tracing.step("generate") as generate_id:
+            llm.chat("generate", "llama3.2", [{"role": "user", "content": "Question: hi\n\nContext:\n[1] a.md\nhi"}])
+    llm.chat("generate", "llama3.2", [{"role": "user", "content": "outside any run"}])
+    inside, outside = llm.take_calls()
+    assert inside.span_id == generate_id and outside.span_id is None
+    chat_span = next(s for s in trace.records() if s.parent_id == generate_id)
+    assert chat_span.name == "Ollama.chat" and chat_span.attributes["model"] == "llama3.2"

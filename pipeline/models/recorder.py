@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pipeline.errors import WorkbenchError
+from pipeline.tracing import current_span_id
 from store.records import LLMCallRecord
 
 # An embedding batch longer than this is recorded by its size, not its texts (ingest embeds whole
@@ -26,6 +27,7 @@ class PendingCall:
     prompt_hash: str = ""
     started: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     t0: float = field(default_factory=time.perf_counter)
+    span_id: str | None = field(default_factory=current_span_id)  # the step that made the call
 
     def restart_clock(self) -> None:
         """Latency counts the model call, not the lookups before it."""
@@ -64,7 +66,8 @@ class CallRecorder:
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             latency_ms=(time.perf_counter() - call.t0) * 1000, cache_hit=cache_hit, error=error,
             started_at=call.started, origin=self.origin, backend=call.backend, prompt_text=call.prompt_text,
-            completion_text=completion_text if self.keep_text else None, eval_run_id=self.eval_run_id)
+            completion_text=completion_text if self.keep_text else None, eval_run_id=self.eval_run_id,
+            span_id=call.span_id)
         with self._guard:
             self.calls.append(record)
         return record
