@@ -23,7 +23,7 @@ else:
     previous = {}
     for _, group in runs.groupby("pin"):
         configs = list(group.itertuples())
-        for before, after in zip([None] + configs[:-1], configs):
+        for before, after in zip([None] + configs[:-1], configs, strict=True):
             diff = config_diff(before.config, after.config) if before is not None else {}
             previous[after.eval_run_id] = ", ".join(f"{k}: {a} → {b}" for k, (a, b) in diff.items()) or \
                 ("first run of this pin" if before is None else "no configuration change")

@@ -37,8 +37,8 @@ def save_rating(db: Database, run_id: int, annotator: str, scores: dict[str, int
 
 def ratings_for(db: Database, run_ids: list[int]) -> list[dict]:
     with db.cursor() as cur:
-        return fetch_dicts(cur, "SELECT * FROM ratings WHERE list_contains(?::BIGINT[], run_id) ORDER BY run_id, annotator",
-                     [run_ids])
+        return fetch_dicts(cur, "SELECT * FROM ratings WHERE list_contains(?::BIGINT[], run_id) "
+                                "ORDER BY run_id, annotator", [run_ids])
 
 
 def rated_by(db: Database, annotator: str, run_ids: list[int]) -> set[int]:
@@ -92,11 +92,13 @@ def add_corrections(db: Database, corrections: list[dict], note: str = "") -> in
 
 def current_corrections(db: Database) -> tuple[int | None, list[Correction]]:
     with db.cursor() as cur:
-        row = cur.execute("SELECT version, correction_ids FROM correction_sets ORDER BY version DESC LIMIT 1").fetchone()
+        row = cur.execute("SELECT version, correction_ids FROM correction_sets ORDER BY version DESC "
+                          "LIMIT 1").fetchone()
         if not row:
             return None, []
         rows = cur.execute("SELECT id, criterion, run_id, question, answer_excerpt, human_score, judge_score, why "
-                           "FROM corrections WHERE list_contains(?::BIGINT[], id) ORDER BY id", [list(row[1])]).fetchall()
+                           "FROM corrections WHERE list_contains(?::BIGINT[], id) ORDER BY id",
+                           [list(row[1])]).fetchall()
     return row[0], [Correction(*r) for r in rows]
 
 

@@ -123,7 +123,7 @@ def fetch_dicts(cur, sql: str, params: list) -> list[dict]:
     """The rows of a query as dicts keyed by column name."""
     rel = cur.execute(sql, params)
     names = [d[0] for d in rel.description]
-    return [dict(zip(names, row)) for row in rel.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in rel.fetchall()]
 
 
 def insert_rows(cur, table: str, columns: list[str], rows: list[list], verb: str = "INSERT") -> None:

@@ -60,5 +60,6 @@ def get_run(db: Database, run_id: int) -> dict | None:
             LEFT JOIN chunks c ON c.id = r.chunk_id LEFT JOIN documents d ON d.id = c.document_id
             WHERE r.run_id = ? ORDER BY r.round, r.rank""", [run_id])
         run["attempts"] = fetch_dicts(cur, "SELECT * FROM attempts WHERE run_id = ? ORDER BY attempt_no", [run_id])
-        run["claims"] = fetch_dicts(cur, "SELECT * FROM claims WHERE run_id = ? ORDER BY attempt_no, claim_no", [run_id])
+        run["claims"] = fetch_dicts(cur, "SELECT * FROM claims WHERE run_id = ? ORDER BY attempt_no, claim_no",
+                                    [run_id])
     return run

@@ -3,9 +3,8 @@ import json
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
-
 from conftest import ROOT
+from streamlit.testing.v1 import AppTest
 
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
@@ -244,7 +243,6 @@ def test_detector_page_compares_runs(fake, settings, db, tmp_path):
 
 def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     import numpy as np
-
     from test_regression import store_run
     base = np.linspace(0.8, 1.0, 20)
     store_run(db, "mon", {"faithfulness": base})
@@ -269,9 +267,10 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
 
 
 def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings, kb_db):
-    from pipeline.evaluation.runner import run_evaluation
-    from pipeline.calibration.annotations import ratings_for
     from test_evaluation import ITEMS, dataset
+
+    from pipeline.calibration.annotations import ratings_for
+    from pipeline.evaluation.runner import run_evaluation
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "to-rate")
     at = app("pages/annotate.py")
     assert any("Enter your name" in i.value for i in at.info)
@@ -279,7 +278,7 @@ def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings,
     assert "0 rated of 2" in at.get("progress")[0].proto.text
     assert not any("judge" in s.value for s in at.success)
     radios = [r for r in at.radio if r.label in ("Correctness", "Helpfulness", "Faithfulness")]
-    for radio, value in zip(radios, (2, 4, 5)):
+    for radio, value in zip(radios, (2, 4, 5), strict=True):
         radio.set_value(value)
     next(b for b in at.button if b.label == "Save rating").click().run()
     assert not at.exception, at.exception
@@ -292,8 +291,9 @@ def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings,
 
 
 def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
-    from pipeline.evaluation.runner import run_evaluation
     from test_evaluation import ITEMS, dataset
+
+    from pipeline.evaluation.runner import run_evaluation
     run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "to-rate")
     at = app("pages/annotate.py")
     at.text_input(key="annotator").set_value("ana").run()
@@ -302,10 +302,11 @@ def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
 
 
 def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, settings, kb_db):
-    from pipeline.evaluation.runner import run_evaluation
-    from pipeline.calibration.annotations import save_rating
-    from pipeline.history.evaluations import run_ids_of
     from test_evaluation import dataset
+
+    from pipeline.calibration.annotations import save_rating
+    from pipeline.evaluation.runner import run_evaluation
+    from pipeline.history.evaluations import run_ids_of
     run_evaluation(settings, kb_db, dataset(), "cal")
     for run_id in run_ids_of(kb_db, 1):
         save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 3, "faithfulness": 5})

@@ -23,7 +23,7 @@ from store.evals import run_ids_of
 def hand_qwk(a, b):
     """Quadratic-weighted kappa from its definition: 1 - sum(w*O) / sum(w*E)."""
     observed = np.zeros((5, 5))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         observed[x - 1, y - 1] += 1
     expected = np.outer(observed.sum(1), observed.sum(0)) / len(a)
     weights = np.array([[(i - j) ** 2 / 16 for j in range(5)] for i in range(5)])
@@ -49,7 +49,8 @@ def test_the_batched_kappa_of_the_bootstrap_matches_scikit_learn():
     from pipeline.calibration.agreement import qwk_batch
     rng = np.random.default_rng(4)
     a, b = rng.integers(1, 6, size=(50, 12)), rng.integers(1, 6, size=(50, 12))
-    expected = [cohen_kappa_score(x, y, weights="quadratic", labels=[1, 2, 3, 4, 5]) for x, y in zip(a, b)]
+    expected = [cohen_kappa_score(x, y, weights="quadratic", labels=[1, 2, 3, 4, 5])
+                for x, y in zip(a, b, strict=True)]
     assert np.allclose(qwk_batch(a, b), expected)
     assert np.isnan(qwk_batch(np.array([[3, 3, 3]]), np.array([[3, 3, 3]]))[0])
 

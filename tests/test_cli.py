@@ -4,8 +4,8 @@ import subprocess
 import sys
 import textwrap
 
-
 from conftest import KB, ROOT
+
 from pipeline.cli.main import main
 
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"

@@ -97,9 +97,11 @@ def corrections_form(db, pairs_by_criterion: dict[str, list[dict]]) -> None:
         st.caption("No disagreements of 2 or more to turn into corrections.")
         return
     with st.form("corrections"):
-        chosen = st.multiselect("Disagreements to turn into corrections", range(len(candidates)),
-                                format_func=lambda i: (f"{candidates[i][0]} · run {candidates[i][1]['run_id']} · judge "
-                                                       f"{candidates[i][1]['judge']} vs human {candidates[i][1]['human']}"))
+        def label(i: int) -> str:
+            criterion, pair = candidates[i]
+            return f"{criterion} · run {pair['run_id']} · judge {pair['judge']} vs human {pair['human']}"
+
+        chosen = st.multiselect("Disagreements to turn into corrections", range(len(candidates)), format_func=label)
         why = st.text_area("Why the human score is right")
         if st.form_submit_button("Add corrections"):
             try:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline.answering.events import AnswerResult
-from store import history
 from store.db import Database
 from store.evals import recent_chat_run_ids, scores_for_run
-from store.history import RunFilter, RunPage, export_runs, filter_choices, find_runs
+from store.history import RunFilter, RunPage, export_runs, filter_choices, find_runs, query_runs
 from store.llm_log import calls_for_run
 from store.runs import get_run
 
@@ -43,4 +42,4 @@ def load_result(db: Database, run_id: int) -> AnswerResult | None:
 
 def list_runs(db: Database, run_filter: RunFilter, limit: int = 20) -> list[dict]:
     """The newest runs matching the filter, without counting them all."""
-    return history.query_runs(db, run_filter, 1, limit)
+    return query_runs(db, run_filter, 1, limit)
