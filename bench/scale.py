@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 from bench.common import ROOT, Figure
 from bench.scale_data import N_RUNS, fill
+from pipeline.evaluation.registry import metric_names
 from store.db import Database
 from store.evals import scores_for_run
 from store.history import RunFilter, find_runs
@@ -98,7 +99,8 @@ def run() -> list[Figure]:
         lambda: (lambda i: (get_run(db, i), calls_for_run(db, i), scores_for_run(db, i)))(next(it)), repeat=14),
         "ms", 20, note="run, grades, retrievals with chunks, attempts, claims, LLM calls, scores"))
     figures.append(Figure("per-evaluation-run metric means, all runs (median)", median_ms(lambda: _metric_means(db)),
-                          "ms", 100, note="200 evaluation runs x 7 metrics over 1,400,000 scores"))
+                          "ms", 100, note=f"200 evaluation runs x {len(metric_names())} metrics over "
+                                          f"{200_000 * len(metric_names()):,} scores"))
     figures.append(Figure("per-evaluation-run claim verdict counts (median)", median_ms(lambda: _claim_counts(db)),
                           "ms", 100, note="8,000,000 claims grouped by evaluation run"))
     counter = iter(range(10**9))

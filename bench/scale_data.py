@@ -1,20 +1,25 @@
 """Fill a store with synthetic runs of realistic shape: 1,000,000 runs (questions of ~100 characters,
 answers of ~600), 8,000,000 claims (~100 characters), 5,000,000 retrievals, and 200 evaluation runs of
-1,000 items each with 7 scores per item. Text is drawn from the sample knowledge base's vocabulary."""
+1,000 items each with one score per registered metric. Text is drawn from the sample knowledge base's vocabulary."""
 from __future__ import annotations
 
 import re
 import time
 
 from bench.common import ROOT
+from pipeline.evaluation.registry import ordered_metrics
 from store.db import Database
 
 N_RUNS = 1_000_000
 CLAIMS_PER_RUN = 8
 RETRIEVALS_PER_RUN = 5
 EVAL_RUNS, ITEMS_PER_EVAL = 200, 1_000
-METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "judge_correctness",
-           "judge_helpfulness", "judge_faithfulness"]
+
+
+def metric_columns() -> list[list]:
+    """[names, scale lows, scale highs] of the registered metrics."""
+    metrics = ordered_metrics()
+    return [[m.name for m in metrics], [m.scale[0] for m in metrics], [m.scale[1] for m in metrics]]
 
 
 def vocabulary() -> list[str]:
@@ -69,13 +74,14 @@ def fill(db: Database, n_runs: int = N_RUNS, log=print) -> None:
             ("scores", f"""
                 INSERT INTO scores (eval_run_id, item_id, run_id, metric, value, status, explanation)
                 SELECT 1 + (i - 1) // {ITEMS_PER_EVAL}, 'item-' || ((i - 1) % {ITEMS_PER_EVAL}), i, m,
-                       CASE WHEN m LIKE 'judge_%' THEN 1 + (hash(i, m) % 5) ELSE (hash(i, m) % 1001) / 1000.0 END,
-                       'ok', 'synthetic'
-                FROM range(1, {EVAL_RUNS * ITEMS_PER_EVAL} + 1) t(i), (SELECT unnest(?::VARCHAR[]) AS m)"""),
+                       CASE WHEN hi - lo > 1 THEN round(lo + (hash(i, m) % 1001) / 1000.0 * (hi - lo))
+                            ELSE lo + (hash(i, m) % 1001) / 1000.0 * (hi - lo) END, 'ok', 'synthetic'
+                FROM range(1, {EVAL_RUNS * ITEMS_PER_EVAL} + 1) t(i),
+                     (SELECT unnest(?::VARCHAR[]) AS m, unnest(?::DOUBLE[]) AS lo, unnest(?::DOUBLE[]) AS hi)"""),
         ]
         for name, sql in steps:
             start = time.perf_counter()
-            cur.execute(sql, [METRICS] if name == "scores" else [])
+            cur.execute(sql, metric_columns() if name == "scores" else [])
             log(f"filled {name} in {time.perf_counter() - start:.1f} s")
         for sequence, table in (("runs_id_seq", "runs"), ("eval_runs_id_seq", "eval_runs")):
             cur.execute(f"SELECT max(nextval('{sequence}')) FROM range((SELECT max(id) FROM {table}))")

@@ -40,6 +40,7 @@ class Settings:
     verify_concurrency: int = 4
     precheck_enabled: bool = True
     verify_scope: str = "chunk"
+    verifier_chain: str = "precheck,minicheck_chunk"
     max_question_chars: int = 2000
     temperature: float = 0.0
     seed: int = 42
@@ -143,6 +144,8 @@ def _validate(s: Settings) -> Settings:
         (s.request_timeout_s > 0, "request_timeout_s", "above 0"),
         (s.max_question_chars >= 10, "max_question_chars", "at least 10"),
         (s.verify_scope in ("chunk", "context"), "verify_scope", "'chunk' or 'context'"),
+        (any(n.strip() for n in s.verifier_chain.split(",")), "verifier_chain",
+         "naming registered verifiers, e.g. precheck,minicheck_chunk"),
         (s.context_window >= 256, "context_window", "of at least 256 tokens"),
         (s.llm_backend in ("ollama", "openai"), "llm_backend", "'ollama' or 'openai'"),
     ]

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -111,22 +113,24 @@ def slice_summary(db: Database, eval_run_id: int) -> list[dict]:
             WHERE s.status = 'ok' GROUP BY ALL ORDER BY tag, s.metric""", [eval_run_id])
 
 
-def item_results(db: Database, eval_run_id: int) -> list[dict]:
-    """One row per item with its run's status and every metric's value as a column."""
+ITEM_COLUMNS = ("item_id", "run_id", "item_status", "run_status", "question", "tags", "error", "wall_ms", "answer")
+METRIC_COLUMN = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def item_results(db: Database, eval_run_id: int, metrics: Sequence[str]) -> list[dict]:
+    """One row per item with its run's status and each named metric's value as a column."""
+    for name in metrics:
+        if not METRIC_COLUMN.fullmatch(name) or name in ITEM_COLUMNS:
+            raise ValueError(f"{name!r} cannot be a result column: metric names are lower-case words "
+                             f"other than {', '.join(ITEM_COLUMNS)}")
+    values = "".join(f",\n max(s.value) FILTER (WHERE s.metric = ?) AS \"{name}\"" for name in metrics)
     with db.cursor() as cur:
-        return fetch_dicts(cur, """
+        return fetch_dicts(cur, f"""
             SELECT i.item_id, i.run_id, i.status AS item_status, r.status AS run_status, i.question, i.tags,
-                   i.error, i.wall_ms, r.answer,
-                   max(s.value) FILTER (WHERE s.metric = 'faithfulness') AS faithfulness,
-                   max(s.value) FILTER (WHERE s.metric = 'answer_relevancy') AS answer_relevancy,
-                   max(s.value) FILTER (WHERE s.metric = 'context_precision') AS context_precision,
-                   max(s.value) FILTER (WHERE s.metric = 'context_recall') AS context_recall,
-                   max(s.value) FILTER (WHERE s.metric = 'judge_correctness') AS judge_correctness,
-                   max(s.value) FILTER (WHERE s.metric = 'judge_helpfulness') AS judge_helpfulness,
-                   max(s.value) FILTER (WHERE s.metric = 'judge_faithfulness') AS judge_faithfulness
+                   i.error, i.wall_ms, r.answer{values}
             FROM eval_items i LEFT JOIN runs r ON r.id = i.run_id
             LEFT JOIN scores s ON s.eval_run_id = i.eval_run_id AND s.item_id = i.item_id
-            WHERE i.eval_run_id = ? GROUP BY ALL ORDER BY i.item_id""", [eval_run_id])
+            WHERE i.eval_run_id = ? GROUP BY ALL ORDER BY i.item_id""", [*metrics, eval_run_id])
 
 
 def item_scores(db: Database, eval_run_id: int, item_id: str) -> list[dict]:

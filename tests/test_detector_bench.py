@@ -3,8 +3,9 @@ import json
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.detector.bench import classification, context_passages, load_labelled, sweep
+from pipeline.detector.bench import classification, context_passages, load_labelled, run_detector_bench, sweep
 from pipeline.errors import InputError
+from pipeline.verification.registry import verifier_names
 
 RECORDS = [
     {"id": "f1", "question": "Who wrote it?", "context": "The RAG paper was written by Patrick Lewis in 2020.",
@@ -52,17 +53,40 @@ def test_bad_records_are_reported_and_chunks_are_sentence_windows(labelled):
         load_labelled(labelled.parent / "missing.jsonl")
 
 
-def test_the_command_measures_each_verifier_through_the_fake(fake, db, labelled, capsys):
+def test_the_command_measures_every_registered_verifier_through_the_fake(fake, db, labelled, capsys):
     assert main(["bench-detector", str(labelled), "--verifier", "all", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert set(summary) == {"precheck", "minicheck", "llm"}
+    assert set(summary) == set(verifier_names()) == {"precheck", "minicheck_chunk", "minicheck_context", "llm"}
     pre = summary["precheck"]
     assert (pre["tp"], pre["fp"], pre["tn"], pre["fn"]) == (1, 0, 2, 1)
     assert pre["llm_calls_per_answer"] == 1.0  # claim extraction only
-    mini = summary["minicheck"]
-    assert (mini["tp"], mini["fp"], mini["tn"], mini["fn"]) == (2, 0, 2, 0)
-    assert mini["balanced_accuracy"] == 1.0 and mini["prompt_tokens_per_answer"] > 0
-    assert mini["claims_decided_by_precheck"] >= 2
+    for name in ("minicheck_chunk", "minicheck_context"):
+        mini = summary[name]
+        assert (mini["tp"], mini["fp"], mini["tn"], mini["fn"]) == (2, 0, 2, 0)
+        assert mini["balanced_accuracy"] == 1.0 and mini["prompt_tokens_per_answer"] > 0
+        assert mini["claims_decided_by_precheck"] >= 2
+    llm_models = {r["body"]["model"] for r in fake.requests if r["path"] == "/api/chat" and r["body"]
+                  and r["body"]["messages"][0]["role"] == "system" and "Reply with exactly one word" in
+                  r["body"]["messages"][0]["content"]}
+    assert llm_models == {"llama3.2"}  # the llm verifier asks the general (NLI) model with an instruction
+
+
+def test_minicheck_follows_the_scope_and_the_precheck_runs_first_unless_turned_off(fake, db, labelled, capsys):
+    from store.detector import list_detector_runs
+    assert main(["bench-detector", str(labelled), "--verifier", "minicheck", "--scope", "context",
+                 "--claims", "answer"]) == 0
+    run = list_detector_runs(db)[0]
+    assert (run["verifier"], run["scope"], run["precheck"]) == ("minicheck", "context", True)
+    assert run["settings"]["verifier_chain"] == "precheck,minicheck_context"
+    assert main(["bench-detector", str(labelled), "--verifier", "llm", "--no-precheck", "--claims", "answer"]) == 0
+    run = list_detector_runs(db)[0]
+    assert (run["verifier"], run["precheck"], run["settings"]["verifier_chain"]) == ("llm", False, "llm")
+
+
+def test_an_unknown_verifier_is_refused(fake, settings, db, labelled):
+    with pytest.raises(InputError) as caught:
+        run_detector_bench(settings, db, str(labelled), "oracle")
+    assert "precheck" in caught.value.fix and "minicheck_chunk" in caught.value.fix
 
 
 def test_answer_claims_need_no_model_and_runs_are_stored(fake, db, labelled, capsys):
@@ -75,3 +99,6 @@ def test_answer_claims_need_no_model_and_runs_are_stored(fake, db, labelled, cap
     assert (run["verifier"], run["claims_from"], run["n"]) == ("precheck", "answer", 4)
     results = {r["record_id"]: r for r in detector_results(db, run["id"])}
     assert results["h1"]["predicted"] == 1 and "Douwe Kiela" in results["h1"]["verdicts"]
+    h2 = json.loads(results["h2"]["verdicts"])
+    assert [(v["verdict"], v["by"]) for v in h2] == [("unverified", "precheck")]  # left to a model: not flagged
+    assert results["h2"]["predicted"] == 0 and results["h2"]["faithfulness"] is None

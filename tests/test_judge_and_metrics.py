@@ -135,3 +135,24 @@ def test_diagnostic_grid(means, component):
     diagnosis = diagnose(means)
     assert diagnosis.component == component
     assert diagnosis.sentence.endswith(".")
+
+
+def test_each_judge_criterion_is_a_registered_metric_that_carries_its_own_corrections(fake, settings, db):
+    from pipeline.evaluation.dataset import GoldenItem
+    from pipeline.evaluation.registry import MetricInput, get_metric
+    from pipeline.evaluation.runner import EvalPin
+    from store.annotations import Correction
+
+    llm = LLM(settings, db)
+    base = judge_pin(llm, settings)
+    correction = Correction(1, "correctness", 7, "When did the Transformer appear?", "in 2016", 1, 4,
+                            "the year is wrong")
+    pin = EvalPin(base.model, base.digest, base.prompt_version, [correction])
+    item = GoldenItem(id="t", question="When did the Transformer appear?", reference="In 2017.")
+    inputs = MetricInput(llm, settings, item, result_with(), pin)
+    scores = {name: get_metric(name).measure(inputs) for name in ("judge_correctness", "judge_helpfulness")}
+    assert all(s.status == "ok" and 1 <= s.value <= 5 for s in scores.values())
+    systems = [r["body"]["messages"][0]["content"] for r in fake.requests
+               if r["body"] and schema_has("score")(r["body"])]
+    assert len(systems) == 2
+    assert "Why: the year is wrong" in systems[0] and "Why: the year is wrong" not in systems[1]

@@ -11,11 +11,9 @@ from pages.views.common import show_error
 from pipeline.evaluation.dataset import Dataset, load_dataset, parse_dataset
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
+from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, weak_slices, worst_items
 from pages.views.markup import escape_markdown
-
-SCORE_COLUMNS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "judge_correctness",
-                 "judge_helpfulness", "judge_faithfulness"]
 
 
 def choose_dataset(folder: Path) -> Dataset | None:
@@ -92,10 +90,7 @@ def show_report(result: EvalReport) -> None:
                                f"{e.n_items} items · wall {e.wall_s:.1f} s"))
     cols = st.columns(len(result.metrics) or 1)
     for col, row in zip(cols, result.metrics):
-        judge = row["metric"].startswith("judge_")
-        value = "n/a" if row["mean"] is None else f"{row['mean']:.2f}" + (" /5" if judge else "")
-        col.metric(row["metric"].replace("_", " "), value,
-                   help=f"n={row['n']}, invalid={row['invalid']}, not applicable={row['not_applicable']}")
+        col.metric(label_of(row["metric"]), mean_text(row["metric"], row["mean"]), help=metric_help(row))
     st.info(f"Diagnosis: {escape_markdown(result.diagnosis.sentence)}")
     usage, rate = result.usage, result.judge_invalid_rate
     st.caption(f"Judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}"
@@ -104,6 +99,19 @@ def show_report(result: EvalReport) -> None:
                f"{usage['model_s']:.1f} s · {usage['calls']:,} LLM calls ({usage['cache_hits']:,} cached)")
     show_slices(result)
     show_items(result)
+
+
+def mean_text(metric: str, mean: float | None) -> str:
+    if mean is None:
+        return "n/a"
+    scale = scale_of(metric)
+    return f"{mean:.2f}" + ("" if scale == UNIT else f" /{scale[1]:g}")
+
+
+def metric_help(row: dict) -> str:
+    metric = get_metric(row["metric"])
+    component = f"{metric.component} · " if metric else ""
+    return f"{component}n={row['n']}, invalid={row['invalid']}, not applicable={row['not_applicable']}"
 
 
 def show_slices(result: EvalReport) -> None:
@@ -131,15 +139,17 @@ def show_items(result: EvalReport) -> None:
     if frame.empty:
         st.info("No items finished yet.")
         return
+    score_columns = [m for m in metric_names() if m in frame.columns]
     cols = st.columns(3)
     tags = cols[0].multiselect("Tags", sorted({t for ts in frame["tags"] for t in (ts or [])}))
-    metric = cols[1].selectbox("Low score on", ["(any)"] + SCORE_COLUMNS)
-    below = cols[2].slider("Below", 0.0, 5.0, 0.5 if metric == "(any)" or not metric.startswith("judge") else 3.0)
+    metric = cols[1].selectbox("Low score on", ["(any)"] + score_columns)
+    low, high = scale_of(metric) if metric != "(any)" else UNIT
+    below = cols[2].slider("Below", 0.0, 5.0, (low + high) / 2)
     if tags:
         frame = frame[frame["tags"].map(lambda ts: bool(set(tags) & set(ts or [])))]
     if metric != "(any)":
         frame = frame[frame[metric].notna() & (frame[metric] < below)].sort_values(metric)
-    st.dataframe(with_links(frame)[["item_id", "item_status", "run_status", *SCORE_COLUMNS, "question", "tags",
+    st.dataframe(with_links(frame)[["item_id", "item_status", "run_status", *score_columns, "question", "tags",
                                     "error", "link"]],
                  hide_index=True, width="stretch",
                  column_config={"link": st.column_config.LinkColumn("run", display_text="open")})

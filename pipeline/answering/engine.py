@@ -54,6 +54,8 @@ def run_config(settings: Settings) -> dict:
             "chunk_size", "chunk_overlap", "faithfulness_threshold", "max_retries", "abstain_below", "temperature",
             "precheck_enabled", "verify_scope")
     config = {key: getattr(settings, key) for key in keys}
+    from pipeline.verification.chain import effective_chain
+    config["verifier_chain"] = ",".join(effective_chain(settings))
     config["prompts"] = {p.name: p.version for p in PROMPTS}
     return config
 

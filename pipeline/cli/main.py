@@ -16,7 +16,7 @@ from pipeline.regression import compare as regression
 from pipeline.cli.output import evaluation_progress, print_detector, print_gate, print_report, report_json
 from pipeline.config import load_settings
 from pipeline.evaluation.dataset import load_dataset
-from pipeline.detector.bench import run_detector_bench
+from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.errors import InputError, WorkbenchError
@@ -26,6 +26,7 @@ from pipeline.history.runs import RunFilter, list_runs, load_run
 from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.text import short_source
+from pipeline.verification.registry import verifier_names
 from store.db import get_database
 
 VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "yellow", "unverified": "magenta"}
@@ -64,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument("--json", action="store_true")
     det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
     det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
-    det.add_argument("--verifier", choices=["minicheck", "llm", "precheck", "all"], default="minicheck")
+    det.add_argument("--verifier", choices=[*detector_verifiers(), "all"], default="minicheck",
+                     help="a registered verifier, minicheck (by --scope), or all registered verifiers")
     det.add_argument("--claims", choices=["llm", "answer"], default="llm",
                      help="claims from the claim extractor (llm) or the answer's own sentences (answer)")
     det.add_argument("--scope", choices=["chunk", "context"], default=None,
@@ -195,7 +197,7 @@ def cmd_bench_detector(args, settings, db, out: Console, err: Console) -> int:
     settings = dataclasses.replace(settings, cache_enabled=args.cache,
                                    precheck_enabled=settings.precheck_enabled and not args.no_precheck,
                                    verify_scope=args.scope or settings.verify_scope)
-    verifiers = ["precheck", "minicheck", "llm"] if args.verifier == "all" else [args.verifier]
+    verifiers = verifier_names() if args.verifier == "all" else [args.verifier]
     summaries = {}
     for verifier in verifiers:
         def progress(done, total, verifier=verifier):

@@ -9,6 +9,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.evaluation.registry import UNIT, get_metric, scale_of
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
 
 
@@ -28,20 +29,23 @@ def evaluation_progress(console: Console):
         yield update
 
 
-def _fmt(value, judge: bool) -> str:
+def _fmt(value, metric: str) -> str:
+    """A mean on its metric's scale: 0.83, or 4.20 / 5."""
     if value is None:
         return "n/a"
-    return f"{value:.2f}" + (" / 5" if judge else "")
+    scale = scale_of(metric)
+    return f"{value:.2f}" + ("" if scale == UNIT else f" / {scale[1]:g}")
 
 
 def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None:
     p = outcome.progress
     out.print(Text(f"evaluation {outcome.name!r} {outcome.status}: {p.finished - p.skipped} items run now, "
                    f"{p.skipped} already done, {p.failed} failed", style="bold"))
-    table = Table("metric", "mean", "n", "invalid", "not applicable")
+    table = Table("metric", "component", "mean", "n", "invalid", "not applicable")
     for row in result.metrics:
-        table.add_row(row["metric"], _fmt(row["mean"], row["metric"].startswith("judge_")), str(row["n"]),
-                      str(row["invalid"]), str(row["not_applicable"]))
+        metric = get_metric(row["metric"])
+        table.add_row(row["metric"], metric.component if metric else "(not registered)",
+                      _fmt(row["mean"], row["metric"]), str(row["n"]), str(row["invalid"]), str(row["not_applicable"]))
     out.print(table)
     out.print(Text(f"diagnosis: {result.diagnosis.sentence}"))
     rate = result.judge_invalid_rate

@@ -1,14 +1,14 @@
 """Measure the hallucination detector on labelled answers {id, question?, context, answer, label}.
 
 label 1 = the answer contains a hallucination. An answer is flagged when any of its claims is not
-supported by the context. Verifiers: `precheck` (the deterministic pre-check alone; claims it leaves
-undecided count as supported), `minicheck` (the configured verifier, after the pre-check when it is on),
-`llm` (the general model as a Yes/No verifier). Claims come from the claim extractor (`llm`) or are the
-answer's own sentences (`answer`, deterministic).
+supported by the context. The verifier is any registered one (pipeline/verification/verifiers/), run
+after the pre-check when the configured chain has it; `precheck` runs alone, and `minicheck` means
+minicheck_chunk or minicheck_context by the `verify_scope` setting. Claims no verifier decides are
+unverified: not flagged and left out of faithfulness. Claims come from the claim extractor (`llm`) or
+are the answer's own sentences (`answer`, deterministic).
 """
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,14 +20,29 @@ from sklearn.metrics import balanced_accuracy_score, confusion_matrix, precision
 from pipeline.config import Settings
 from pipeline.evaluation.dataset import BadRow
 from pipeline.errors import InputError
+from pipeline.verification.chain import effective_chain
 from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage
+from pipeline.verification.registry import verifier_names
 from pipeline.models.llm import LLM
-from pipeline.verification.precheck import precheck
 from pipeline.text import sentences
 from store.db import Database
 from store.detector import save_detector_run
 
-VERIFIERS = ("minicheck", "llm", "precheck")
+MINICHECK_BY_SCOPE = {"chunk": "minicheck_chunk", "context": "minicheck_context"}
+
+
+def detector_verifiers() -> list[str]:
+    """What `--verifier` accepts: every registered verifier, and `minicheck` (by the scope setting)."""
+    return [*verifier_names(), "minicheck"]
+
+
+def detector_chain(settings: Settings, verifier: str) -> list[str]:
+    """The chain a benchmark of `verifier` runs: the pre-check first when the configured chain has it."""
+    if verifier not in detector_verifiers():
+        raise InputError(f"unknown verifier {verifier!r}", fix=f"use one of {', '.join(detector_verifiers())} or all")
+    name = MINICHECK_BY_SCOPE[settings.verify_scope] if verifier == "minicheck" else verifier
+    first = ["precheck"] if "precheck" in effective_chain(settings) and name != "precheck" else []
+    return first + [name]
 
 
 class LabelledRecord(BaseModel):
@@ -76,10 +91,9 @@ def answer_claims(answer: str) -> list[str]:
     return parts or ([answer.strip()] if answer.strip() else [])
 
 
-def detect(record: LabelledRecord, settings: Settings, db: Database, verifier: str, claims_from: str) -> dict:
+def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list[str], claims_from: str) -> dict:
     llm = LLM(settings, db, origin="detector")
-    checker = FaithfulnessChecker(llm, settings, classify=False, llm_verifier=verifier == "llm")
-    passages = context_passages(record.context)
+    checker = FaithfulnessChecker(llm, settings, classify=False, chain=chain)
     start = time.perf_counter()
     result = {"record_id": record.id, "label": record.label, "error": None, "verdicts": []}
     if claims_from == "llm":
@@ -88,23 +102,16 @@ def detect(record: LabelledRecord, settings: Settings, db: Database, verifier: s
         result["error"] = extraction.invalid_reason
     else:
         claims = answer_claims(record.answer)
-    verdicts = []
-    if claims and verifier == "precheck":
-        context = record.context
-        verdicts = [(c, precheck(c, context).verdict or "undecided", "precheck") for c in claims]
-    elif claims:
-        verdicts = [(c.text, c.verdict, c.verifier) for c in checker.verify_claims(claims, passages)]
-    decided = [v for _, v, _ in verdicts if v not in (UNVERIFIED,)]
-    flagged = any(v in ("unsupported", "contradicted") for _, v, _ in verdicts)
-    supported = sum(v in (SUPPORTED, "undecided") for _, v, _ in verdicts)
+    checked = checker.verify_claims(claims, context_passages(record.context)) if claims else []
+    decided = [c for c in checked if c.verdict != UNVERIFIED]
     result.update(
-        predicted=int(flagged), n_claims=len(verdicts),
-        faithfulness=supported / len(decided) if decided else None,
-        decided_by_precheck=sum(src == "precheck" and v != "undecided" for _, v, src in verdicts),
+        predicted=int(any(c.verdict in ("unsupported", "contradicted") for c in checked)), n_claims=len(checked),
+        faithfulness=sum(c.verdict == SUPPORTED for c in decided) / len(decided) if decided else None,
+        decided_by_precheck=sum(c.verifier == "precheck" for c in decided),
         llm_calls=sum(not c.cache_hit for c in llm.calls),
         prompt_tokens=sum(c.prompt_tokens or 0 for c in llm.calls if not c.cache_hit),
         latency_ms=(time.perf_counter() - start) * 1000,
-        verdicts=[{"claim": c, "verdict": v, "by": src} for c, v, src in verdicts])
+        verdicts=[{"claim": c.text, "verdict": c.verdict, "by": c.verifier} for c in checked])
     return result
 
 
@@ -148,23 +155,20 @@ def _precheck_precision(results: list[dict]) -> float | None:
 
 def run_detector_bench(settings: Settings, db: Database, path: str, verifier: str, claims_from: str = "llm",
                        limit: int | None = None, on_record=None) -> tuple[int, dict]:
-    if verifier not in VERIFIERS:
-        raise InputError(f"unknown verifier {verifier!r}", fix=f"use one of {', '.join(VERIFIERS)} or all")
+    chain = detector_chain(settings, verifier)
     records, _ = load_labelled(path)
     records = records[:limit] if limit else records
-    if verifier == "llm":
-        settings = dataclasses.replace(settings, verifier_model=settings.nli_model)
     with ThreadPoolExecutor(max_workers=settings.eval_concurrency) as pool:
-        futures = [pool.submit(detect, r, settings, db, verifier, claims_from) for r in records]
+        futures = [pool.submit(detect, r, settings, db, chain, claims_from) for r in records]
         results = []
         for future in futures:
             results.append(future.result())
             if on_record:
                 on_record(len(results), len(records))
     metrics = summarise(results)
-    shown = {k: getattr(settings, k) for k in ("verifier_model", "claim_model", "precheck_enabled",
-                                               "verify_scope", "cache_enabled")}
+    shown = {k: getattr(settings, k) for k in ("verifier_model", "nli_model", "claim_model", "verify_scope",
+                                               "cache_enabled")}
+    shown["verifier_chain"] = ",".join(chain)
     run_id = save_detector_run(db, Path(path).name, verifier, claims_from, settings.verify_scope,
-                               settings.precheck_enabled or verifier == "precheck",
-                               shown, metrics, results)
+                               "precheck" in chain, shown, metrics, results)
     return run_id, metrics

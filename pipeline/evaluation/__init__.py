@@ -1,1 +1,2 @@
-"""Batch evaluation: golden sets, the judge, component metrics, the runner, diagnosis."""
+"""Batch evaluation: golden sets, the metric registry and its metrics (metrics/, the judge's criteria among
+them), the runner, diagnosis."""

@@ -1,7 +1,13 @@
-"""The diagnostic grid: from component metric means to the part of the pipeline to fix."""
+"""The diagnostic grid: from component metric means to the part of the pipeline to fix.
+
+The grid's rules read four metrics by name; when no rule applies, every registered component metric
+(all but the judge's) takes part in the "weakest metric" sentence.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from pipeline.evaluation.registry import UNIT, label_of, ordered_metrics
 
 
 @dataclass
@@ -37,13 +43,13 @@ def diagnose(means: dict[str, float | None], low: float = 0.6, high: float = 0.7
     if is_low(r) and is_low(f):
         return Diagnosis("retrieval", f"Both context recall ({r:.2f}) and faithfulness ({f:.2f}) are low. Fix "
                          "retrieval first: a starved generator fills the gaps with unsupported claims.")
-    known = {k: v for k, v in (("faithfulness", f), ("context_recall", r), ("context_precision", p),
-                               ("answer_relevancy", a)) if v is not None}
+    known = {m.name: means[m.name] for m in ordered_metrics()
+             if m.component != "judge" and m.scale == UNIT and means.get(m.name) is not None}
     if not known:
         return Diagnosis("unknown", "No component metric could be computed for this run.")
     if all(v >= high for v in known.values()):
         return Diagnosis("none", "Every component metric is at or above "
                          f"{high:.2f}: no component stands out as failing.")
     weakest = min(known, key=known.get)
-    return Diagnosis("unknown", f"No clear pattern; the weakest metric is {weakest.replace('_', ' ')} "
+    return Diagnosis("unknown", f"No clear pattern; the weakest metric is {label_of(weakest)} "
                      f"({known[weakest]:.2f}). Look at its worst items.")

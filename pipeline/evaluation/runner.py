@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pipeline.evaluation import metrics
+from pipeline.evaluation import registry
 from pipeline.regression import compare as regression
 from pipeline.config import Settings
 from pipeline.evaluation.dataset import Dataset, GoldenItem
@@ -23,9 +23,8 @@ from pipeline.evaluation.diagnosis import Diagnosis, diagnose
 from pipeline.answering.engine import QuestionRun, clean_question, run_config
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.answering.events import AnswerResult
-from pipeline.verification.faithfulness import context_block
-from pipeline.calibration.agreement import corrections_pin, relevant_corrections
-from pipeline.evaluation.judge import JudgePin, MetricScore, judge, judge_pin
+from pipeline.calibration.agreement import corrections_pin
+from pipeline.evaluation.judge import JudgePin, MetricScore, judge_pin
 from pipeline.models.llm import LLM
 from store import evals
 from store.annotations import current_corrections
@@ -86,17 +85,9 @@ def evaluate_item(settings: Settings, db: Database, item: GoldenItem, pin, aband
 
 
 def score_item(llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin) -> list[MetricScore]:
-    passages = result.passages
-    corrections = [c for criterion in ("correctness", "helpfulness", "faithfulness")
-                   for c in relevant_corrections(pin.corrections, criterion, item.question,
-                                                 settings.judge_corrections_k)]
-    scores = [metrics.faithfulness(result),
-              metrics.answer_relevancy(llm, settings.judge_model, item.question, result),
-              metrics.context_precision(llm, settings.judge_model, item.question, item.reference, passages),
-              metrics.context_recall(llm, settings.verifier_model, item.reference, passages)]
-    scores += judge(llm, settings, item.question, result.answer or "", context_block(passages), item.reference, pin,
-                    corrections=corrections)
-    return scores
+    """Every registered metric of one answered item."""
+    inputs = registry.MetricInput(llm, settings, item, result, pin)
+    return [metric.measure(inputs) for metric in registry.ordered_metrics()]
 
 
 @dataclass
@@ -231,27 +222,27 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
     eval_run = evals.get_eval_run(db, name)
     if eval_run is None:
         raise InputError(f"there is no evaluation named {name!r}", fix="list them on the Evaluate page")
-    summary = evals.metric_summary(db, eval_run.id)
+    summary = registry.in_registry_order(evals.metric_summary(db, eval_run.id))
     means = {row["metric"]: row["mean"] for row in summary}
     invalid, total = evals.judge_invalid_rate(db, eval_run.id)
+    items = evals.item_results(db, eval_run.id, registry.metric_names())
     return EvalReport(eval_run, summary, diagnose(means, settings.diagnosis_low, settings.diagnosis_high),
-                      evals.slice_summary(db, eval_run.id), evals.item_results(db, eval_run.id),
-                      evals.usage(db, eval_run.id), invalid, total)
+                      evals.slice_summary(db, eval_run.id), items, evals.usage(db, eval_run.id), invalid, total)
 
 
 def weak_slices(report_: EvalReport, margin: float = 0.1) -> list[tuple[str, str, float]]:
-    """(tag, metric, mean) where a tag's mean is below the run's mean by more than margin (0-1 metrics)
-    or margin × 4 (judge 1-5 scores)."""
+    """(tag, metric, mean) where a tag's mean is below the run's mean by more than margin × the width of
+    the metric's scale (margin on 0-1, margin × 4 on 1-5)."""
     overall = {row["metric"]: row["mean"] for row in report_.metrics if row["mean"] is not None}
     weak = []
     for row in report_.slices:
         base = overall.get(row["metric"])
-        gap = margin * (4 if row["metric"].startswith("judge_") else 1)
+        gap = margin * registry.span_of(row["metric"])
         if base is not None and row["mean"] is not None and row["mean"] < base - gap:
             weak.append((row["tag"], row["metric"], row["mean"]))
     return weak
 
 
 def worst_items(report_: EvalReport, tag: str, metric: str, n: int = 5) -> list[dict]:
-    rows = [r for r in report_.items if tag in (r["tags"] or []) and r[metric] is not None]
+    rows = [r for r in report_.items if tag in (r["tags"] or []) and r.get(metric) is not None]
     return sorted(rows, key=lambda r: r[metric])[:n]

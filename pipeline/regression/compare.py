@@ -2,8 +2,10 @@
 
 - floors: a metric's mean below its floor (settings `floors`, e.g. faithfulness=0.70,context_recall=0.75);
 - drops: the paired bootstrap 95% interval of the mean per-item difference (new - baseline), over the
-  items both runs scored, lies wholly below -min_effect (min_effect x 4 for 1-5 judge scores).
-Runs under different judge pins are never compared.
+  items both runs scored, lies wholly below -min_effect × the width of the metric's scale (1 on 0-1,
+  4 for 1-5 judge scores).
+Every registered metric is compared (pipeline.evaluation.registry). Runs under different judge pins are
+never compared.
 """
 from __future__ import annotations
 
@@ -14,15 +16,13 @@ from scipy.stats import bootstrap
 
 from pipeline.config import Settings
 from pipeline.evaluation.diagnosis import diagnose
+from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, span_of
 from pipeline.errors import InputError
 from store import alerts as alert_store
 from store import evals
 from store.db import Database
 
-METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall", "judge_correctness",
-           "judge_helpfulness", "judge_faithfulness")
-COMPONENT_OF = {"faithfulness": "generator", "answer_relevancy": "prompt", "context_precision": "reranking",
-                "context_recall": "retrieval"}
+METRICS = METRIC_NAMES  # a live view of the registry, in its order
 MIN_PAIRS = 5
 
 
@@ -48,7 +48,7 @@ def parse_floors(text: str) -> dict[str, float]:
         name, _, value = part.partition("=")
         if name.strip() not in METRICS:
             raise InputError(f"floor for unknown metric {name.strip()!r}",
-                             fix=f"WORKBENCH_FLOORS takes metric=value pairs for {', '.join(METRICS)}")
+                             fix=f"WORKBENCH_FLOORS takes metric=value pairs for {', '.join(metric_names())}")
         try:
             floors[name.strip()] = float(value)
         except ValueError:
@@ -75,7 +75,7 @@ def compare_metric(metric: str, slice_name: str, base: dict, new: dict, min_effe
                           message=f"{len(shared)} shared items: too few for a paired test")
     diffs = np.array([new[i][0] - base[i][0] for i in shared])
     low, high = paired_interval(diffs)
-    effect = min_effect * (4 if metric.startswith("judge_") else 1)
+    effect = min_effect * span_of(metric)
     dropped = high < -effect
     worst = sorted(({"item_id": i, "baseline": base[i][0], "new": new[i][0], "delta": new[i][0] - base[i][0],
                      "run_id": new[i][1], "baseline_run_id": base[i][1]} for i in shared), key=lambda d: d["delta"])[:5]
@@ -131,7 +131,7 @@ def compare(db: Database, settings: Settings, run: evals.EvalRun, baseline: eval
     results = check_floors(means, parse_floors(settings.floors))
     if baseline is None:
         return results
-    for metric in METRICS:
+    for metric in metric_names():
         base, new = alert_store.item_scores(db, baseline.id, metric), alert_store.item_scores(db, run.id, metric)
         if not base and not new:
             continue
@@ -145,6 +145,12 @@ def compare(db: Database, settings: Settings, run: evals.EvalRun, baseline: eval
     return results
 
 
+def component_of(metric: str, diagnosed: str) -> str:
+    """The component a metric speaks for; for the judge's criteria, the one the diagnostic grid names."""
+    registered = get_metric(metric)
+    return registered.component if registered and registered.component != "judge" else diagnosed
+
+
 def check(db: Database, settings: Settings, run_name: str, baseline_name: str | None = None) -> tuple:
     """Compare, store the regressions as alerts, and return (run, baseline, comparisons)."""
     run, baseline = resolve(db, run_name, baseline_name)
@@ -154,7 +160,7 @@ def check(db: Database, settings: Settings, run_name: str, baseline_name: str | 
     diff = config_diff(baseline.config, run.config) if baseline else {}
     alerts = [{"kind": c.kind, "metric": c.metric, "slice": c.slice, "baseline_value": c.baseline_value,
                "new_value": c.new_value, "delta": c.delta, "ci_low": c.ci_low, "ci_high": c.ci_high, "n": c.n,
-               "component": COMPONENT_OF.get(c.metric, grid.component), "message": c.message,
+               "component": component_of(c.metric, grid.component), "message": c.message,
                "config_diff": diff, "worst_items": c.worst_items} for c in comparisons if c.regression]
     alert_store.replace_open_alerts(db, run.id, baseline.id if baseline else None, alerts)
     return run, baseline, comparisons

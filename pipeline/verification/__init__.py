@@ -1,1 +1,3 @@
-"""Claim verification: the pre-check and the model verifiers."""
+"""Claim verification: the verifier interface (base.py), its registry (registry.py), the verifiers
+(verifiers/, one module each), the configured chain (chain.py) and the faithfulness step
+(faithfulness.py) that runs the chain over an answer's claims."""

@@ -1,52 +1,43 @@
 """The faithfulness post-processor: extract claims, verify each against the passages, score.
 
 Three named steps, as in ragas' metrics: `extract_claims`, `verify_claims`, `score`.
-A claim is checked chunk by chunk with the verifier model (bespoke-minicheck), so the chunk that
-supports a claim becomes its evidence. Claims the verifier rejects go to an LLM acting as NLI judge,
-which says contradicted or unsupported and may quote the contradicting sentence; a quote that cannot
-be found in the passages is dropped, never shown as evidence.
+Each claim goes down the configured verifier chain (setting `verifier_chain`, default the
+deterministic pre-check then bespoke-minicheck per chunk, so the chunk that supports a claim becomes
+its evidence). Claims a verifier rejects go to an LLM acting as NLI judge, which says contradicted or
+unsupported and may quote the contradicting sentence; a quote that cannot be found in the passages is
+dropped, never shown as evidence.
+
+The checker is also a LlamaIndex `BaseEvaluator`: `evaluate(query, response, contexts)`.
 """
 from __future__ import annotations
 
-import re
+import asyncio
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
+
+from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 
 from pipeline.answering import prompts
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
-from pipeline.verification.precheck import precheck
-from pipeline.text import best_sentence, find_span, overlap, short_source, strip_citations
+from pipeline.text import find_span
+from pipeline.verification.chain import VerifierChain, effective_chain
+from pipeline.verification.claims import (  # noqa: F401 (re-exported)
+    CONTRADICTED,
+    SUPPORTED,
+    UNDECIDED,
+    UNSUPPORTED,
+    UNVERIFIED,
+    CheckedClaim,
+    Passage,
+    context_block,
+)
+from pipeline.verification.yes_no import ask_verifier, parse_yes_no  # noqa: F401 (re-exported)
 
-SUPPORTED, CONTRADICTED, UNSUPPORTED, UNVERIFIED = "supported", "contradicted", "unsupported", "unverified"
 ABSTAIN_SENTENCE = "The knowledge base does not cover this question."
-
-
-@dataclass
-class Passage:
-    """A retrieved chunk as numbered in the prompt."""
-    n: int
-    chunk_id: int
-    source: str
-    text: str
-    score: float
-
-
-@dataclass
-class CheckedClaim:
-    claim_no: int
-    text: str
-    verdict: str
-    verifier: str
-    passage: Passage | None = None
-    span: tuple[int, int] | None = None
-    reason: str = ""
-
-    @property
-    def evidence(self) -> str | None:
-        return self.passage.text[self.span[0]:self.span[1]] if self.passage and self.span else None
 
 
 @dataclass
@@ -55,38 +46,15 @@ class ClaimExtraction:
     invalid_reason: str | None = None
 
 
-def parse_yes_no(text: str) -> bool | None:
-    """The verifier's verdict from its first word; None when it is neither yes nor no."""
-    match = re.match(r"\W*([A-Za-z]+)", text or "")
-    word = match.group(1).lower() if match else ""
-    return {"yes": True, "no": False}.get(word)
-
-
-def ask_verifier(llm: LLM, model: str, document: str, claim: str, stage: str = "verify", instructed: bool = False):
-    """One Yes/No verification call in bespoke-minicheck's format; `instructed` adds a system instruction
-    for general models. Replies that are neither Yes nor No are not cached."""
-    user = prompts.verifier_input(document, claim)
-    messages = prompts.LLM_VERIFIER.messages(user) if instructed else [{"role": "user", "content": user}]
-    return llm.chat(stage, model, messages, accept=lambda text: parse_yes_no(text) is not None)
-
-
-def context_block(passages: list[Passage]) -> str:
-    return prompts.number_passages([(p.n, short_source(p.source), p.text) for p in passages])
-
-
-
-class FaithfulnessChecker:
+class FaithfulnessChecker(BaseEvaluator):
     """classify=False skips the contradicted-or-unsupported step (a detector only needs supported or not);
-    llm_verifier=True asks the verifier model with an instruction, for general LLMs instead of minicheck."""
+    `chain` names the verifiers to run (default: the settings' effective chain)."""
 
-    def __init__(self, llm: LLM, settings: Settings, classify: bool = True, llm_verifier: bool = False):
+    def __init__(self, llm: LLM, settings: Settings, classify: bool = True, chain: Sequence[str] | None = None):
         self.llm = llm
         self.settings = settings
         self.classify = classify
-        self.llm_verifier = llm_verifier
-
-    def _ask_verifier(self, document: str, claim: str):
-        return ask_verifier(self.llm, self.settings.verifier_model, document, claim, instructed=self.llm_verifier)
+        self.chain = VerifierChain(effective_chain(settings) if chain is None else chain, llm, settings)
 
     # step 1
     def extract_claims(self, question: str, answer: str) -> ClaimExtraction:
@@ -110,67 +78,19 @@ class FaithfulnessChecker:
             return list(pool.map(check, enumerate(claims, start=1)))
 
     def verify_claim(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
-        if self.settings.precheck_enabled:
-            decided = self.precheck_claim(claim_no, claim, passages)
-            if decided is not None:
-                return decided
-        if self.settings.verify_scope == "context":
-            return self.verify_against_context(claim_no, claim, passages)
-        ordered = sorted(passages, key=lambda p: -overlap(claim, p.text))
-        invalid = []
-        for passage in ordered:
-            reply = self._ask_verifier(passage.text, claim)
-            supported = parse_yes_no(reply.text)
-            if supported is None:
-                invalid.append(reply.text[:40])
-            elif supported:
-                sentence = best_sentence(passage.text, claim)
-                span = (sentence.start, sentence.end) if sentence else None
-                return CheckedClaim(claim_no, claim, SUPPORTED, self.settings.verifier_model, passage, span,
-                                    f"supported by [{passage.n}] {short_source(passage.source)}")
-        if invalid and len(invalid) == len(ordered):
-            return CheckedClaim(claim_no, claim, UNVERIFIED, self.settings.verifier_model,
-                                reason=f"the verifier's replies could not be read as Yes/No: {invalid[0]!r}")
-        return self.classify_rejected(claim_no, claim, passages)
+        checked, verifier = self.chain.verify(claim_no, claim, passages)
+        if checked.verdict == UNSUPPORTED and verifier.classify_rejected and self.classify and passages:
+            return self.classify_rejected(checked, passages)
+        return checked
 
-    def precheck_claim(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim | None:
-        """The deterministic pre-check's verdict, or None when it leaves the claim to the model."""
-        result = precheck(claim, "\n\n".join(p.text for p in passages))
-        if result.verdict == UNSUPPORTED:
-            return CheckedClaim(claim_no, claim, UNSUPPORTED, "precheck", reason=result.reason)
-        if result.verdict == SUPPORTED:
-            for passage in passages:
-                span = find_span(passage.text, strip_citations(claim).rstrip(".!?;:"))
-                if span:
-                    return CheckedClaim(claim_no, claim, SUPPORTED, "precheck", passage, span,
-                                        f"found verbatim in [{passage.n}] {short_source(passage.source)}")
-        return None
-
-    def verify_against_context(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
-        """One verifier call with every passage (verify_scope = context); evidence = the closest sentence."""
-        reply = self._ask_verifier(context_block(passages), claim)
-        supported = parse_yes_no(reply.text)
-        if supported is None:
-            return CheckedClaim(claim_no, claim, UNVERIFIED, self.settings.verifier_model,
-                                reason=f"the verifier's reply could not be read as Yes/No: {reply.text[:40]!r}")
-        if not supported:
-            return self.classify_rejected(claim_no, claim, passages)
-        scored = [(p, best_sentence(p.text, claim)) for p in passages]
-        passage, sentence = max(scored, key=lambda ps: overlap(claim, ps[1].text) if ps[1] else -1.0)
-        span = (sentence.start, sentence.end) if sentence else None
-        return CheckedClaim(claim_no, claim, SUPPORTED, self.settings.verifier_model,
-                            passage if span else None, span, "supported by the retrieved context")
-
-    def classify_rejected(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
-        if not self.classify:
-            return CheckedClaim(claim_no, claim, UNSUPPORTED, self.settings.verifier_model,
-                                reason="no passage supports it")
+    def classify_rejected(self, rejected: CheckedClaim, passages: list[Passage]) -> CheckedClaim:
+        """Contradicted (with a quote found in the sources) or unsupported, by the NLI model."""
+        claim_no, claim = rejected.claim_no, rejected.text
         result = ask(self.llm, "nli", self.settings.nli_model, prompts.NLI_JUDGE,
                      prompts.nli_input(context_block(passages), claim))
-        verifier = f"{self.settings.verifier_model} + {self.settings.nli_model}"
         if result.value is None:
-            return CheckedClaim(claim_no, claim, UNSUPPORTED, self.settings.verifier_model,
-                                reason=f"no passage supports it; contradicted-or-unsupported could not be "
+            return CheckedClaim(claim_no, claim, UNSUPPORTED, rejected.verifier,
+                                reason=f"{rejected.reason}; contradicted-or-unsupported could not be "
                                        f"decided ({result.invalid_reason})")
         verdict, reason = result.value.verdict, result.value.reason.strip()
         passage, span = locate_quote(result.value.quote, passages)
@@ -179,7 +99,8 @@ class FaithfulnessChecker:
         if verdict == CONTRADICTED and span is None:
             verdict = UNSUPPORTED
             reason += " (marked unsupported: a contradiction needs a quote found in the sources)"
-        return CheckedClaim(claim_no, claim, verdict, verifier, passage, span, reason.strip())
+        return CheckedClaim(claim_no, claim, verdict, f"{rejected.verifier} + {self.settings.nli_model}", passage,
+                            span, reason.strip())
 
     # step 3
     @staticmethod
@@ -191,6 +112,40 @@ class FaithfulnessChecker:
         if not decided:
             return None, "unverified"
         return sum(c.verdict == SUPPORTED for c in decided) / len(decided), "verified"
+
+    # LlamaIndex's evaluator interface
+    def evaluate(self, query: str | None = None, response: str | None = None,
+                 contexts: Sequence[str] | None = None, **kwargs: Any) -> EvaluationResult:
+        """The three steps on a response and its contexts. passing = faithfulness at or above the
+        threshold; an answer without claims has no score and no passing verdict."""
+        if response is None or contexts is None:
+            raise ValueError("evaluate needs the response and its contexts")
+        passages = [Passage(n, -n, "context", text, 0.0) for n, text in enumerate(contexts, start=1)]
+        common = dict(query=query, response=response, contexts=list(contexts))
+        extraction = self.extract_claims(query or "", response)
+        if extraction.claims is None:
+            return EvaluationResult(**common, invalid_result=True,
+                                    invalid_reason=f"claims could not be extracted: {extraction.invalid_reason}")
+        checked = self.verify_claims(extraction.claims, passages)
+        faithfulness, status = self.score(checked)
+        feedback = "\n".join(f"{c.verdict}: {c.text} ({c.reason})" for c in checked) or \
+            "the response makes no checkable claims"
+        if status == "unverified":
+            return EvaluationResult(**common, feedback=feedback, invalid_result=True,
+                                    invalid_reason="no claim could be verified")
+        passing = None if faithfulness is None else faithfulness >= self.settings.faithfulness_threshold
+        return EvaluationResult(**common, passing=passing, score=faithfulness, feedback=feedback)
+
+    async def aevaluate(self, query: str | None = None, response: str | None = None,
+                        contexts: Sequence[str] | None = None, **kwargs: Any) -> EvaluationResult:
+        return await asyncio.to_thread(self.evaluate, query, response, contexts)
+
+    def _get_prompts(self) -> dict:
+        return {}  # our prompts are typed objects in pipeline/answering/prompts.py, not LlamaIndex templates
+
+    def _update_prompts(self, prompts_dict: dict) -> None:
+        if prompts_dict:
+            raise NotImplementedError("the checker's prompts are versioned in pipeline/answering/prompts.py")
 
 
 def locate_quote(quote: str, passages: list[Passage]) -> tuple[Passage | None, tuple[int, int] | None]:

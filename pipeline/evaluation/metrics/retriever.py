@@ -1,61 +1,20 @@
-"""Component metrics that say which part of the pipeline failed (all on a 0-1 scale).
+"""Metrics of the retriever (0-1), both against the golden reference.
 
-- faithfulness (generator): supported claims / claims, from the verified run;
-- answer relevancy (generator/prompt): questions generated back from the answer, compared with the
-  question by embedding similarity; an evasive answer scores 0;
 - context precision (retriever ranking): every retrieved chunk judged relevant or not, rank-aware
   (average precision);
 - context recall (retriever/chunking): the reference's statements found in the retrieved context.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from pipeline.answering import prompts
-from pipeline.answering.events import AnswerResult
-from pipeline.verification.faithfulness import Passage, ask_verifier, context_block, parse_yes_no
 from pipeline.evaluation.judge import MetricScore
+from pipeline.evaluation.metrics.generator import NOT_APPLICABLE
+from pipeline.evaluation.registry import MetricInput, register_metric
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import sentences
-
-NOT_APPLICABLE = "not_applicable"
-
-
-def faithfulness(result: AnswerResult) -> MetricScore:
-    claims = result.final_claims
-    if result.faithfulness is None:
-        status = "invalid" if result.status == "unverified" else NOT_APPLICABLE
-        why = {"abstained": "the answer abstains, so it makes no claims", "no_claims": "the answer makes no "
-               "checkable claims", "unverified": "the claims could not be verified"}.get(result.status, result.status)
-        return MetricScore("faithfulness", None, status, why)
-    supported = sum(c.verdict == "supported" for c in claims)
-    failed = [c.text for c in claims if c.verdict in ("contradicted", "unsupported")]
-    return MetricScore("faithfulness", result.faithfulness, "ok",
-                       f"{supported} of {len(claims)} claims supported" +
-                       (f"; not supported: {'; '.join(failed)}" if failed else ""), {"failed_claims": failed})
-
-
-def answer_relevancy(llm: LLM, model: str, question: str, result: AnswerResult) -> MetricScore:
-    if result.status == "abstained":
-        return MetricScore("answer_relevancy", None, NOT_APPLICABLE, "the answer abstains")
-    reply = ask(llm, "metric_answer_relevancy", model, prompts.GENERATE_QUESTIONS,
-                prompts.answer_questions_input(result.answer or ""))
-    pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=prompts.GENERATE_QUESTIONS.version)
-    if reply.value is None:
-        return MetricScore("answer_relevancy", None, "invalid", reply.invalid_reason, **pin)
-    generated = [q.strip() for q in reply.value.questions if q.strip()][:3]
-    if reply.value.noncommittal:
-        return MetricScore("answer_relevancy", 0.0, "ok", "the answer is noncommittal",
-                           {"questions": generated}, **pin)
-    if not generated:
-        return MetricScore("answer_relevancy", None, "invalid", "no questions were generated from the answer", **pin)
-    target = _unit(llm.embed_query(question))
-    similarities = [max(0.0, float(_unit(llm.embed_query(q)) @ target)) for q in generated]
-    value = float(np.mean(similarities))
-    listed = "; ".join(f"{q} ({s:.2f})" for q, s in zip(generated, similarities))
-    return MetricScore("answer_relevancy", value, "ok", f"questions the answer answers: {listed}",
-                       {"questions": generated, "similarities": similarities}, **pin)
+from pipeline.verification.claims import Passage, context_block
+from pipeline.verification.yes_no import ask_verifier, parse_yes_no
 
 
 def context_precision(llm: LLM, model: str, question: str, reference: str | None,
@@ -108,7 +67,12 @@ def context_recall(llm: LLM, verifier_model: str, reference: str | None, passage
                        {"statements": statements, "found": found}, **pin)
 
 
-def _unit(vector) -> np.ndarray:
-    array = np.asarray(vector, dtype=np.float32)
-    norm = np.linalg.norm(array)
-    return array / norm if norm else array
+@register_metric("context_precision", component="retriever ranking")
+def _context_precision(inputs: MetricInput) -> MetricScore:
+    return context_precision(inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.item.reference,
+                             inputs.result.passages)
+
+
+@register_metric("context_recall", component="retriever/chunking")
+def _context_recall(inputs: MetricInput) -> MetricScore:
+    return context_recall(inputs.llm, inputs.settings.verifier_model, inputs.item.reference, inputs.result.passages)

@@ -1,0 +1,169 @@
+"""The metric registry: every score an evaluation stores is a registered metric.
+
+A metric is a name (the `scores.metric` value), the component it speaks for, its scale and a compute
+function `(MetricInput) -> MetricScore`. `@register_metric(...)` on that function in any module of
+pipeline/evaluation/metrics/ registers it; the modules are imported on first use. The runner, the
+report, the store's result query, regression, the diagnosis, the CLI table, the Evaluate page and
+bench/ all read the names, scales and components from here.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pipeline.evaluation.judge import MetricScore
+
+if TYPE_CHECKING:
+    from pipeline.answering.events import AnswerResult
+    from pipeline.config import Settings
+    from pipeline.evaluation.dataset import GoldenItem
+    from pipeline.models.llm import LLM
+
+# The components in the order reports list them; a metric may name another, listed after these.
+COMPONENTS = ("generator", "generator/prompt", "retriever ranking", "retriever/chunking", "judge")
+UNIT, JUDGE_SCALE = (0.0, 1.0), (1.0, 5.0)
+STATUSES = ("ok", "invalid", "not_applicable")
+NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class MetricInput:
+    """Everything a metric may read about one evaluated item."""
+    llm: LLM
+    settings: Settings
+    item: GoldenItem
+    result: AnswerResult
+    pin: Any  # the evaluation's JudgePin (with its corrections, if any)
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    component: str
+    scale: tuple[float, float]
+    compute: Callable[[MetricInput], MetricScore]
+    label: str
+
+    @property
+    def span(self) -> float:
+        """The width of the scale: a drop of min_effect on 0-1 is min_effect × span here."""
+        return self.scale[1] - self.scale[0]
+
+    def measure(self, inputs: MetricInput) -> MetricScore:
+        """The metric's score, checked: a value on its scale with status ok, else None with the reason."""
+        score = self.compute(inputs)
+        if not isinstance(score, MetricScore) or score.metric != self.name:
+            raise ValueError(f"metric {self.name} returned {score!r}, not a MetricScore named {self.name!r}")
+        if score.status not in STATUSES:
+            raise ValueError(f"metric {self.name} returned status {score.status!r}; use one of {', '.join(STATUSES)}")
+        if score.status != "ok" and score.value is not None:
+            raise ValueError(f"metric {self.name} gave the value {score.value} with status {score.status}; "
+                             "a score that is not ok has no value")
+        if score.status == "ok" and not (isinstance(score.value, (int, float)) and math.isfinite(score.value)
+                                         and self.scale[0] <= score.value <= self.scale[1]):
+            raise ValueError(f"metric {self.name} gave {score.value!r}, outside its scale "
+                             f"{self.scale[0]:g}-{self.scale[1]:g}")
+        return score
+
+
+METRICS: dict[str, Metric] = {}
+_loaded = False
+_loading = threading.RLock()  # evaluation workers may ask first at the same time
+
+
+def register_metric(name: str, component: str, scale: tuple[float, float] = UNIT, label: str | None = None):
+    """Decorator for a compute function `(MetricInput) -> MetricScore`; returns the function unchanged."""
+    if not NAME.fullmatch(name):
+        raise ValueError(f"metric name {name!r}: lower-case letters, digits and _ only (it is a column name)")
+    if scale[0] >= scale[1]:
+        raise ValueError(f"metric {name}: scale {scale} is empty")
+
+    def register(compute: Callable[[MetricInput], MetricScore]):
+        known = METRICS.get(name)
+        if known is not None and known.compute is not compute:
+            raise ValueError(f"metric name {name!r} is already registered ({known.component})")
+        METRICS[name] = Metric(name, component, (float(scale[0]), float(scale[1])), compute,
+                               label or name.replace("_", " "))
+        return compute
+    return register
+
+
+def unregister_metric(name: str) -> None:
+    METRICS.pop(name, None)
+
+
+def load_metrics() -> dict[str, Metric]:
+    """Import every module of the metrics package once; returns the registry."""
+    global _loaded
+    with _loading:
+        if not _loaded:
+            from pipeline.evaluation import metrics
+            for module in pkgutil.iter_modules(metrics.__path__):
+                importlib.import_module(f"{metrics.__name__}.{module.name}")
+            _loaded = True
+    return METRICS
+
+
+def ordered_metrics() -> list[Metric]:
+    """Registered metrics by component (COMPONENTS order, others after), then by registration."""
+    registered = list(load_metrics().values())
+    rank = {c: i for i, c in enumerate(COMPONENTS)}
+    return sorted(registered, key=lambda m: (rank.get(m.component, len(COMPONENTS)), registered.index(m)))
+
+
+def metric_names() -> list[str]:
+    return [m.name for m in ordered_metrics()]
+
+
+def get_metric(name: str) -> Metric | None:
+    return load_metrics().get(name)
+
+
+def scale_of(name: str) -> tuple[float, float]:
+    """A registered metric's scale; 0-1 for a name no longer registered (an old run's score)."""
+    metric = get_metric(name)
+    return metric.scale if metric else UNIT
+
+
+def span_of(name: str) -> float:
+    low, high = scale_of(name)
+    return high - low
+
+
+def label_of(name: str) -> str:
+    metric = get_metric(name)
+    return metric.label if metric else name.replace("_", " ")
+
+
+def in_registry_order(rows: list[dict], key: str = "metric") -> list[dict]:
+    """Rows keyed by metric name in registry order; names no longer registered go last."""
+    order = {name: i for i, name in enumerate(metric_names())}
+    return sorted(rows, key=lambda row: (order.get(row[key], len(order)), row[key]))
+
+
+class MetricNames(Sequence):
+    """The registered names as a live, ordered sequence (for `from ... import METRICS` callers)."""
+
+    def __getitem__(self, index):
+        return metric_names()[index]
+
+    def __len__(self) -> int:
+        return len(load_metrics())
+
+    def __iter__(self):
+        return iter(metric_names())
+
+    def __contains__(self, name) -> bool:
+        return name in load_metrics()
+
+    def __repr__(self) -> str:
+        return f"MetricNames({metric_names()!r})"
+
+
+METRIC_NAMES = MetricNames()

@@ -1,0 +1,48 @@
+"""The verifier interface: one claim against the passages -> supported, unsupported or undecided.
+
+Template method, as llama-index-core's `BaseNodePostprocessor.postprocess_nodes` around
+`_postprocess_nodes`: `verify` validates the input and the verdict, `_verify` does the work.
+Undecided hands the claim to the next verifier of the chain.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from pipeline.config import Settings
+from pipeline.models.llm import LLM
+from pipeline.verification.claims import UNSUPPORTED, VERIFIER_VERDICTS, CheckedClaim, Passage
+
+
+class Verifier(ABC):
+    name: ClassVar[str] = ""  # set by @register_verifier
+    # A rejection goes on to the NLI step (contradicted or unsupported) unless the verifier's own
+    # reason already says why, as the pre-check's "'1999' appears in no retrieved source" does.
+    classify_rejected: ClassVar[bool] = True
+
+    def __init__(self, llm: LLM, settings: Settings):
+        self.llm = llm
+        self.settings = settings
+
+    @property
+    def label(self) -> str:
+        """What a claim's `verifier` column says: the model for model verifiers."""
+        return self.name
+
+    def verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        if not claim or not claim.strip():
+            raise ValueError(f"{self.name}: claim {claim_no} is empty")
+        if not passages:
+            return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason="there is no passage to check it "
+                                                                                  "against")
+        checked = self._verify(claim_no, claim, passages)
+        if checked.verdict not in VERIFIER_VERDICTS:
+            raise ValueError(f"verifier {self.name} returned {checked.verdict!r}; a verifier says one of "
+                             f"{', '.join(VERIFIER_VERDICTS)}")
+        if (checked.claim_no, checked.text) != (claim_no, claim):
+            raise ValueError(f"verifier {self.name} answered for another claim than claim {claim_no}")
+        return checked
+
+    @abstractmethod
+    def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        """The verdict on one claim; passages is never empty."""

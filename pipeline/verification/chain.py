@@ -1,0 +1,45 @@
+"""The configured chain of verifiers: each claim goes down the chain until one decides it."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipeline.config import Settings
+from pipeline.errors import ConfigError
+from pipeline.models.llm import LLM
+from pipeline.verification.base import Verifier
+from pipeline.verification.claims import UNDECIDED, UNVERIFIED, CheckedClaim, Passage
+from pipeline.verification.registry import verifier_class
+
+
+def effective_chain(settings: Settings) -> list[str]:
+    """`verifier_chain` as adjusted by the older settings: precheck_enabled=false drops the pre-check,
+    verify_scope=context swaps minicheck_chunk for minicheck_context."""
+    names = [n.strip() for n in settings.verifier_chain.split(",") if n.strip()]
+    if not settings.precheck_enabled:
+        names = [n for n in names if n != "precheck"]
+    if settings.verify_scope == "context":
+        names = ["minicheck_context" if n == "minicheck_chunk" else n for n in names]
+    return names
+
+
+class VerifierChain:
+    def __init__(self, names: Sequence[str], llm: LLM, settings: Settings):
+        if not names:
+            raise ConfigError("the verifier chain is empty",
+                              fix="set WORKBENCH_VERIFIER_CHAIN, e.g. precheck,minicheck_chunk")
+        self.verifiers: list[Verifier] = [verifier_class(name)(llm, settings) for name in names]
+
+    @property
+    def names(self) -> list[str]:
+        return [v.name for v in self.verifiers]
+
+    def verify(self, claim_no: int, claim: str, passages: list[Passage]) -> tuple[CheckedClaim, Verifier]:
+        """(the first decided verdict, the verifier that gave it); when none decides, the claim is
+        unverified with the last verifier's reason."""
+        for verifier in self.verifiers:
+            checked = verifier.verify(claim_no, claim, passages)
+            if checked.verdict != UNDECIDED:
+                return checked, verifier
+        reason = checked.reason if len(self.verifiers) == 1 else \
+            f"{checked.reason} (undecided by {', '.join(self.names)})"
+        return CheckedClaim(claim_no, claim, UNVERIFIED, checked.verifier, reason=reason), verifier

@@ -1,0 +1,40 @@
+"""The records verification passes around: passages, checked claims, and the verdict vocabulary."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.answering import prompts
+from pipeline.text import short_source
+
+SUPPORTED, CONTRADICTED, UNSUPPORTED, UNVERIFIED = "supported", "contradicted", "unsupported", "unverified"
+UNDECIDED = "undecided"  # a verifier's "not mine to decide": the next verifier in the chain tries
+VERIFIER_VERDICTS = (SUPPORTED, UNSUPPORTED, UNDECIDED)
+
+
+@dataclass
+class Passage:
+    """A retrieved chunk as numbered in the prompt."""
+    n: int
+    chunk_id: int
+    source: str
+    text: str
+    score: float
+
+
+@dataclass
+class CheckedClaim:
+    claim_no: int
+    text: str
+    verdict: str
+    verifier: str
+    passage: Passage | None = None
+    span: tuple[int, int] | None = None
+    reason: str = ""
+
+    @property
+    def evidence(self) -> str | None:
+        return self.passage.text[self.span[0]:self.span[1]] if self.passage and self.span else None
+
+
+def context_block(passages: list[Passage]) -> str:
+    return prompts.number_passages([(p.n, short_source(p.source), p.text) for p in passages])

@@ -1,0 +1,60 @@
+"""The verifier registry: `@register_verifier("name")` on a Verifier subclass in verifiers/ adds it.
+
+Every module in pipeline/verification/verifiers/ is imported on first use, so a new verifier is one
+file there; the setting `verifier_chain` then names it.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from pipeline.errors import ConfigError
+from pipeline.verification.base import Verifier
+
+VERIFIERS: dict[str, type[Verifier]] = {}
+V = TypeVar("V", bound=type[Verifier])
+_loaded = False
+_loading = threading.RLock()  # evaluation workers may ask first at the same time
+
+
+def register_verifier(name: str) -> Callable[[V], V]:
+    def register(cls: V) -> V:
+        if not (isinstance(cls, type) and issubclass(cls, Verifier)):
+            raise TypeError(f"@register_verifier({name!r}) decorates a Verifier subclass, not {cls!r}")
+        if VERIFIERS.get(name, cls) is not cls:
+            raise ValueError(f"verifier name {name!r} is taken by {VERIFIERS[name].__qualname__}")
+        cls.name = name
+        VERIFIERS[name] = cls
+        return cls
+    return register
+
+
+def unregister_verifier(name: str) -> None:
+    VERIFIERS.pop(name, None)
+
+
+def load_verifiers() -> dict[str, type[Verifier]]:
+    """Import every module of the verifiers package once; returns the registry."""
+    global _loaded
+    with _loading:
+        if not _loaded:
+            from pipeline.verification import verifiers
+            for module in pkgutil.iter_modules(verifiers.__path__):
+                importlib.import_module(f"{verifiers.__name__}.{module.name}")
+            _loaded = True
+    return VERIFIERS
+
+
+def verifier_names() -> list[str]:
+    return list(load_verifiers())
+
+
+def verifier_class(name: str) -> type[Verifier]:
+    registered = load_verifiers()
+    if name not in registered:
+        raise ConfigError(f"there is no verifier named {name!r}",
+                          fix=f"name registered verifiers in WORKBENCH_VERIFIER_CHAIN: {', '.join(registered)}")
+    return registered[name]

@@ -1,0 +1,67 @@
+"""bespoke-minicheck (`Document: ...\nClaim: ...` -> Yes/No), per chunk or on the whole context."""
+from __future__ import annotations
+
+from pipeline.text import best_sentence, overlap, short_source
+from pipeline.verification.base import Verifier
+from pipeline.verification.claims import SUPPORTED, UNDECIDED, UNSUPPORTED, CheckedClaim, Passage, context_block
+from pipeline.verification.registry import register_verifier
+from pipeline.verification.yes_no import ask_verifier, parse_yes_no
+
+
+class YesNoVerifier(Verifier):
+    """A verifier that asks a model Yes or No; `instructed` adds a system instruction for general models."""
+    instructed = False
+
+    @property
+    def model(self) -> str:
+        return self.settings.verifier_model
+
+    @property
+    def label(self) -> str:
+        return self.model
+
+    def ask(self, document: str, claim: str) -> tuple[bool | None, str]:
+        """(supported, or None when the reply is neither Yes nor No; the reply text)."""
+        reply = ask_verifier(self.llm, self.model, document, claim, instructed=self.instructed)
+        return parse_yes_no(reply.text), reply.text
+
+
+@register_verifier("minicheck_chunk")
+class MiniCheckChunk(YesNoVerifier):
+    """Each passage in turn, best word overlap first; the first passage that supports the claim is
+    its evidence."""
+
+    def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        unreadable = []
+        for passage in sorted(passages, key=lambda p: -overlap(claim, p.text)):
+            supported, text = self.ask(passage.text, claim)
+            if supported is None:
+                unreadable.append(text[:40])
+            elif supported:
+                sentence = best_sentence(passage.text, claim)
+                span = (sentence.start, sentence.end) if sentence else None
+                return CheckedClaim(claim_no, claim, SUPPORTED, self.label, passage, span,
+                                    f"supported by [{passage.n}] {short_source(passage.source)}")
+        if len(unreadable) == len(passages):
+            return CheckedClaim(claim_no, claim, UNDECIDED, self.label,
+                                reason=f"the verifier's replies could not be read as Yes/No: {unreadable[0]!r}")
+        return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason="no passage supports it")
+
+
+@register_verifier("minicheck_context")
+class MiniCheckContext(YesNoVerifier):
+    """One call with every passage; the evidence is the sentence closest to the claim."""
+
+    def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        supported, text = self.ask(context_block(passages), claim)
+        if supported is None:
+            return CheckedClaim(claim_no, claim, UNDECIDED, self.label,
+                                reason=f"the verifier's reply could not be read as Yes/No: {text[:40]!r}")
+        if not supported:
+            return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label,
+                                reason="the retrieved context does not support it")
+        scored = [(p, best_sentence(p.text, claim)) for p in passages]
+        passage, sentence = max(scored, key=lambda ps: overlap(claim, ps[1].text) if ps[1] else -1.0)
+        span = (sentence.start, sentence.end) if sentence else None
+        return CheckedClaim(claim_no, claim, SUPPORTED, self.label, passage if span else None, span,
+                            "supported by the retrieved context")
