@@ -9,6 +9,7 @@ of traces being recorded (`recording()`) and ignores every other span, so nothin
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import inspect
 import threading
 import time
@@ -45,15 +46,13 @@ class Trace:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def records(self) -> list[SpanRecord]:
-        """Every span so far; one still open gets its latency up to now."""
+        """Every span so far; one still open (the root, while the run saves itself) gets its latency up to
+        now, in a copy, so the open span still closes normally."""
         now = time.perf_counter()
         with self.lock:
             opened = list(self.spans.values())
-        for span in opened:
-            if span.record.latency_ms is None:
-                span.record.latency_ms = (now - span.t0) * 1000
-                span.record.attributes.setdefault("open", True)
-        return [span.record for span in opened]
+        return [span.record if span.record.latency_ms is not None
+                else dataclasses.replace(span.record, latency_ms=(now - span.t0) * 1000) for span in opened]
 
     def annotate(self, span_id: str | None, **attributes: Any) -> None:
         with self.lock:

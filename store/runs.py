@@ -7,6 +7,7 @@ from dataclasses import asdict
 from store.db import Database, fetch_dicts, insert_rows
 from store.llm_log import insert_cache_entries, insert_calls
 from store.records import RunLog
+from store.spans import insert_spans
 
 RUN_FIELDS = ("kind", "question", "status", "answer", "faithfulness", "n_claims", "n_supported",
               "n_attempts", "final_attempt", "rewritten_query", "abstain_reason", "error", "generator_model", "config",
@@ -39,6 +40,7 @@ def insert_run(cur, log: RunLog) -> int:
     _insert_many(cur, "claims", run_id, log.claims)
     insert_calls(cur, run_id, log.calls)
     insert_cache_entries(cur, log.cache_entries)
+    insert_spans(cur, log.spans, run_id)
     return run_id
 
 

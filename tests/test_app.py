@@ -316,3 +316,26 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     table = at.dataframe[0].value
     assert table.iloc[0]["n"] == 4 and table.iloc[0][""] == "judge vs people"
     assert len(at.get("plotly_chart")) >= 6
+
+
+def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_included(fake, settings, kb_db):
+    from pipeline.answering.engine import VerifiedQueryEngine, final_result
+    fake.enqueue("<b>bold</b> The RAG index held **21 million passages** [1].", model="llama3.2",
+                 match=lambda body: not body.get("format"))
+    engine = VerifiedQueryEngine(settings=settings, db=kb_db)
+    first = final_result(engine.stream(QUESTION))
+    again = final_result(engine.stream(QUESTION))  # the same prompts: every call comes from the cache
+
+    at = open_runs_page(str(first.run_id))
+    trace = next(d.value for d in at.dataframe if "step" in d.value.columns)
+    assert trace["step"].iloc[0] == "question"
+    assert any(step.strip().endswith("└ generate") for step in trace["step"])
+    assert trace["calls"].sum() == len([e for e in at.expander if e.label[:1].isdigit()])
+    assert any(". generate · llama3" in e.label and "tokens" in e.label for e in at.expander)
+
+    at = open_runs_page(str(again.run_id))
+    labels = [e.label for e in at.expander if e.label[:1].isdigit()]
+    assert labels and all("cached" in label for label in labels)
+    codes = [c.value for c in at.code]
+    assert any("[system]" in c and "[user]" in c and QUESTION in c for c in codes)
+    assert any("<b>bold</b> The RAG index held" in c for c in codes)  # shown as code: text, never HTML

@@ -148,3 +148,38 @@ def test_a_model_call_is_recorded_under_the_step_that_made_it(settings, db):
     assert inside.span_id == generate_id and outside.span_id is None
     chat_span = next(s for s in trace.records() if s.parent_id == generate_id)
     assert chat_span.name == "Ollama.chat" and chat_span.attributes["model"] == "llama3.2"
+
+
+RAG_QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+
+
+def test_a_stored_run_has_its_trace_and_every_call_sits_on_a_step_of_it(settings, kb_db):
+    from pipeline.answering.engine import VerifiedQueryEngine, final_result
+    from pipeline.history.runs import load_run
+
+    engine = VerifiedQueryEngine(settings=settings, db=kb_db)
+    result = final_result(engine.stream(RAG_QUESTION))
+    stored = load_run(kb_db, result.run_id)
+    rows = [(depth, span.name) for depth, span in tracing.tree(stored.spans)]
+    names = [name for _, name in rows]
+    assert rows[0] == (0, "question")
+    assert {"retrieve", "grade context", "attempt 1", "generate", "extract claims", "verify"} <= set(names)
+    assert (1, "attempt 1") in rows and (2, "generate") in rows and (2, "verify") in rows
+    assert "DuckDBRetriever.retrieve" in names and "Ollama.chat" in names
+    span_ids = {s.span_id for s in stored.spans}
+    assert stored.calls and all(c["span_id"] in span_ids for c in stored.calls)
+    by_id = {s.span_id: s for s in stored.spans}
+    generate_call = next(c for c in stored.calls if c["stage"] == "generate")
+    assert by_id[generate_call["span_id"]].name == "generate"
+    assert all(s.latency_ms is not None and s.latency_ms >= 0 for s in stored.spans)
+
+
+def test_cached_calls_are_recorded_with_their_text_and_span(settings, kb_db):
+    from pipeline.answering.engine import VerifiedQueryEngine, final_result
+    from pipeline.history.runs import load_run
+
+    engine = VerifiedQueryEngine(settings=settings, db=kb_db)
+    final_result(engine.stream(RAG_QUESTION))
+    again = load_run(kb_db, final_result(engine.stream(RAG_QUESTION)).run_id)
+    cached = [c for c in again.calls if c["cache_hit"]]
+    assert cached and all(c["prompt_text"] and c["completion_text"] and c["span_id"] for c in cached)

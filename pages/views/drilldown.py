@@ -1,6 +1,8 @@
 """Widgets of one run's drilldown: attempts, claims with their evidence in the source, chunks, LLM calls."""
 from __future__ import annotations
 
+import json
+from collections import Counter
 from datetime import timedelta
 
 import pandas as pd
@@ -12,6 +14,7 @@ from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown
 from pipeline.answering.events import AnswerResult
 from pipeline.history.runs import StoredRun
 from pipeline.text import short_source
+from pipeline.tracing import tree
 
 
 def show_drilldown(stored: StoredRun) -> None:
@@ -39,6 +42,8 @@ def show_drilldown(stored: StoredRun) -> None:
     if stored.scores:
         st.subheader("Scores")
         st.dataframe(pd.DataFrame(stored.scores), hide_index=True, width="stretch")
+    show_trace(stored.spans, stored.calls)
+    show_calls(stored.calls)
     show_timeline(stored.calls)
 
 
@@ -84,10 +89,58 @@ def show_chunks(retrievals: list[dict]) -> None:
     st.dataframe(frame, hide_index=True, width="stretch")
 
 
-def show_timeline(calls: list[dict]) -> None:
+def show_trace(spans: list, calls: list[dict]) -> None:
+    if not spans:
+        return
+    st.subheader(f"Trace ({len(spans)} spans)")
+    calls_per_span = Counter(c.get("span_id") for c in calls)
+    rows = [{"step": " " * depth + ("└ " if depth else "") + span.name,
+             "ms": span.latency_ms, "calls": calls_per_span.get(span.span_id, 0), "error": span.error,
+             "details": ", ".join(f"{k}={v}" for k, v in span.attributes.items())}
+            for depth, span in tree(spans)]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"ms": st.column_config.NumberColumn(format="%.1f")})
+
+
+def show_calls(calls: list[dict]) -> None:
+    """Every call, cached ones included, each openable to the prompt it sent and the completion it got."""
     if not calls:
         return
-    st.subheader(f"LLM calls ({len(calls)})")
+    cached = sum(bool(c["cache_hit"]) for c in calls)
+    st.subheader(f"LLM calls ({len(calls)}, {cached} from the cache)")
+    for n, call in enumerate(calls, start=1):
+        tokens = f"{call['prompt_tokens'] or 0}+{call['completion_tokens'] or 0} tokens"
+        label = (f"{n}. {call['stage']} · {call['model']} · {'cached' if call['cache_hit'] else tokens} · "
+                 f"{call['latency_ms'] or 0:.0f} ms" + (" · failed" if call["error"] else ""))
+        with st.expander(escape_markdown(label)):
+            if call["error"]:
+                st.error(escape_markdown(call["error"]))
+            if call.get("prompt_text") is None and call.get("completion_text") is None:
+                st.caption("No text was kept for this call (log_call_text is off, or it predates call texts).")
+                continue
+            st.caption("Prompt")
+            st.code(prompt_as_text(call.get("prompt_text")), language=None, wrap_lines=True)
+            st.caption("Completion")
+            st.code(call.get("completion_text") or "", language=None, wrap_lines=True)
+
+
+def prompt_as_text(prompt: str | None) -> str:
+    """Chat messages (stored as JSON) as role-headed text; anything else as it is."""
+    try:
+        messages = json.loads(prompt or "")
+    except ValueError:
+        return prompt or ""
+    if not isinstance(messages, list):
+        return prompt or ""
+    return "\n\n".join(f"[{m.get('role', '?')}]\n{m.get('content', '')}" if isinstance(m, dict) else str(m)
+                        for m in messages)
+
+
+def show_timeline(calls: list[dict]) -> None:
+    calls = [c for c in calls if not c["cache_hit"]]
+    if not calls:
+        return
+    st.caption("Timeline of the calls that reached the model")
     frame = pd.DataFrame(calls)
     frame["finished_at"] = frame["started_at"] + frame["latency_ms"].map(lambda ms: timedelta(milliseconds=ms))
     frame["tokens"] = frame["prompt_tokens"].fillna(0) + frame["completion_tokens"].fillna(0)

@@ -13,6 +13,7 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
+from pipeline import tracing
 from pipeline.answering import prompts
 from pipeline.answering.events import AnswerResult, Attempt, Event
 from pipeline.answering.retriever import DuckDBRetriever
@@ -84,6 +85,10 @@ class QuestionRun:
 
     # -- the stream ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
+        with tracing.recording("question", kind=self.result.kind) as self.trace:
+            yield from self._traced_events()
+
+    def _traced_events(self) -> Iterator[Event]:
         try:
             try:
                 yield from self._steps()
@@ -120,7 +125,8 @@ class QuestionRun:
 
     # -- retrieval, grading, rewriting -----------------------------------------------------------
     def _retrieve(self, round_no: int, query: str):
-        nodes = self.retriever.retrieve(query)
+        with tracing.step("retrieve", round=round_no, top_k=self.settings.top_k):
+            nodes = self.retriever.retrieve(query)
         passages = [Passage(n, int(node.node.metadata["chunk_id"]), node.node.metadata["source"],
                             node.node.get_content(), float(node.score)) for n, node in enumerate(nodes, start=1)]
         self.retrievals += [RetrievalRecord(round_no, query, p.n, p.chunk_id, p.score) for p in passages]
@@ -130,8 +136,10 @@ class QuestionRun:
         return passages
 
     def _grade(self, round_no: int, passages: list[Passage]):
-        result = ask(self.llm, "grade_context", self.settings.generator_model, prompts.GRADE_CONTEXT,
-                     prompts.grade_input(self.question, context_block(passages)))
+        with tracing.step("grade context", round=round_no):
+            result = ask(self.llm, "grade_context", self.settings.generator_model, prompts.GRADE_CONTEXT,
+                         prompts.grade_input(self.question, context_block(passages)))
+            tracing.annotate(relevant=result.value.relevant if result.value else None)
         query = self.retrievals[-1].query
         if result.value is None:
             self.grades.append(GradeRecord(round_no, query, None, result.invalid_reason))
@@ -145,8 +153,9 @@ class QuestionRun:
         return grade.relevant, grade.reason
 
     def _rewrite(self):
-        result = ask(self.llm, "rewrite_query", self.settings.generator_model, prompts.REWRITE_QUERY,
-                     prompts.rewrite_input(self.question))
+        with tracing.step("rewrite query"):
+            result = ask(self.llm, "rewrite_query", self.settings.generator_model, prompts.REWRITE_QUERY,
+                         prompts.rewrite_input(self.question))
         query = one_line(result.value.query) if result.value else ""
         if not query or query.lower() == self.question.lower():
             yield Event("rewrite", "no different query to try" + (f" ({result.invalid_reason})"
@@ -172,10 +181,17 @@ class QuestionRun:
         yield from self._decide()
 
     def _attempt(self, attempt_no: int, passages: list[Passage], failed: list[str]):
+        with tracing.step(f"attempt {attempt_no}", strict=attempt_no > 1):
+            attempt = yield from self._checked_attempt(attempt_no, passages, failed)
+            tracing.annotate(status=attempt.record.status, faithfulness=attempt.record.faithfulness)
+        return attempt
+
+    def _checked_attempt(self, attempt_no: int, passages: list[Passage], failed: list[str]):
         strict = attempt_no > 1
         prompt = prompts.GENERATE_STRICT if strict else prompts.GENERATE
-        reply = self.llm.chat("generate", self.settings.generator_model, prompt.messages(
-            prompts.generate_input(self.question, context_block(passages), failed if strict else None)))
+        with tracing.step("generate"):
+            reply = self.llm.chat("generate", self.settings.generator_model, prompt.messages(
+                prompts.generate_input(self.question, context_block(passages), failed if strict else None)))
         answer = reply.text.strip()
         yield Event("generate", f"attempt {attempt_no}: generated {len(answer.split())} words" +
                     (" with the stricter prompt" if strict else ""),
@@ -186,7 +202,8 @@ class QuestionRun:
         if is_abstention(answer) or not answer:
             record.status = "abstained"
             return attempt
-        extraction = self.checker.extract_claims(self.question, answer)
+        with tracing.step("extract claims"):
+            extraction = self.checker.extract_claims(self.question, answer)
         if extraction.claims is None:
             record.status, record.error = "unverified", extraction.invalid_reason
             yield Event("claims", f"claims could not be extracted: {extraction.invalid_reason}",
@@ -209,8 +226,8 @@ class QuestionRun:
     def _verify(self, attempt_no: int, claims: list[str], passages: list[Passage]):
         """Verify claims concurrently and stream each verdict as it arrives."""
         arrived: queue.Queue = queue.Queue()
-        with ThreadPoolExecutor(max_workers=1) as runner:
-            future = runner.submit(self.checker.verify_claims, claims, passages, arrived.put)
+        with tracing.step("verify", claims=len(claims)), ThreadPoolExecutor(max_workers=1) as runner:
+            future = tracing.submit(runner, self.checker.verify_claims, claims, passages, arrived.put)
             future.add_done_callback(lambda _: arrived.put(_DONE))
             while (item := arrived.get()) is not _DONE:
                 yield Event("verdict", f"claim {item.claim_no}: {item.verdict}",
@@ -262,7 +279,8 @@ class QuestionRun:
         """Derive the run's rows from the result (once) and write them unless the caller will."""
         self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
         self.log = self.result.to_log(self.grades, self.retrievals, datetime.now(timezone.utc),
-                                      self.llm.take_calls(), self.llm.take_cache_entries())
+                                      self.llm.take_calls(), self.llm.take_cache_entries(),
+                                      spans=self.trace.records())
         if self.persist:
             self.result.run_id = save_run(self.db, self.log)
 

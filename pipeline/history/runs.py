@@ -2,14 +2,16 @@
 list of runs, and exports. The run itself is the engine's AnswerResult again (AnswerResult.from_stored)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline.answering.events import AnswerResult
 from store.db import Database
 from store.evals import recent_chat_run_ids, scores_for_run
 from store.history import RunFilter, RunPage, export_runs, filter_choices, find_runs, query_runs
 from store.llm_log import calls_for_run
+from store.records import SpanRecord
 from store.runs import get_run
+from store.spans import spans_for_run
 
 __all__ = ["RunFilter", "RunPage", "StoredRun", "export_runs", "filter_choices", "find_runs", "list_runs",
            "load_result", "load_run", "recent_chat_run_ids", "scores_for_run"]
@@ -23,15 +25,16 @@ class StoredRun:
     grades: list[dict]  # the context grade of each retrieval round
     calls: list[dict]  # every LLM call of the run, oldest first
     scores: list[dict]  # evaluation scores, when the run answered an evaluation item
+    spans: list[SpanRecord] = field(default_factory=list)  # the run's trace
 
 
 def load_run(db: Database, run_id: int) -> StoredRun | None:
-    """The run with its retrievals, grades, LLM calls and scores; None when there is no such run."""
+    """The run with its retrievals, grades, LLM calls, scores and trace; None when there is no such run."""
     run = get_run(db, run_id)
     if run is None:
         return None
     return StoredRun(AnswerResult.from_stored(run), run["retrievals"], run["grades"], calls_for_run(db, run_id),
-                     scores_for_run(db, run_id))
+                     scores_for_run(db, run_id), spans_for_run(db, run_id))
 
 
 def load_result(db: Database, run_id: int) -> AnswerResult | None:

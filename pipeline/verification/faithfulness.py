@@ -19,6 +19,7 @@ from typing import Any
 
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 
+from pipeline import tracing
 from pipeline.answering import prompts
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
@@ -68,14 +69,17 @@ class FaithfulnessChecker(BaseEvaluator):
     # step 2
     def verify_claims(self, claims: list[str], passages: list[Passage],
                       on_verdict: Callable[[CheckedClaim], None] | None = None) -> list[CheckedClaim]:
-        def check(numbered: tuple[int, str]) -> CheckedClaim:
-            verdict = self.verify_claim(numbered[0], numbered[1], passages)
+        def check(claim_no: int, claim: str) -> CheckedClaim:
+            with tracing.step(f"verify claim {claim_no}"):
+                verdict = self.verify_claim(claim_no, claim, passages)
+                tracing.annotate(verdict=verdict.verdict, verifier=verdict.verifier)
             if on_verdict:
                 on_verdict(verdict)
             return verdict
 
         with ThreadPoolExecutor(max_workers=self.settings.verify_concurrency) as pool:
-            return list(pool.map(check, enumerate(claims, start=1)))
+            futures = [tracing.submit(pool, check, n, claim) for n, claim in enumerate(claims, start=1)]
+            return [future.result() for future in futures]
 
     def verify_claim(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
         checked, verifier = self.chain.verify(claim_no, claim, passages)
