@@ -183,3 +183,23 @@ def test_cached_calls_are_recorded_with_their_text_and_span(settings, kb_db):
     again = load_run(kb_db, final_result(engine.stream(RAG_QUESTION)).run_id)
     cached = [c for c in again.calls if c["cache_hit"]]
     assert cached and all(c["prompt_text"] and c["completion_text"] and c["span_id"] for c in cached)
+
+
+def test_an_evaluation_item_traces_its_question_and_every_metric_and_its_calls_name_the_evaluation(settings,
+                                                                                                  kb_db):
+    from pipeline.evaluation.dataset import Dataset, GoldenItem
+    from pipeline.evaluation.registry import metric_names
+    from pipeline.evaluation.runner import run_evaluation
+    from pipeline.history.evaluations import run_ids_of
+    from pipeline.history.runs import load_run
+
+    item = GoldenItem(id="rag-size", question=RAG_QUESTION, reference="21 million passages", tags=["numeric"])
+    outcome = run_evaluation(settings, kb_db, Dataset("t.jsonl", [item], [], "h"), "traced", concurrency=1)
+    stored = load_run(kb_db, run_ids_of(kb_db, outcome.eval_run_id)[0])
+    rows = [(depth, span.name) for depth, span in tracing.tree(stored.spans)]
+    assert rows[0] == (0, "evaluate item") and (1, "question") in rows
+    assert {(1, f"metric {name}") for name in metric_names()} <= set(rows)
+    assert {c["origin"] for c in stored.calls} == {"evaluation"}
+    assert {c["eval_run_id"] for c in stored.calls} == {outcome.eval_run_id}
+    span_ids = {s.span_id for s in stored.spans}
+    assert all(c["span_id"] in span_ids for c in stored.calls)

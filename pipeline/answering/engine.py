@@ -68,12 +68,13 @@ def is_abstention(answer: str) -> bool:
 class QuestionRun:
     """The state of one question as it goes through the steps."""
 
-    def __init__(self, settings: Settings, db: Database, question: str, kind: str, persist: bool = True):
+    def __init__(self, settings: Settings, db: Database, question: str, kind: str, persist: bool = True,
+                 eval_run_id: int | None = None):
         """`self.result` is the run; `self.log`, its rows, is derived from it once the run ends.
         persist=False leaves writing `self.log` to the caller (the evaluation runner writes it with
         the item's scores in one transaction)."""
         self.settings, self.db, self.question, self.persist = settings, db, question, persist
-        self.llm = LLM(settings, db)
+        self.llm = LLM(settings, db, origin="evaluation" if kind == "eval" else kind, eval_run_id=eval_run_id)
         self.checker = FaithfulnessChecker(self.llm, settings)
         self.retriever = DuckDBRetriever(self.llm, db, settings.top_k)
         self.t0 = time.perf_counter()

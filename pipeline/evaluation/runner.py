@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from pipeline import tracing
 from pipeline.evaluation import registry
 from pipeline.regression import compare as regression
 from pipeline.config import Settings
@@ -61,33 +62,47 @@ class EvalOutcome:
     regressions: list | str = field(default_factory=list)
 
 
-def evaluate_item(settings: Settings, db: Database, item: GoldenItem, pin, abandon: threading.Event):
-    """(status, log, scores, error) of one item; nothing is written here."""
+def evaluate_item(settings: Settings, db: Database, item: GoldenItem, pin, abandon: threading.Event,
+                  eval_run_id: int | None = None):
+    """(status, log, scores, error) of one item; nothing is written here. The item's trace has the question
+    run and every metric under one root."""
     question = clean_question(item.question, settings)
-    run = QuestionRun(settings, db, question, kind="eval", persist=False)
-    result: AnswerResult | None = None
-    for event in run.events():
-        if abandon.is_set():
-            raise TimeoutError("abandoned")
-        if event.kind == "final":
-            result = event.data["result"]
+    with tracing.recording("evaluate item", item=item.id) as trace:
+        run = QuestionRun(settings, db, question, kind="eval", persist=False, eval_run_id=eval_run_id)
+        result: AnswerResult | None = None
+        for event in run.events():
+            if abandon.is_set():
+                raise TimeoutError("abandoned")
+            if event.kind == "final":
+                result = event.data["result"]
+        outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result)
+    run.log.spans = trace.records()
+    return outcome
+
+
+def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: AnswerResult):
     if result.status == "failed":
-        return "failed", run.log, [], result.error
-    scorer = LLM(settings, db, origin="evaluation")
+        return "failed", log, [], result.error
+    scorer = LLM(settings, db, origin="evaluation", eval_run_id=eval_run_id)
     try:
         scores = score_item(scorer, settings, item, result, pin)
     except WorkbenchError as exc:
-        run.log.calls += scorer.take_calls()
-        return "failed", run.log, [], f"scoring failed: {exc}"
-    run.log.calls += scorer.take_calls()
-    run.log.cache_entries += scorer.take_cache_entries()
-    return "done", run.log, scores, None
+        log.calls += scorer.take_calls()
+        return "failed", log, [], f"scoring failed: {exc}"
+    log.calls += scorer.take_calls()
+    log.cache_entries += scorer.take_cache_entries()
+    return "done", log, scores, None
 
 
 def score_item(llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin) -> list[MetricScore]:
-    """Every registered metric of one answered item."""
+    """Every registered metric of one answered item, each a step of the item's trace."""
     inputs = registry.MetricInput(llm, settings, item, result, pin)
-    return [metric.measure(inputs) for metric in registry.ordered_metrics()]
+    scores = []
+    for metric in registry.ordered_metrics():
+        with tracing.step(f"metric {metric.name}"):
+            scores.append(metric.measure(inputs))
+            tracing.annotate(value=scores[-1].value, status=scores[-1].status)
+    return scores
 
 
 @dataclass
@@ -175,7 +190,7 @@ async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout,
                 start = time.perf_counter()
                 try:
                     status, log, scores, error = await asyncio.wait_for(
-                        loop.run_in_executor(pool, evaluate_item, settings, db, item, pin, abandon), timeout)
+                        loop.run_in_executor(pool, evaluate_item, settings, db, item, pin, abandon, eval_run_id), timeout)
                 except asyncio.TimeoutError:
                     abandon.set()
                     status, log, scores, error = "timeout", None, [], f"timed out after {timeout:g} s"
