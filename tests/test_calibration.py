@@ -142,6 +142,10 @@ def test_rejudge_uses_corrections_but_never_an_items_own(fake, settings, evaluat
                     .fetchall())
     first, second = pairs[0]["run_id"], pairs[1]["run_id"]
     assert used[first] == [2] and used[second] == [1]
+    with kb_db.cursor() as cur:
+        origins = dict(cur.execute("SELECT stage, count(*) FROM llm_calls WHERE origin = 'rejudge' GROUP BY stage")
+                       .fetchall())
+    assert origins == {f"judge_{c}": len(pairs) for c in ("correctness", "helpfulness", "faithfulness")}
 
 
 def test_a_correction_set_version_enters_the_evaluation_judge_pin(fake, settings, evaluated, kb_db):

@@ -60,6 +60,10 @@ def test_the_command_measures_every_registered_verifier_through_the_fake(fake, d
     pre = summary["precheck"]
     assert (pre["tp"], pre["fp"], pre["tn"], pre["fn"]) == (1, 0, 2, 1)
     assert pre["llm_calls_per_answer"] == 1.0  # claim extraction only
+    with db.cursor() as cur:
+        recorded = cur.execute("SELECT count(*), count(completion_text_hash) FROM llm_calls "
+                               "WHERE origin = 'detector' AND stage = 'extract_claims'").fetchone()
+    assert recorded[0] >= 4 and recorded[0] == recorded[1]  # every detector call is stored, with its text
     for name in ("minicheck_chunk", "minicheck_context"):
         mini = summary[name]
         assert (mini["tp"], mini["fp"], mini["tn"], mini["fn"]) == (2, 0, 2, 0)

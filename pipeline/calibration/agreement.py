@@ -26,6 +26,7 @@ from store import annotations
 from store.annotations import Correction
 from store.db import Database
 from store.evals import reference_of
+from store.llm_log import save_calls
 
 MIN_RELIABLE = 10
 SCALE = [1, 2, 3, 4, 5]
@@ -162,4 +163,5 @@ def rejudge(settings: Settings, db: Database, run_ids: list[int], on_progress=No
         if on_progress:
             on_progress(done, len(rated))
     annotations.save_rejudged(db, version, rows)
+    save_calls(db, llm.take_calls(), llm.take_cache_entries())
     return version

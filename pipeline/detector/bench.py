@@ -27,6 +27,7 @@ from pipeline.models.llm import LLM
 from pipeline.text import sentences
 from store.db import Database
 from store.detector import save_detector_run
+from store.llm_log import save_calls
 
 MINICHECK_BY_SCOPE = {"chunk": "minicheck_chunk", "context": "minicheck_context"}
 
@@ -92,6 +93,8 @@ def answer_claims(answer: str) -> list[str]:
 
 
 def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list[str], claims_from: str) -> dict:
+    """One answer's verdicts and costs; its model calls and new cache entries ride along under "_calls" and
+    "_cache" for the caller to store."""
     llm = LLM(settings, db, origin="detector")
     checker = FaithfulnessChecker(llm, settings, classify=False, chain=chain)
     start = time.perf_counter()
@@ -111,7 +114,8 @@ def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list
         llm_calls=sum(not c.cache_hit for c in llm.calls),
         prompt_tokens=sum(c.prompt_tokens or 0 for c in llm.calls if not c.cache_hit),
         latency_ms=(time.perf_counter() - start) * 1000,
-        verdicts=[{"claim": c.text, "verdict": c.verdict, "by": c.verifier} for c in checked])
+        verdicts=[{"claim": c.text, "verdict": c.verdict, "by": c.verifier} for c in checked],
+        _calls=llm.take_calls(), _cache=llm.take_cache_entries())
     return result
 
 
@@ -165,6 +169,8 @@ def run_detector_bench(settings: Settings, db: Database, path: str, verifier: st
             results.append(future.result())
             if on_record:
                 on_record(len(results), len(records))
+    calls = [call for r in results for call in r.pop("_calls")]
+    save_calls(db, calls, [entry for r in results for entry in r.pop("_cache")])
     metrics = summarise(results)
     shown = {k: getattr(settings, k) for k in ("verifier_model", "nli_model", "claim_model", "verify_scope",
                                                "cache_enabled")}
