@@ -51,6 +51,7 @@ class Settings:
     openai_api_key: str = "none"
     model_revision: str = ""
     log_call_text: bool = True
+    otlp_endpoint: str = ""
     llm_retries: int = 2
     llm_backoff_s: float = 0.5
     eval_concurrency: int = 4

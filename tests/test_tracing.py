@@ -203,3 +203,16 @@ def test_an_evaluation_item_traces_its_question_and_every_metric_and_its_calls_n
     assert {c["eval_run_id"] for c in stored.calls} == {outcome.eval_run_id}
     span_ids = {s.span_id for s in stored.spans}
     assert all(c["span_id"] in span_ids for c in stored.calls)
+
+
+def test_setting_an_otlp_endpoint_turns_the_export_on(settings, monkeypatch):
+    import dataclasses
+
+    import pipeline.session as session
+
+    seen = []
+    monkeypatch.setattr(session, "export_traces", seen.append)
+    session.open_workbench(settings)
+    assert seen == []
+    session.open_workbench(dataclasses.replace(settings, otlp_endpoint="http://127.0.0.1:6006"))
+    assert seen == ["http://127.0.0.1:6006"]

@@ -22,6 +22,7 @@ from pipeline.errors import InputError, WorkbenchError
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import one_line
+from pipeline.verification.chain import effective_chain
 from pipeline.verification.faithfulness import (
     ABSTAIN_SENTENCE,
     SUPPORTED,
@@ -53,9 +54,8 @@ def run_config(settings: Settings) -> dict:
     """What a run's result depends on, so runs can be compared later."""
     keys = ("generator_model", "claim_model", "verifier_model", "nli_model", "embed_model", "top_k",
             "chunk_size", "chunk_overlap", "faithfulness_threshold", "max_retries", "abstain_below", "temperature",
-            "precheck_enabled", "verify_scope")
+            "precheck_enabled", "verify_scope", "llm_backend", "model_revision", "context_window")
     config = {key: getattr(settings, key) for key in keys}
-    from pipeline.verification.chain import effective_chain
     config["verifier_chain"] = ",".join(effective_chain(settings))
     config["prompts"] = {p.name: p.version for p in PROMPTS}
     return config

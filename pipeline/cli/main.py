@@ -14,7 +14,7 @@ from rich.text import Text
 
 from pipeline.regression import compare as regression
 from pipeline.cli.output import evaluation_progress, print_detector, print_gate, print_report, report_json
-from pipeline.config import load_settings
+from pipeline.session import open_workbench
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.evaluation.runner import report, run_evaluation
@@ -27,7 +27,6 @@ from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.text import short_source
 from pipeline.verification.registry import verifier_names
-from store.db import get_database
 
 VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "yellow", "unverified": "magenta"}
 
@@ -82,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out, err = Console(), Console(stderr=True)
     try:
-        settings = load_settings()
-        db = get_database(settings)
+        settings, db = open_workbench()
         return COMMANDS[args.command](args, settings, db, out, err)
     except InputError as exc:
         err.print(Text(f"error: {exc}", style="red"))
