@@ -106,6 +106,12 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
             search = page.get_by_label("Text in question or answer")
             search.wait_for(timeout=60_000)
             expect(page.get_by_text("2 runs match;", exact=False)).to_be_visible(timeout=30_000)
+            sidebar = page.get_by_test_id("stSidebar")  # a deep link gets the shared sidebar, pages in order
+            expect(sidebar.get_by_text("Ollama ready at", exact=False)).to_be_visible(timeout=30_000)
+            links = [t.strip() for t in sidebar.get_by_test_id("stPageLink").all_inner_texts()]
+            assert [t.split("\n")[-1].strip() for t in links] == [
+                "Chat", "Evaluate", "Runs", "Annotate", "Calibration", "Trends", "Detector", "Knowledge base",
+                "Settings & health"], links
             search.fill("wikipedia index")
             search.press("Enter")
             expect(page.get_by_text("1 runs match;", exact=False)).to_be_visible(timeout=30_000)
