@@ -15,7 +15,7 @@ $(VENV)/.installed: requirements.txt | $(PY)
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
+$(VENV)/.dev-installed: requirements-dev.txt requirements-otel.txt $(VENV)/.installed
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
@@ -24,6 +24,8 @@ run: $(VENV)/.installed
 	$(PY) -m streamlit run streamlit_app.py $(STREAMLIT_FLAGS)
 
 test: $(VENV)/.dev-installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest
 
 bench: $(VENV)/.dev-installed

@@ -1,5 +1,6 @@
 """Chat, the main page: ask a question; watch every step; see the answer with each claim checked against its
 source. The other pages are the scripts in pages/ (Streamlit's pages/ mode)."""
+
 import streamlit as st
 
 from pages.views.answer import show_answer, step_line
@@ -12,8 +13,10 @@ settings, db = page_setup("Chat")
 st.title("Chat")
 show_failed_checks(ollama_checks(settings.ollama_host, settings))
 if count_chunks(db, settings.embed_model) == 0:
-    st.warning("The knowledge base is empty: add documents on the Knowledge base page, "
-               "or run `python -m pipeline ingest data/kb`.")
+    st.warning(
+        "The knowledge base is empty: add documents on the Knowledge base page, "
+        "or run `python -m pipeline ingest data/kb`."
+    )
 
 conversation = st.session_state.setdefault("conversation", [])
 for turn in conversation:
@@ -42,7 +45,10 @@ if question is not None:
                     status.write(step_line(event))
                     status.update(label=step_line(event))
             failed = result.status == "failed"
-            status.update(label="Failed" if failed else "Done: " + result.status, expanded=False,
-                          state="error" if failed else "complete")
+            status.update(
+                label="Failed" if failed else "Done: " + result.status,
+                expanded=False,
+                state="error" if failed else "complete",
+            )
         show_answer(result)
     conversation.append({"question": question, "result": result})

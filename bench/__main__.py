@@ -1,4 +1,5 @@
 """`make bench`: run every benchmark and print one table of figures, targets and whether each is met."""
+
 from __future__ import annotations
 
 import sys
@@ -6,8 +7,14 @@ import sys
 from bench import answer_cost, evaluation, overhead, retrieval, scale, verification
 from bench.common import print_table
 
-SUITES = {"overhead": overhead.run, "retrieval": retrieval.run, "verification": verification.run,
-          "evaluation": evaluation.run, "answer_cost": answer_cost.run, "scale": scale.run}
+SUITES = {
+    "overhead": overhead.run,
+    "retrieval": retrieval.run,
+    "verification": verification.run,
+    "evaluation": evaluation.run,
+    "answer_cost": answer_cost.run,
+    "scale": scale.run,
+}
 
 
 def main(names: list[str]) -> int:

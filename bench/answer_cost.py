@@ -3,15 +3,16 @@
 30 golden questions through the verified engine against the fake Ollama (tokens are the fake's
 whitespace-word counts of the prompts the workbench sends, not a model tokenizer's).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import statistics
 
 from bench.common import ROOT, Figure, bench_environment
+from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.config import load_settings
 from pipeline.evaluation.dataset import load_dataset
-from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.knowledge.ingest import ingest
 from pipeline.models.llm import LLM
 from store.db import get_database
@@ -37,10 +38,18 @@ def run(n_questions: int = 30) -> list[Figure]:
                 verify.append(sum(c["stage"] == "verify" for c in made))
             label = "on" if precheck else "off"
             figures += [
-                Figure(f"LLM calls per answer, pre-check {label}", statistics.mean(calls), "calls",
-                       note=f"of which verifier calls: {statistics.mean(verify):.2f}"),
-                Figure(f"prompt tokens per answer, pre-check {label}", statistics.mean(tokens), "tokens",
-                       note=f"{n_questions} golden questions"),
+                Figure(
+                    f"LLM calls per answer, pre-check {label}",
+                    statistics.mean(calls),
+                    "calls",
+                    note=f"of which verifier calls: {statistics.mean(verify):.2f}",
+                ),
+                Figure(
+                    f"prompt tokens per answer, pre-check {label}",
+                    statistics.mean(tokens),
+                    "tokens",
+                    note=f"{n_questions} golden questions",
+                ),
             ]
         db.close()
     return figures
@@ -48,4 +57,5 @@ def run(n_questions: int = 30) -> list[Figure]:
 
 if __name__ == "__main__":
     from bench.common import print_table
+
     print_table(run())

@@ -1,4 +1,5 @@
 """Shared bench plumbing: the fake Ollama from tests/, a scratch store, timing helpers."""
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,14 @@ def bench_environment(**settings_env):
     """A fake Ollama and a scratch store, exposed through the environment like a user's setup."""
     with tempfile.TemporaryDirectory(prefix="workbench-bench-") as folder, FakeOllama() as fake:
         saved = dict(os.environ)
-        os.environ.update({"OLLAMA_HOST": fake.url, "WORKBENCH_DB": str(Path(folder) / "bench.duckdb"),
-                           "WORKBENCH_CONFIG": str(Path(folder) / "none.toml"), **settings_env})
+        os.environ.update(
+            {
+                "OLLAMA_HOST": fake.url,
+                "WORKBENCH_DB": str(Path(folder) / "bench.duckdb"),
+                "WORKBENCH_CONFIG": str(Path(folder) / "none.toml"),
+                **settings_env,
+            }
+        )
         try:
             yield fake, Path(folder)
         finally:
@@ -55,12 +62,14 @@ def bench_environment(**settings_env):
 
 def recording(fn, samples: list):
     """fn, wrapped so that each call appends (start, end) perf_counter times to samples."""
+
     def wrapper(*args, **kwargs):
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
             samples.append((start, time.perf_counter()))
+
     return wrapper
 
 
@@ -73,4 +82,4 @@ def print_table(figures: list[Figure]) -> None:
     headers = ("figure", "value", "target", "meets", "note")
     widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(len(headers))]
     for row in [headers, tuple("-" * w for w in widths)] + rows:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)))
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)))

@@ -3,22 +3,36 @@
 Overhead = wall time of a question minus the time during which at least one Ollama HTTP call
 was in flight (calls overlap during verification, so their union is subtracted, not their sum).
 """
+
 from __future__ import annotations
 
 import random
 import time
 
 from bench.common import ROOT, Figure, bench_environment, median_ms, recording
-
-from pipeline.config import load_settings  # noqa: E402
 from pipeline.answering.engine import VerifiedQueryEngine, final_result  # noqa: E402
+from pipeline.config import load_settings  # noqa: E402
 from pipeline.knowledge.ingest import ingest  # noqa: E402
 from pipeline.models.llm import LLM  # noqa: E402
 from store.db import get_database  # noqa: E402
 from store.kb import count_chunks  # noqa: E402
 
-TOPICS = ["retrieval", "embedding", "attention", "tokenizer", "quantization", "chunking", "evaluation",
-          "calibration", "hallucination", "fine-tuning", "ranking", "latency", "vectors", "context"]
+TOPICS = [
+    "retrieval",
+    "embedding",
+    "attention",
+    "tokenizer",
+    "quantization",
+    "chunking",
+    "evaluation",
+    "calibration",
+    "hallucination",
+    "fine-tuning",
+    "ranking",
+    "latency",
+    "vectors",
+    "context",
+]
 
 
 def synthetic_docs(folder, n_docs: int, rng: random.Random) -> None:
@@ -26,8 +40,10 @@ def synthetic_docs(folder, n_docs: int, rng: random.Random) -> None:
         lines = [f"# Synthetic note {d}"]
         for s in range(60):
             a, b = rng.sample(TOPICS, 2)
-            lines.append(f"Note {d}.{s} says that {a} affects {b} by {rng.randint(1, 99)} percent in "
-                         f"setting {rng.randint(1000, 9999)} measured in {rng.randint(1990, 2025)}.")
+            lines.append(
+                f"Note {d}.{s} says that {a} affects {b} by {rng.randint(1, 99)} percent in "
+                f"setting {rng.randint(1000, 9999)} measured in {rng.randint(1990, 2025)}."
+            )
         (folder / f"note-{d:03d}.md").write_text("\n".join(lines), encoding="utf-8")
 
 
@@ -70,11 +86,13 @@ def run(questions: int = 30) -> list[Figure]:
         finally:
             LLM._with_retries = real
         db.close()
-    note = f"{chunks} chunks, {questions} questions, statuses: " + \
-        ", ".join(f"{s} {statuses.count(s)}" for s in sorted(set(statuses)))
+    note = f"{chunks} chunks, {questions} questions, statuses: " + ", ".join(
+        f"{s} {statuses.count(s)}" for s in sorted(set(statuses))
+    )
     return [Figure("overhead per question (median)", median_ms(samples), "ms", 50, note=note)]
 
 
 if __name__ == "__main__":
     from bench.common import print_table
+
     print_table(run())

@@ -2,6 +2,7 @@
 
 The fake Ollama's latency model: 20 ms per generated token, 4 parallel slots (as OLLAMA_NUM_PARALLEL=4).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,12 +11,18 @@ import time
 
 from bench.common import Figure, bench_environment
 from pipeline.config import load_settings
-from pipeline.verification.faithfulness import FaithfulnessChecker, Passage
 from pipeline.models.llm import LLM
+from pipeline.verification.faithfulness import FaithfulnessChecker, Passage
 from store.db import get_database
 
-PASSAGE = Passage(1, 1, "transformer.md", "The Transformer base model has 6 layers, 8 heads and d_model 512. "
-                  "Each of the 8 claims below names one of these numbers: 0 1 2 3 4 5 6 7.", 1.0)
+PASSAGE = Passage(
+    1,
+    1,
+    "transformer.md",
+    "The Transformer base model has 6 layers, 8 heads and d_model 512. "
+    "Each of the 8 claims below names one of these numbers: 0 1 2 3 4 5 6 7.",
+    1.0,
+)
 
 
 def wall(checker: FaithfulnessChecker, round_no: int) -> float:
@@ -42,12 +49,14 @@ def run(rounds: int = 5) -> list[Figure]:
             s_times.append(wall(serial, r))
             ratios.append(p_times[-1] / s_times[-1])
         db.close()
-    note = (f"concurrent {statistics.median(p_times) * 1000:.0f} ms vs one-by-one "
-            f"{statistics.median(s_times) * 1000:.0f} ms, concurrency {settings.verify_concurrency}")
-    return [Figure("verify 8 claims: concurrent / serial wall time", statistics.median(ratios), "×", 0.4,
-                   note=note)]
+    note = (
+        f"concurrent {statistics.median(p_times) * 1000:.0f} ms vs one-by-one "
+        f"{statistics.median(s_times) * 1000:.0f} ms, concurrency {settings.verify_concurrency}"
+    )
+    return [Figure("verify 8 claims: concurrent / serial wall time", statistics.median(ratios), "×", 0.4, note=note)]
 
 
 if __name__ == "__main__":
     from bench.common import print_table
+
     print_table(run())

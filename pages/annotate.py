@@ -1,4 +1,5 @@
 """Rate answers one at a time; the judge's scores appear only after the rating is saved."""
+
 import streamlit as st
 
 from pages.views.annotate import judge_reveal, rating_form, source_runs

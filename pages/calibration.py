@@ -1,4 +1,5 @@
 """How far the judge agrees with people, where it disagrees, and whether corrections help."""
+
 import streamlit as st
 
 from pages.views.calibration import choose_scope, claim_section, corrections_form, criterion_section, rejudge_section
@@ -16,8 +17,9 @@ if not run_ids:
     st.stop()
 
 pairs_by_criterion = {c: judged_pairs(db, run_ids, c) for c in CRITERIA}
-stats = {c: agreement([p["judge"] for p in pairs], [p["human"] for p in pairs])
-         for c, pairs in pairs_by_criterion.items()}
+stats = {
+    c: agreement([p["judge"] for p in pairs], [p["human"] for p in pairs]) for c, pairs in pairs_by_criterion.items()
+}
 if not any(s.n for s in stats.values()):
     st.info(f"No rated answers in {label} yet: rate some on the Annotate page.")
     st.stop()

@@ -1,4 +1,5 @@
 """Run a golden set through the workbench; see every metric, the diagnosis, slices and items."""
+
 from pathlib import Path
 
 import streamlit as st

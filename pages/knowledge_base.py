@@ -1,4 +1,5 @@
 """The documents in the knowledge base, and adding more."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -30,8 +31,11 @@ def run_ingest(paths: list[str]) -> None:
             st.info(escape_markdown(f"{name}: {result.status}{chunks}"))
 
 
-uploads = st.file_uploader("Add Markdown, text or PDF files", accept_multiple_files=True,
-                           type=sorted(s.lstrip(".") for s in TEXT_SUFFIXES | PDF_SUFFIXES))
+uploads = st.file_uploader(
+    "Add Markdown, text or PDF files",
+    accept_multiple_files=True,
+    type=sorted(s.lstrip(".") for s in TEXT_SUFFIXES | PDF_SUFFIXES),
+)
 if uploads and st.button("Ingest uploaded files"):
     run_ingest(save_uploads([(upload.name, upload.getvalue()) for upload in uploads], settings))
 if st.button(f"Re-ingest {settings.kb_path}"):
@@ -39,10 +43,13 @@ if st.button(f"Re-ingest {settings.kb_path}"):
 
 documents = list_documents(db)
 if not documents:
-    st.info("No documents yet. Ingest the sample knowledge base with the button above, "
-            "or run `python -m pipeline ingest data/kb`.")
+    st.info(
+        "No documents yet. Ingest the sample knowledge base with the button above, "
+        "or run `python -m pipeline ingest data/kb`."
+    )
 else:
     frame = pd.DataFrame(documents)
     frame["path"] = frame["path"].map(lambda p: Path(p).name)
-    st.dataframe(frame[["path", "title", "n_chunks", "n_chars", "embed_model", "ingested_at"]],
-                 hide_index=True, width="stretch")
+    st.dataframe(
+        frame[["path", "title", "n_chunks", "n_chars", "embed_model", "ingested_at"]], hide_index=True, width="stretch"
+    )

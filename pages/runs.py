@@ -1,4 +1,5 @@
 """Every run, filtered and paged in SQL; a run's drilldown by deep link (?run_id=ID); exports."""
+
 import tempfile
 from datetime import datetime, time, timedelta
 from pathlib import Path
@@ -44,8 +45,14 @@ scored_only = (low, high) != (0.0, 1.0)
 run_filter = RunFilter(
     since=datetime.combine(days[0], time.min) if len(days) >= 1 else None,
     until=datetime.combine(days[-1], time.min) + timedelta(days=1) if len(days) >= 1 else None,
-    kinds=kinds, statuses=statuses, models=models, tags=tags, text=text,
-    faithfulness_min=low if scored_only else None, faithfulness_max=high if scored_only else None)
+    kinds=kinds,
+    statuses=statuses,
+    models=models,
+    tags=tags,
+    text=text,
+    faithfulness_min=low if scored_only else None,
+    faithfulness_max=high if scored_only else None,
+)
 
 left, right = st.columns([1, 3])
 page = left.number_input("Page", 1, None, 1)
@@ -59,12 +66,33 @@ frame = pd.DataFrame(rows)
 for criterion in ("correctness", "helpfulness", "faithfulness"):
     frame[f"judge {criterion}"] = frame["judge"].map(lambda j, c=criterion: j.get(c))
 frame["open"] = frame["id"].map(lambda i: f"/runs?run_id={i}")
-shown = frame[["id", "kind", "status", "question", "faithfulness", "n_attempts", "judge correctness",
-               "judge helpfulness", "judge faithfulness", "generator_model", "latency_ms", "started_at", "open"]]
-st.dataframe(shown, hide_index=True, width="stretch",
-             column_config={"open": st.column_config.LinkColumn("drilldown", display_text="open"),
-                            "faithfulness": st.column_config.NumberColumn(format="%.2f"),
-                            "latency_ms": st.column_config.NumberColumn("latency ms", format="%.0f")})
+shown = frame[
+    [
+        "id",
+        "kind",
+        "status",
+        "question",
+        "faithfulness",
+        "n_attempts",
+        "judge correctness",
+        "judge helpfulness",
+        "judge faithfulness",
+        "generator_model",
+        "latency_ms",
+        "started_at",
+        "open",
+    ]
+]
+st.dataframe(
+    shown,
+    hide_index=True,
+    width="stretch",
+    column_config={
+        "open": st.column_config.LinkColumn("drilldown", display_text="open"),
+        "faithfulness": st.column_config.NumberColumn(format="%.2f"),
+        "latency_ms": st.column_config.NumberColumn("latency ms", format="%.0f"),
+    },
+)
 
 left, right = st.columns([3, 1])
 questions = dict(zip(frame["id"], frame["question"], strict=True))
@@ -74,8 +102,12 @@ if right.button("Open drilldown"):
     st.rerun()
 
 st.subheader("Export the filtered runs")
-fmt = st.radio("Format", ["csv", "parquet", "jsonl"], horizontal=True,
-               help="JSONL nests each run's claims (final attempt) under 'claims'.")
+fmt = st.radio(
+    "Format",
+    ["csv", "parquet", "jsonl"],
+    horizontal=True,
+    help="JSONL nests each run's claims (final attempt) under 'claims'.",
+)
 if st.button(f"Prepare {fmt} export of {total:,} runs"):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"runs.{fmt}"

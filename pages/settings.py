@@ -1,4 +1,5 @@
 """Settings (read-only) and the doctor's checks."""
+
 import pandas as pd
 import streamlit as st
 
@@ -20,5 +21,8 @@ for check in check_all(settings, db):
 
 st.subheader("Settings")
 st.caption("Read-only here. Set them with environment variables or a workbench.toml file, then restart the app.")
-st.dataframe(pd.DataFrame(settings.public_items(), columns=["setting", "value", "environment variable"]),
-             hide_index=True, width="stretch")
+st.dataframe(
+    pd.DataFrame(settings.public_items(), columns=["setting", "value", "environment variable"]),
+    hide_index=True,
+    width="stretch",
+)

@@ -1,4 +1,5 @@
 """Metrics over evaluation runs, floors drawn in, one series per judge pin; regression alerts."""
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -25,21 +26,29 @@ else:
         configs = list(group.itertuples())
         for before, after in zip([None] + configs[:-1], configs, strict=True):
             diff = config_diff(before.config, after.config) if before is not None else {}
-            previous[after.eval_run_id] = ", ".join(f"{k}: {a} → {b}" for k, (a, b) in diff.items()) or \
-                ("first run of this pin" if before is None else "no configuration change")
+            previous[after.eval_run_id] = ", ".join(f"{k}: {a} → {b}" for k, (a, b) in diff.items()) or (
+                "first run of this pin" if before is None else "no configuration change"
+            )
     data["changed"] = data["eval_run_id"].map(previous)
     floors = parse_floors(settings.floors)
     metric = st.selectbox("Metric", [m for m in METRICS if m in set(data["metric"])])
     chart = go.Figure()
     for pin, group in data[data["metric"] == metric].groupby("pin"):
-        chart.add_trace(go.Scatter(
-            x=group["created_at"], y=group["mean"], mode="lines+markers", name=pin,
-            customdata=group[["name", "changed", "n"]].values,
-            hovertemplate="%{customdata[0]}<br>mean %{y:.3f} (n=%{customdata[2]})<br>changed: %{customdata[1]}"
-                          "<extra></extra>"))
+        chart.add_trace(
+            go.Scatter(
+                x=group["created_at"],
+                y=group["mean"],
+                mode="lines+markers",
+                name=pin,
+                customdata=group[["name", "changed", "n"]].values,
+                hovertemplate="%{customdata[0]}<br>mean %{y:.3f} (n=%{customdata[2]})<br>changed: %{customdata[1]}"
+                "<extra></extra>",
+            )
+        )
     if metric in floors:
-        chart.add_hline(y=floors[metric], line_dash="dash", line_color="red",
-                        annotation_text=f"floor {floors[metric]:.2f}")
+        chart.add_hline(
+            y=floors[metric], line_dash="dash", line_color="red", annotation_text=f"floor {floors[metric]:.2f}"
+        )
     chart.update_layout(xaxis_title="run time", yaxis_title=metric, legend_title="judge pin")
     st.plotly_chart(chart, width="stretch")
     st.caption("Runs under different judge pins are separate series; their scores are never compared.")
@@ -56,19 +65,28 @@ alerts = list_alerts(db, None if show == "all" else show)
 if not alerts:
     st.info(f"No {'' if show == 'all' else show + ' '}alerts.")
 for alert in alerts:
-    title = (f"{'🔴' if alert['status'] == 'open' else '✔️'} {alert['run_name']}: {alert['metric']} "
-             f"({alert['slice']}) — {alert['kind']}")
+    title = (
+        f"{'🔴' if alert['status'] == 'open' else '✔️'} {alert['run_name']}: {alert['metric']} "
+        f"({alert['slice']}) — {alert['kind']}"
+    )
     with st.expander(title):
         st.markdown(escape_markdown(alert["message"]))
-        st.caption(escape_markdown(
-            f"baseline {alert['baseline_name'] or '—'} · likely component: {alert['component']} · "
-            f"configuration change: " + (", ".join(f"{k}: {a} → {b}" for k, (a, b) in alert["config_diff"].items())
-                                         or "none")))
+        st.caption(
+            escape_markdown(
+                f"baseline {alert['baseline_name'] or '—'} · likely component: {alert['component']} · "
+                f"configuration change: "
+                + (", ".join(f"{k}: {a} → {b}" for k, (a, b) in alert["config_diff"].items()) or "none")
+            )
+        )
         if alert["worst_items"]:
             worst = pd.DataFrame(alert["worst_items"])
             worst["run"] = worst["run_id"].map(lambda r: f"/runs?run_id={r}")
-            st.dataframe(worst, hide_index=True, width="stretch",
-                         column_config={"run": st.column_config.LinkColumn("run", display_text="open")})
+            st.dataframe(
+                worst,
+                hide_index=True,
+                width="stretch",
+                column_config={"run": st.column_config.LinkColumn("run", display_text="open")},
+            )
         if alert["status"] == "open":
             with st.form(f"ack-{alert['id']}"):
                 comment = st.text_input("Comment")

@@ -3,6 +3,7 @@
 Environment variables are WORKBENCH_<FIELD> (upper case), except the Ollama host, which is read
 from OLLAMA_HOST like Ollama's own tools do, and the store path, WORKBENCH_DB.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -96,7 +97,7 @@ def normalise_host(host: str) -> str:
     if ":" not in rest.split("/")[0]:
         rest = rest + ":11434"
     if rest.startswith("0.0.0.0"):
-        rest = "127.0.0.1" + rest[len("0.0.0.0"):]
+        rest = "127.0.0.1" + rest[len("0.0.0.0") :]
     return f"{scheme}://{rest}"
 
 
@@ -128,8 +129,9 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path} is not valid TOML: {exc}", fix=f"correct or remove {path}") from None
     unknown = set(data) - {f.name for f in fields(Settings)}
     if unknown:
-        raise ConfigError(f"{path} has unknown settings: {', '.join(sorted(unknown))}",
-                          fix="remove them; README lists every setting")
+        raise ConfigError(
+            f"{path} has unknown settings: {', '.join(sorted(unknown))}", fix="remove them; README lists every setting"
+        )
     return data
 
 
@@ -145,15 +147,19 @@ def _validate(s: Settings) -> Settings:
         (s.request_timeout_s > 0, "request_timeout_s", "above 0"),
         (s.max_question_chars >= 10, "max_question_chars", "at least 10"),
         (s.verify_scope in ("chunk", "context"), "verify_scope", "'chunk' or 'context'"),
-        (any(n.strip() for n in s.verifier_chain.split(",")), "verifier_chain",
-         "naming registered verifiers, e.g. precheck,minicheck_chunk"),
+        (
+            any(n.strip() for n in s.verifier_chain.split(",")),
+            "verifier_chain",
+            "naming registered verifiers, e.g. precheck,minicheck_chunk",
+        ),
         (s.context_window >= 256, "context_window", "of at least 256 tokens"),
         (s.llm_backend in ("ollama", "openai"), "llm_backend", "'ollama' or 'openai'"),
     ]
     for ok, name, rule in checks:
         if not ok:
-            raise ConfigError(f"setting {name} = {getattr(s, name)!r} is out of range",
-                              fix=f"set {env_name(name)} to a value {rule}")
+            raise ConfigError(
+                f"setting {name} = {getattr(s, name)!r} is out of range", fix=f"set {env_name(name)} to a value {rule}"
+            )
     return s
 
 

@@ -1,4 +1,5 @@
 """Open the workbench: its settings and this process's handle on the store, for the screen layer."""
+
 from __future__ import annotations
 
 from pipeline.config import Settings, load_settings

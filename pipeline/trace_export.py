@@ -43,9 +43,10 @@ def _provider(endpoint: str, exporter):
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     except ImportError as exc:
-        raise ConfigError(f"exporting traces to {endpoint or 'a collector'} needs packages that are not "
-                          f"installed ({exc.name})",
-                          fix="`.venv/bin/pip install -r requirements-otel.txt`, or unset WORKBENCH_OTLP_ENDPOINT") from None
+        raise ConfigError(
+            f"exporting traces to {endpoint or 'a collector'} needs packages that are not installed ({exc.name})",
+            fix="`.venv/bin/pip install -r requirements-otel.txt`, or unset WORKBENCH_OTLP_ENDPOINT",
+        ) from None
     provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))

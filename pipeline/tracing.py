@@ -14,11 +14,12 @@ import inspect
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from llama_index.core.instrumentation import get_dispatcher, root_dispatcher
 from llama_index_instrumentation.span import active_span_id
@@ -51,8 +52,12 @@ class Trace:
         now = time.perf_counter()
         with self.lock:
             opened = list(self.spans.values())
-        return [span.record if span.record.latency_ms is not None
-                else dataclasses.replace(span.record, latency_ms=(now - span.t0) * 1000) for span in opened]
+        return [
+            span.record
+            if span.record.latency_ms is not None
+            else dataclasses.replace(span.record, latency_ms=(now - span.t0) * 1000)
+            for span in opened
+        ]
 
     def annotate(self, span_id: str | None, **attributes: Any) -> None:
         with self.lock:
@@ -81,7 +86,10 @@ class _TraceHandler(BaseSpanHandler[SimpleSpan]):
                 return
             self._trace_of[id_] = trace
         record = SpanRecord(
-            id_, parent_id if trace.root_id != id_ else None, _name(id_), datetime.now(timezone.utc),
+            id_,
+            parent_id if trace.root_id != id_ else None,
+            _name(id_),
+            datetime.now(timezone.utc),
             attributes=_attributes(bound_args, instance),
         )
         with trace.lock:

@@ -1,4 +1,5 @@
 """Regression alerts, baseline pins, and the per-run metric series the Trends page draws."""
+
 from __future__ import annotations
 
 import json
@@ -6,16 +7,33 @@ from datetime import datetime, timezone
 
 from store.db import Database, fetch_dicts, insert_rows
 
-ALERT_COLUMNS = ["eval_run_id", "baseline_run_id", "kind", "metric", "slice", "baseline_value", "new_value",
-                 "delta", "ci_low", "ci_high", "n", "component", "message", "config_diff", "worst_items"]
+ALERT_COLUMNS = [
+    "eval_run_id",
+    "baseline_run_id",
+    "kind",
+    "metric",
+    "slice",
+    "baseline_value",
+    "new_value",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "n",
+    "component",
+    "message",
+    "config_diff",
+    "worst_items",
+]
 
 
 def item_scores(db: Database, eval_run_id: int, metric: str) -> dict[str, tuple[float, int, list[str]]]:
     """item id -> (value, run id, tags) of the item's valid score for the metric."""
     with db.cursor() as cur:
-        rows = cur.execute("SELECT s.item_id, s.value, s.run_id, i.tags FROM scores s JOIN eval_items i "
-                           "USING (eval_run_id, item_id) WHERE s.eval_run_id = ? AND s.metric = ? AND s.status = 'ok'",
-                           [eval_run_id, metric]).fetchall()
+        rows = cur.execute(
+            "SELECT s.item_id, s.value, s.run_id, i.tags FROM scores s JOIN eval_items i "
+            "USING (eval_run_id, item_id) WHERE s.eval_run_id = ? AND s.metric = ? AND s.status = 'ok'",
+            [eval_run_id, metric],
+        ).fetchall()
     return {item: (value, run_id, list(tags or [])) for item, value, run_id, tags in rows}
 
 
@@ -23,14 +41,23 @@ def replace_open_alerts(db: Database, eval_run_id: int, baseline_run_id: int | N
     """Store a comparison's alerts; earlier open alerts of the same run are replaced, acknowledged ones kept."""
     with db.transaction() as cur:
         cur.execute("DELETE FROM alerts WHERE eval_run_id = ? AND status = 'open'", [eval_run_id])
-        insert_rows(cur, "alerts", ALERT_COLUMNS, [
-            [eval_run_id, baseline_run_id] + [json.dumps(a[c]) if c in ("config_diff", "worst_items") else a[c]
-                                              for c in ALERT_COLUMNS[2:]] for a in alerts])
+        insert_rows(
+            cur,
+            "alerts",
+            ALERT_COLUMNS,
+            [
+                [eval_run_id, baseline_run_id]
+                + [json.dumps(a[c]) if c in ("config_diff", "worst_items") else a[c] for c in ALERT_COLUMNS[2:]]
+                for a in alerts
+            ],
+        )
 
 
 def list_alerts(db: Database, status: str | None = None) -> list[dict]:
-    sql = ("SELECT a.*, e.name AS run_name, b.name AS baseline_name FROM alerts a "
-           "JOIN eval_runs e ON e.id = a.eval_run_id LEFT JOIN eval_runs b ON b.id = a.baseline_run_id")
+    sql = (
+        "SELECT a.*, e.name AS run_name, b.name AS baseline_name FROM alerts a "
+        "JOIN eval_runs e ON e.id = a.eval_run_id LEFT JOIN eval_runs b ON b.id = a.baseline_run_id"
+    )
     params = []
     if status:
         sql += " WHERE a.status = ?"
@@ -50,9 +77,11 @@ def count_open_alerts(db: Database) -> int:
 
 def acknowledge(db: Database, alert_id: int, comment: str) -> bool:
     with db.cursor() as cur:
-        done = cur.execute("UPDATE alerts SET status = 'acknowledged', comment = ?, acknowledged_at = ? "
-                           "WHERE id = ? AND status = 'open' RETURNING id",
-                           [comment, datetime.now(timezone.utc), alert_id]).fetchall()
+        done = cur.execute(
+            "UPDATE alerts SET status = 'acknowledged', comment = ?, acknowledged_at = ? "
+            "WHERE id = ? AND status = 'open' RETURNING id",
+            [comment, datetime.now(timezone.utc), alert_id],
+        ).fetchall()
     return bool(done)
 
 
@@ -70,23 +99,30 @@ def pinned_baseline(db: Database, dataset: str) -> int | None:
 def previous_run(db: Database, eval_run_id: int) -> int | None:
     """The latest finished run before this one on the same dataset under the same judge pin."""
     with db.cursor() as cur:
-        row = cur.execute("""
+        row = cur.execute(
+            """
             SELECT p.id FROM eval_runs p JOIN eval_runs e ON e.id = ?
             WHERE p.dataset = e.dataset AND p.judge_model = e.judge_model AND p.judge_digest = e.judge_digest
               AND p.judge_prompt_version = e.judge_prompt_version AND p.status = 'finished'
               AND p.created_at < e.created_at AND p.id <> e.id
-            ORDER BY p.created_at DESC LIMIT 1""", [eval_run_id]).fetchone()
+            ORDER BY p.created_at DESC LIMIT 1""",
+            [eval_run_id],
+        ).fetchone()
     return row[0] if row else None
 
 
 def metric_series(db: Database) -> list[dict]:
     """Every finished evaluation run's metric means, with its time, name, dataset, pin and configuration."""
     with db.cursor() as cur:
-        rows = fetch_dicts(cur, """
+        rows = fetch_dicts(
+            cur,
+            """
             SELECT e.id AS eval_run_id, e.name, e.dataset, e.created_at, e.config, e.judge_model, e.judge_digest,
                    e.judge_prompt_version, s.metric, avg(s.value) AS mean, count(*) AS n
             FROM eval_runs e JOIN scores s ON s.eval_run_id = e.id AND s.status = 'ok'
-            WHERE e.status = 'finished' GROUP BY ALL ORDER BY e.created_at, s.metric""", [])
+            WHERE e.status = 'finished' GROUP BY ALL ORDER BY e.created_at, s.metric""",
+            [],
+        )
     for row in rows:
         row["config"] = json.loads(row["config"])
     return rows

@@ -1,4 +1,5 @@
 """Human ratings of answers and claims, and the versioned set of few-shot corrections for the judge."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,30 +22,42 @@ class Correction:
     why: str
 
 
-def save_rating(db: Database, run_id: int, annotator: str, scores: dict[str, int], comment: str = "",
-                claim_verdicts: dict[tuple[int, int], str] | None = None) -> None:
+def save_rating(
+    db: Database,
+    run_id: int,
+    annotator: str,
+    scores: dict[str, int],
+    comment: str = "",
+    claim_verdicts: dict[tuple[int, int], str] | None = None,
+) -> None:
     """Save (or update) one annotator's rating of a run and their claim verdicts (validated by the caller)."""
     with db.transaction() as cur:
-        cur.execute("INSERT OR REPLACE INTO ratings (run_id, annotator, correctness, helpfulness, faithfulness, "
-                    "comment, rated_at) VALUES (?, ?, ?, ?, ?, ?, current_timestamp)",
-                    [run_id, annotator, scores["correctness"], scores["helpfulness"], scores["faithfulness"],
-                     comment or None])
+        cur.execute(
+            "INSERT OR REPLACE INTO ratings (run_id, annotator, correctness, helpfulness, faithfulness, "
+            "comment, rated_at) VALUES (?, ?, ?, ?, ?, ?, current_timestamp)",
+            [run_id, annotator, scores["correctness"], scores["helpfulness"], scores["faithfulness"], comment or None],
+        )
         for (attempt_no, claim_no), verdict in (claim_verdicts or {}).items():
-            cur.execute("INSERT OR REPLACE INTO claim_ratings (run_id, attempt_no, claim_no, annotator, verdict, "
-                        "rated_at) VALUES (?, ?, ?, ?, ?, current_timestamp)",
-                        [run_id, attempt_no, claim_no, annotator, verdict])
+            cur.execute(
+                "INSERT OR REPLACE INTO claim_ratings (run_id, attempt_no, claim_no, annotator, verdict, "
+                "rated_at) VALUES (?, ?, ?, ?, ?, current_timestamp)",
+                [run_id, attempt_no, claim_no, annotator, verdict],
+            )
 
 
 def ratings_for(db: Database, run_ids: list[int]) -> list[dict]:
     with db.cursor() as cur:
-        return fetch_dicts(cur, "SELECT * FROM ratings WHERE list_contains(?::BIGINT[], run_id) "
-                                "ORDER BY run_id, annotator", [run_ids])
+        return fetch_dicts(
+            cur, "SELECT * FROM ratings WHERE list_contains(?::BIGINT[], run_id) ORDER BY run_id, annotator", [run_ids]
+        )
 
 
 def rated_by(db: Database, annotator: str, run_ids: list[int]) -> set[int]:
     with db.cursor() as cur:
-        rows = cur.execute("SELECT run_id FROM ratings WHERE annotator = ? AND list_contains(?::BIGINT[], run_id)",
-                           [annotator, run_ids]).fetchall()
+        rows = cur.execute(
+            "SELECT run_id FROM ratings WHERE annotator = ? AND list_contains(?::BIGINT[], run_id)",
+            [annotator, run_ids],
+        ).fetchall()
     return {r[0] for r in rows}
 
 
@@ -53,61 +66,92 @@ def judged_pairs(db: Database, run_ids: list[int], criterion: str, version: int 
     version: the re-judged scores of that correction set instead of the original ones."""
     if criterion not in CRITERIA:
         raise ValueError(f"unknown criterion {criterion!r}")
-    source = ("(SELECT run_id, metric, value, explanation FROM rejudged WHERE correction_version = ? AND status = 'ok')"
-              if version is not None else "(SELECT run_id, metric, value, explanation FROM scores WHERE status = 'ok')")
+    source = (
+        "(SELECT run_id, metric, value, explanation FROM rejudged WHERE correction_version = ? AND status = 'ok')"
+        if version is not None
+        else "(SELECT run_id, metric, value, explanation FROM scores WHERE status = 'ok')"
+    )
     params = ([version] if version is not None else []) + [f"judge_{criterion}", run_ids]
     with db.cursor() as cur:
-        return fetch_dicts(cur, f"""
+        return fetch_dicts(
+            cur,
+            f"""
             SELECT r.run_id, r.annotator, s.value::INTEGER AS judge, r.{criterion} AS human, s.explanation,
                    u.question, u.answer
             FROM ratings r JOIN {source} s ON s.run_id = r.run_id AND s.metric = ?
             JOIN runs u ON u.id = r.run_id
-            WHERE list_contains(?::BIGINT[], r.run_id) ORDER BY r.run_id, r.annotator""", params)
+            WHERE list_contains(?::BIGINT[], r.run_id) ORDER BY r.run_id, r.annotator""",
+            params,
+        )
 
 
 def claim_pairs(db: Database, run_ids: list[int]) -> list[dict]:
     """Human claim verdicts next to the verifier's."""
     with db.cursor() as cur:
-        return fetch_dicts(cur, """
+        return fetch_dicts(
+            cur,
+            """
             SELECT h.run_id, h.attempt_no, h.claim_no, h.annotator, h.verdict AS human, c.verdict AS verifier
             FROM claim_ratings h JOIN claims c USING (run_id, attempt_no, claim_no)
-            WHERE list_contains(?::BIGINT[], h.run_id) AND c.verdict <> 'unverified'""", [run_ids])
+            WHERE list_contains(?::BIGINT[], h.run_id) AND c.verdict <> 'unverified'""",
+            [run_ids],
+        )
 
 
 def add_corrections(db: Database, corrections: list[dict], note: str = "") -> int:
     """Add corrections (validated by the caller) and record a new version of the set; return the version."""
     with db.transaction() as cur:
-        new_ids = [cur.execute(
-            "INSERT INTO corrections (criterion, run_id, question, answer_excerpt, human_score, judge_score, why) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            [c["criterion"], c["run_id"], c["question"], c["answer_excerpt"], c["human_score"], c.get("judge_score"),
-             c["why"]]).fetchone()[0] for c in corrections]
-        current = cur.execute("SELECT version, correction_ids FROM correction_sets ORDER BY version DESC "
-                              "LIMIT 1").fetchone()
+        new_ids = [
+            cur.execute(
+                "INSERT INTO corrections (criterion, run_id, question, answer_excerpt, human_score, judge_score, why) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                [
+                    c["criterion"],
+                    c["run_id"],
+                    c["question"],
+                    c["answer_excerpt"],
+                    c["human_score"],
+                    c.get("judge_score"),
+                    c["why"],
+                ],
+            ).fetchone()[0]
+            for c in corrections
+        ]
+        current = cur.execute(
+            "SELECT version, correction_ids FROM correction_sets ORDER BY version DESC LIMIT 1"
+        ).fetchone()
         version = (current[0] if current else 0) + 1
-        cur.execute("INSERT INTO correction_sets (version, correction_ids, note) VALUES (?, ?, ?)",
-                    [version, (list(current[1]) if current else []) + new_ids, note or None])
+        cur.execute(
+            "INSERT INTO correction_sets (version, correction_ids, note) VALUES (?, ?, ?)",
+            [version, (list(current[1]) if current else []) + new_ids, note or None],
+        )
     return version
 
 
 def current_corrections(db: Database) -> tuple[int | None, list[Correction]]:
     with db.cursor() as cur:
-        row = cur.execute("SELECT version, correction_ids FROM correction_sets ORDER BY version DESC "
-                          "LIMIT 1").fetchone()
+        row = cur.execute(
+            "SELECT version, correction_ids FROM correction_sets ORDER BY version DESC LIMIT 1"
+        ).fetchone()
         if not row:
             return None, []
-        rows = cur.execute("SELECT id, criterion, run_id, question, answer_excerpt, human_score, judge_score, why "
-                           "FROM corrections WHERE list_contains(?::BIGINT[], id) ORDER BY id",
-                           [list(row[1])]).fetchall()
+        rows = cur.execute(
+            "SELECT id, criterion, run_id, question, answer_excerpt, human_score, judge_score, why "
+            "FROM corrections WHERE list_contains(?::BIGINT[], id) ORDER BY id",
+            [list(row[1])],
+        ).fetchall()
     return row[0], [Correction(*r) for r in rows]
 
 
 def save_rejudged(db: Database, version: int, rows: list[dict]) -> None:
     with db.transaction() as cur:
-        cur.execute("DELETE FROM rejudged WHERE correction_version = ? AND list_contains(?::BIGINT[], run_id)",
-                    [version, [r["run_id"] for r in rows]])
+        cur.execute(
+            "DELETE FROM rejudged WHERE correction_version = ? AND list_contains(?::BIGINT[], run_id)",
+            [version, [r["run_id"] for r in rows]],
+        )
         for r in rows:
-            cur.execute("INSERT INTO rejudged (correction_version, run_id, metric, value, status, explanation, "
-                        "corrections_used) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [version, r["run_id"], r["metric"], r["value"], r["status"], r["explanation"],
-                         r["corrections_used"]])
+            cur.execute(
+                "INSERT INTO rejudged (correction_version, run_id, metric, value, status, explanation, "
+                "corrections_used) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [version, r["run_id"], r["metric"], r["value"], r["status"], r["explanation"], r["corrections_used"]],
+            )

@@ -5,6 +5,7 @@ so a connection is opened on first use, shared by this process's threads (each t
 cursor) and closed once nobody has used it for `idle_release_s`. Opening retries while another
 process holds the lock, then fails with a message that says what to do.
 """
+
 from __future__ import annotations
 
 import threading
@@ -131,8 +132,10 @@ def insert_rows(cur, table: str, columns: list[str], rows: list[list], verb: str
     if not rows:
         return
     one = "(" + ", ".join("?" * len(columns)) + ")"
-    cur.execute(f"{verb} INTO {table} ({', '.join(columns)}) VALUES " + ", ".join([one] * len(rows)),
-                [value for row in rows for value in row])
+    cur.execute(
+        f"{verb} INTO {table} ({', '.join(columns)}) VALUES " + ", ".join([one] * len(rows)),
+        [value for row in rows for value in row],
+    )
 
 
 _databases: dict[str, Database] = {}

@@ -4,6 +4,7 @@ The root lives here, in the bottom layer, so that the store can raise into the s
 pipeline without importing upward: pipeline.errors re-exports it and adds its own kinds, and the pages
 and the CLI catch `WorkbenchError` alone. Every message says what went wrong; `fix` says what to do.
 """
+
 from __future__ import annotations
 
 
@@ -25,14 +26,17 @@ class StoreError(WorkbenchError):
 
 class StoreUnavailable(StoreError):
     def __init__(self, path: str, detail: str):
-        super().__init__(f"cannot open the store {path}: {detail}",
-                         fix="check the path in WORKBENCH_DB and its permissions")
+        super().__init__(
+            f"cannot open the store {path}: {detail}", fix="check the path in WORKBENCH_DB and its permissions"
+        )
         self.path = path
 
 
 class StoreLocked(StoreError):
     def __init__(self, path: str, seconds: float):
-        super().__init__(f"the store {path} stayed locked by another process for {seconds:g} s",
-                         fix="wait for the other workbench process (a CLI batch or the app) to finish, "
-                             "or point WORKBENCH_DB at another file")
+        super().__init__(
+            f"the store {path} stayed locked by another process for {seconds:g} s",
+            fix="wait for the other workbench process (a CLI batch or the app) to finish, "
+            "or point WORKBENCH_DB at another file",
+        )
         self.path = path

@@ -1,4 +1,5 @@
 """Evaluation runs, their items and scores; the aggregates the Evaluate page and the CLI show."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,19 @@ from store.db import Database, fetch_dicts, insert_rows
 from store.records import RunLog
 from store.runs import insert_run
 
-SCORE_COLUMNS = ["eval_run_id", "item_id", "run_id", "metric", "value", "status", "explanation", "details",
-                 "scorer_model", "scorer_digest", "prompt_version"]
+SCORE_COLUMNS = [
+    "eval_run_id",
+    "item_id",
+    "run_id",
+    "metric",
+    "value",
+    "status",
+    "explanation",
+    "details",
+    "scorer_model",
+    "scorer_digest",
+    "prompt_version",
+]
 
 
 @dataclass
@@ -31,40 +43,76 @@ class EvalRun:
 
 def get_eval_run(db: Database, name: str) -> EvalRun | None:
     with db.cursor() as cur:
-        row = cur.execute("SELECT id, name, dataset, status, config, judge_model, judge_digest, "
-                          "judge_prompt_version, n_items, wall_s FROM eval_runs WHERE name = ?", [name]).fetchone()
+        row = cur.execute(
+            "SELECT id, name, dataset, status, config, judge_model, judge_digest, "
+            "judge_prompt_version, n_items, wall_s FROM eval_runs WHERE name = ?",
+            [name],
+        ).fetchone()
     if not row:
         return None
     return EvalRun(row[0], row[1], row[2], row[3], json.loads(row[4]), *row[5:])
 
 
-def create_eval_run(db: Database, name: str, dataset: str, dataset_hash: str, config: dict, judge_model: str,
-                    judge_digest: str, prompt_version: str, n_items: int, concurrency: int) -> int:
+def create_eval_run(
+    db: Database,
+    name: str,
+    dataset: str,
+    dataset_hash: str,
+    config: dict,
+    judge_model: str,
+    judge_digest: str,
+    prompt_version: str,
+    n_items: int,
+    concurrency: int,
+) -> int:
     with db.cursor() as cur:
         return cur.execute(
             "INSERT INTO eval_runs (name, dataset, dataset_hash, status, config, judge_model, judge_digest, "
             "judge_prompt_version, n_items, concurrency) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?) RETURNING id",
-            [name, dataset, dataset_hash, json.dumps(config), judge_model, judge_digest, prompt_version, n_items,
-             concurrency]).fetchone()[0]
+            [
+                name,
+                dataset,
+                dataset_hash,
+                json.dumps(config),
+                judge_model,
+                judge_digest,
+                prompt_version,
+                n_items,
+                concurrency,
+            ],
+        ).fetchone()[0]
 
 
-def mark_eval_run(db: Database, eval_run_id: int, status: str, add_wall_s: float = 0.0,
-                  n_items: int | None = None) -> None:
+def mark_eval_run(
+    db: Database, eval_run_id: int, status: str, add_wall_s: float = 0.0, n_items: int | None = None
+) -> None:
     finished = datetime.now(timezone.utc) if status != "running" else None
     with db.cursor() as cur:
-        cur.execute("UPDATE eval_runs SET status = ?, wall_s = wall_s + ?, finished_at = ?, "
-                    "n_items = coalesce(?, n_items) WHERE id = ?", [status, add_wall_s, finished, n_items, eval_run_id])
+        cur.execute(
+            "UPDATE eval_runs SET status = ?, wall_s = wall_s + ?, finished_at = ?, "
+            "n_items = coalesce(?, n_items) WHERE id = ?",
+            [status, add_wall_s, finished, n_items, eval_run_id],
+        )
 
 
 def item_statuses(db: Database, eval_run_id: int) -> dict[str, str]:
     with db.cursor() as cur:
-        return dict(cur.execute("SELECT item_id, status FROM eval_items WHERE eval_run_id = ?",
-                                [eval_run_id]).fetchall())
+        return dict(
+            cur.execute("SELECT item_id, status FROM eval_items WHERE eval_run_id = ?", [eval_run_id]).fetchall()
+        )
 
 
-
-def save_item(db: Database, eval_run_id: int, item, status: str, log: RunLog | None, scores: list,
-              error: str | None, wall_ms: float, replace: bool = True) -> int | None:
+def save_item(
+    db: Database,
+    eval_run_id: int,
+    item,
+    status: str,
+    log: RunLog | None,
+    scores: list,
+    error: str | None,
+    wall_ms: float,
+    replace: bool = True,
+) -> int | None:
     """The item's question run, its row and its scores, in one transaction; replace=False skips removing
     an earlier attempt of the item (the runner knows there is none)."""
     with db.transaction() as cur:
@@ -72,45 +120,77 @@ def save_item(db: Database, eval_run_id: int, item, status: str, log: RunLog | N
         if replace:
             cur.execute("DELETE FROM eval_items WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
             cur.execute("DELETE FROM scores WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
-        cur.execute("INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, reference, tags, "
-                    "error, wall_ms) VALUES (?,?,?,?,?,?,?,?,?)",
-                    [eval_run_id, item.id, run_id, status, item.question, item.reference, item.tags, error, wall_ms])
-        insert_rows(cur, "scores", SCORE_COLUMNS, [
-            [eval_run_id, item.id, run_id, s.metric, s.value, s.status, s.explanation, json.dumps(s.details),
-             s.scorer_model, s.scorer_digest, s.prompt_version] for s in scores])
+        cur.execute(
+            "INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, reference, tags, "
+            "error, wall_ms) VALUES (?,?,?,?,?,?,?,?,?)",
+            [eval_run_id, item.id, run_id, status, item.question, item.reference, item.tags, error, wall_ms],
+        )
+        insert_rows(
+            cur,
+            "scores",
+            SCORE_COLUMNS,
+            [
+                [
+                    eval_run_id,
+                    item.id,
+                    run_id,
+                    s.metric,
+                    s.value,
+                    s.status,
+                    s.explanation,
+                    json.dumps(s.details),
+                    s.scorer_model,
+                    s.scorer_digest,
+                    s.prompt_version,
+                ]
+                for s in scores
+            ],
+        )
     return run_id
 
 
 def list_eval_runs(db: Database) -> list[dict]:
     with db.cursor() as cur:
-        return fetch_dicts(cur, """
+        return fetch_dicts(
+            cur,
+            """
             SELECT e.id, e.name, e.dataset, e.status, e.n_items, e.created_at, e.finished_at, e.wall_s,
                    e.judge_model, e.judge_digest, e.judge_prompt_version,
                    count(i.item_id) FILTER (WHERE i.status = 'done') AS done,
                    count(i.item_id) FILTER (WHERE i.status <> 'done') AS failed
             FROM eval_runs e LEFT JOIN eval_items i ON i.eval_run_id = e.id
-            GROUP BY ALL ORDER BY e.id DESC""", [])
+            GROUP BY ALL ORDER BY e.id DESC""",
+            [],
+        )
 
 
 def metric_summary(db: Database, eval_run_id: int) -> list[dict]:
     """Per metric: mean over valid scores, and counts of ok, invalid and not-applicable scores."""
     with db.cursor() as cur:
-        return fetch_dicts(cur, """
+        return fetch_dicts(
+            cur,
+            """
             SELECT metric, avg(value) FILTER (WHERE status = 'ok') AS mean,
                    count(*) FILTER (WHERE status = 'ok') AS n,
                    count(*) FILTER (WHERE status = 'invalid') AS invalid,
                    count(*) FILTER (WHERE status = 'not_applicable') AS not_applicable
-            FROM scores WHERE eval_run_id = ? GROUP BY metric ORDER BY metric""", [eval_run_id])
+            FROM scores WHERE eval_run_id = ? GROUP BY metric ORDER BY metric""",
+            [eval_run_id],
+        )
 
 
 def slice_summary(db: Database, eval_run_id: int) -> list[dict]:
     """Per tag and metric: mean and n over valid scores."""
     with db.cursor() as cur:
-        return fetch_dicts(cur, """
+        return fetch_dicts(
+            cur,
+            """
             SELECT tag, s.metric, avg(s.value) AS mean, count(*) AS n
             FROM scores s JOIN (SELECT eval_run_id, item_id, unnest(tags) AS tag FROM eval_items
                                 WHERE eval_run_id = ?) t USING (eval_run_id, item_id)
-            WHERE s.status = 'ok' GROUP BY ALL ORDER BY tag, s.metric""", [eval_run_id])
+            WHERE s.status = 'ok' GROUP BY ALL ORDER BY tag, s.metric""",
+            [eval_run_id],
+        )
 
 
 ITEM_COLUMNS = ("item_id", "run_id", "item_status", "run_status", "question", "tags", "error", "wall_ms", "answer")
@@ -121,49 +201,69 @@ def item_results(db: Database, eval_run_id: int, metrics: Sequence[str]) -> list
     """One row per item with its run's status and each named metric's value as a column."""
     for name in metrics:
         if not METRIC_COLUMN.fullmatch(name) or name in ITEM_COLUMNS:
-            raise ValueError(f"{name!r} cannot be a result column: metric names are lower-case words "
-                             f"other than {', '.join(ITEM_COLUMNS)}")
-    values = "".join(f",\n max(s.value) FILTER (WHERE s.metric = ?) AS \"{name}\"" for name in metrics)
+            raise ValueError(
+                f"{name!r} cannot be a result column: metric names are lower-case words "
+                f"other than {', '.join(ITEM_COLUMNS)}"
+            )
+    values = "".join(f',\n max(s.value) FILTER (WHERE s.metric = ?) AS "{name}"' for name in metrics)
     with db.cursor() as cur:
-        return fetch_dicts(cur, f"""
+        return fetch_dicts(
+            cur,
+            f"""
             SELECT i.item_id, i.run_id, i.status AS item_status, r.status AS run_status, i.question, i.tags,
                    i.error, i.wall_ms, r.answer{values}
             FROM eval_items i LEFT JOIN runs r ON r.id = i.run_id
             LEFT JOIN scores s ON s.eval_run_id = i.eval_run_id AND s.item_id = i.item_id
-            WHERE i.eval_run_id = ? GROUP BY ALL ORDER BY i.item_id""", [*metrics, eval_run_id])
+            WHERE i.eval_run_id = ? GROUP BY ALL ORDER BY i.item_id""",
+            [*metrics, eval_run_id],
+        )
 
 
 def item_scores(db: Database, eval_run_id: int, item_id: str) -> list[dict]:
     with db.cursor() as cur:
-        return fetch_dicts(cur, "SELECT metric, value, status, explanation, scorer_model, prompt_version FROM scores "
-                          "WHERE eval_run_id = ? AND item_id = ? ORDER BY metric", [eval_run_id, item_id])
+        return fetch_dicts(
+            cur,
+            "SELECT metric, value, status, explanation, scorer_model, prompt_version FROM scores "
+            "WHERE eval_run_id = ? AND item_id = ? ORDER BY metric",
+            [eval_run_id, item_id],
+        )
 
 
 def usage(db: Database, eval_run_id: int) -> dict:
     """Tokens, model time and cache hits of every LLM call made for this evaluation's items."""
     with db.cursor() as cur:
-        return fetch_dicts(cur, """
+        return fetch_dicts(
+            cur,
+            """
             SELECT count(*) AS calls, coalesce(sum(c.prompt_tokens), 0) AS prompt_tokens,
                    coalesce(sum(c.completion_tokens), 0) AS completion_tokens,
                    coalesce(sum(c.latency_ms) FILTER (WHERE NOT c.cache_hit), 0) / 1000 AS model_s,
                    count(*) FILTER (WHERE c.cache_hit) AS cache_hits
             FROM llm_calls c JOIN eval_items i ON i.run_id = c.run_id WHERE i.eval_run_id = ?""",
-                     [eval_run_id])[0]
+            [eval_run_id],
+        )[0]
 
 
 def judge_invalid_rate(db: Database, eval_run_id: int) -> tuple[int, int]:
     """(invalid judge scores, all judge scores) of the run."""
     with db.cursor() as cur:
-        return cur.execute("SELECT count(*) FILTER (WHERE status = 'invalid'), count(*) FROM scores "
-                           "WHERE eval_run_id = ? AND metric LIKE 'judge_%'", [eval_run_id]).fetchone()
+        return cur.execute(
+            "SELECT count(*) FILTER (WHERE status = 'invalid'), count(*) FROM scores "
+            "WHERE eval_run_id = ? AND metric LIKE 'judge_%'",
+            [eval_run_id],
+        ).fetchone()
 
 
 def scores_for_run(db: Database, run_id: int) -> list[dict]:
     with db.cursor() as cur:
-        return fetch_dicts(cur, """
+        return fetch_dicts(
+            cur,
+            """
             SELECT e.name AS evaluation, s.metric, s.value, s.status, s.explanation, s.scorer_model,
                    s.prompt_version FROM scores s LEFT JOIN eval_runs e ON e.id = s.eval_run_id
-            WHERE s.run_id = ? ORDER BY s.metric""", [run_id])
+            WHERE s.run_id = ? ORDER BY s.metric""",
+            [run_id],
+        )
 
 
 def get_eval_run_by_id(db: Database, eval_run_id: int) -> EvalRun | None:
@@ -174,22 +274,36 @@ def get_eval_run_by_id(db: Database, eval_run_id: int) -> EvalRun | None:
 
 def run_ids_of(db: Database, eval_run_id: int) -> list[int]:
     with db.cursor() as cur:
-        return [r[0] for r in cur.execute("SELECT run_id FROM eval_items WHERE eval_run_id = ? AND run_id IS NOT NULL "
-                                          "AND status = 'done' ORDER BY item_id", [eval_run_id]).fetchall()]
+        return [
+            r[0]
+            for r in cur.execute(
+                "SELECT run_id FROM eval_items WHERE eval_run_id = ? AND run_id IS NOT NULL "
+                "AND status = 'done' ORDER BY item_id",
+                [eval_run_id],
+            ).fetchall()
+        ]
 
 
 def run_ids_under_pin(db: Database, judge_model: str, judge_digest: str, prompt_version: str) -> list[int]:
     with db.cursor() as cur:
-        return [r[0] for r in cur.execute(
-            "SELECT i.run_id FROM eval_items i JOIN eval_runs e ON e.id = i.eval_run_id WHERE e.judge_model = ? "
-            "AND e.judge_digest = ? AND e.judge_prompt_version = ? AND i.status = 'done' ORDER BY i.run_id",
-            [judge_model, judge_digest, prompt_version]).fetchall()]
+        return [
+            r[0]
+            for r in cur.execute(
+                "SELECT i.run_id FROM eval_items i JOIN eval_runs e ON e.id = i.eval_run_id WHERE e.judge_model = ? "
+                "AND e.judge_digest = ? AND e.judge_prompt_version = ? AND i.status = 'done' ORDER BY i.run_id",
+                [judge_model, judge_digest, prompt_version],
+            ).fetchall()
+        ]
 
 
 def recent_chat_run_ids(db: Database, limit: int = 50) -> list[int]:
     with db.cursor() as cur:
-        return [r[0] for r in cur.execute("SELECT id FROM runs WHERE kind = 'chat' AND status <> 'failed' "
-                                          "ORDER BY id DESC LIMIT ?", [limit]).fetchall()]
+        return [
+            r[0]
+            for r in cur.execute(
+                "SELECT id FROM runs WHERE kind = 'chat' AND status <> 'failed' ORDER BY id DESC LIMIT ?", [limit]
+            ).fetchall()
+        ]
 
 
 def reference_of(db: Database, run_id: int) -> str | None:

@@ -1,5 +1,6 @@
 """Run history: filtered, paged queries over every run, and exports. User input only ever reaches SQL
 as bound parameters; the filter builds the WHERE clause from fixed fragments."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,8 +8,9 @@ from datetime import datetime
 
 from store.db import Database, fetch_dicts
 
-LIST_COLUMNS = ("r.id, r.kind, r.status, r.question, r.faithfulness, r.n_attempts, r.generator_model, "
-                "r.latency_ms, r.started_at")
+LIST_COLUMNS = (
+    "r.id, r.kind, r.status, r.question, r.faithfulness, r.n_attempts, r.generator_model, r.latency_ms, r.started_at"
+)
 
 
 @dataclass
@@ -31,8 +33,7 @@ class RunFilter:
         if self.until:
             clauses.append("r.started_at < ?")
             params.append(self.until)
-        for column, values in (("r.kind", self.kinds), ("r.status", self.statuses),
-                               ("r.generator_model", self.models)):
+        for column, values in (("r.kind", self.kinds), ("r.status", self.statuses), ("r.generator_model", self.models)):
             if values:
                 clauses.append(f"list_contains(?::VARCHAR[], {column})")
                 params.append(list(values))
@@ -69,25 +70,30 @@ def find_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int
     where, params = run_filter.where()
     with db.cursor() as cur:
         ids = cur.execute(f"SELECT id FROM runs r{where} ORDER BY id DESC", params).fetchnumpy()["id"]
-    page_ids = [int(i) for i in ids[offset:offset + page_size]]
+    page_ids = [int(i) for i in ids[offset : offset + page_size]]
     return RunPage(query_runs(db, RunFilter(), 1, page_size, ids=page_ids) if page_ids else [], len(ids))
 
 
-def query_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50,
-               ids: list[int] | None = None) -> list[dict]:
+def query_runs(
+    db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50, ids: list[int] | None = None
+) -> list[dict]:
     """One page of runs (or the runs with these ids), newest first, with their judge scores."""
     where, params = run_filter.where()
     if ids is not None:
         where, params = " WHERE list_contains(?::BIGINT[], r.id)", [ids]
     with db.cursor() as cur:
-        rows = fetch_dicts(cur, f"SELECT {LIST_COLUMNS} FROM runs r{where} ORDER BY r.id DESC LIMIT ? OFFSET ?",
-                     params + [page_size, 0 if ids is not None else (max(page, 1) - 1) * page_size])
+        rows = fetch_dicts(
+            cur,
+            f"SELECT {LIST_COLUMNS} FROM runs r{where} ORDER BY r.id DESC LIMIT ? OFFSET ?",
+            params + [page_size, 0 if ids is not None else (max(page, 1) - 1) * page_size],
+        )
         if rows:
             low, high = min(r["id"] for r in rows), max(r["id"] for r in rows)
             scores = cur.execute(
                 "SELECT run_id, metric, value FROM scores WHERE run_id BETWEEN ? AND ? AND "
                 "list_contains(?::BIGINT[], run_id) AND metric LIKE 'judge_%' AND status = 'ok'",
-                [low, high, [r["id"] for r in rows]]).fetchall()
+                [low, high, [r["id"] for r in rows]],
+            ).fetchall()
             by_run: dict[int, dict] = {}
             for run_id, metric, value in scores:
                 by_run.setdefault(run_id, {})[metric.removeprefix("judge_")] = value
@@ -104,12 +110,16 @@ def count_runs(db: Database, run_filter: RunFilter) -> int:
 
 def filter_choices(db: Database) -> dict[str, list[str]]:
     with db.cursor() as cur:
+
         def distinct(sql):
             return [r[0] for r in cur.execute(sql).fetchall() if r[0] is not None]
-        return {"kinds": distinct("SELECT DISTINCT kind FROM runs ORDER BY 1"),
-                "statuses": distinct("SELECT DISTINCT status FROM runs ORDER BY 1"),
-                "models": distinct("SELECT DISTINCT generator_model FROM runs ORDER BY 1"),
-                "tags": distinct("SELECT DISTINCT unnest(tags) FROM eval_items ORDER BY 1")}
+
+        return {
+            "kinds": distinct("SELECT DISTINCT kind FROM runs ORDER BY 1"),
+            "statuses": distinct("SELECT DISTINCT status FROM runs ORDER BY 1"),
+            "models": distinct("SELECT DISTINCT generator_model FROM runs ORDER BY 1"),
+            "tags": distinct("SELECT DISTINCT unnest(tags) FROM eval_items ORDER BY 1"),
+        }
 
 
 EXPORT_SQL = """

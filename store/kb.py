@@ -1,4 +1,5 @@
 """Documents, chunks and their embeddings."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,13 +29,23 @@ class NewChunk:
 
 def document_state(db: Database, path: str) -> DocumentState | None:
     with db.cursor() as cur:
-        row = cur.execute("SELECT content_hash, embed_model, chunk_size, chunk_overlap FROM documents "
-                          "WHERE path = ?", [path]).fetchone()
+        row = cur.execute(
+            "SELECT content_hash, embed_model, chunk_size, chunk_overlap FROM documents WHERE path = ?", [path]
+        ).fetchone()
     return DocumentState(*row) if row else None
 
 
-def replace_document(db: Database, path: str, title: str, content_hash: str, embed_model: str,
-                     chunk_size: int, chunk_overlap: int, n_chars: int, chunks: list[NewChunk]) -> int:
+def replace_document(
+    db: Database,
+    path: str,
+    title: str,
+    content_hash: str,
+    embed_model: str,
+    chunk_size: int,
+    chunk_overlap: int,
+    n_chars: int,
+    chunks: list[NewChunk],
+) -> int:
     """Replace a document and all its chunks atomically; return the document id."""
     with db.transaction() as cur:
         old = cur.execute("SELECT id FROM documents WHERE path = ?", [path]).fetchone()
@@ -44,11 +55,13 @@ def replace_document(db: Database, path: str, title: str, content_hash: str, emb
         doc_id = cur.execute(
             "INSERT INTO documents (path, title, content_hash, embed_model, chunk_size, chunk_overlap, "
             "n_chunks, n_chars) VALUES (?,?,?,?,?,?,?,?) RETURNING id",
-            [path, title, content_hash, embed_model, chunk_size, chunk_overlap, len(chunks), n_chars]).fetchone()[0]
+            [path, title, content_hash, embed_model, chunk_size, chunk_overlap, len(chunks), n_chars],
+        ).fetchone()[0]
         if chunks:
             cur.executemany(
                 "INSERT INTO chunks (document_id, ordinal, text, start_char, end_char, embedding) VALUES (?,?,?,?,?,?)",
-                [[doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.embedding] for c in chunks])
+                [[doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.embedding] for c in chunks],
+            )
     return doc_id
 
 
@@ -58,15 +71,20 @@ def fingerprint(db: Database, embed_model: str) -> tuple:
     A changed document is deleted and inserted again with a new id, so the documents table alone tells.
     """
     with db.cursor() as cur:
-        return cur.execute("SELECT count(*), sum(n_chunks), max(id), max(ingested_at) FROM documents "
-                           "WHERE embed_model = ?", [embed_model]).fetchone()
+        return cur.execute(
+            "SELECT count(*), sum(n_chunks), max(id), max(ingested_at) FROM documents WHERE embed_model = ?",
+            [embed_model],
+        ).fetchone()
 
 
 def load_embeddings(db: Database, embed_model: str) -> tuple[np.ndarray, np.ndarray]:
     """(chunk ids, unit-normalised float32 matrix) of every chunk embedded with this model."""
     with db.cursor() as cur:
-        table = cur.sql("SELECT c.id, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id "
-                        "WHERE d.embed_model = ? ORDER BY c.id", params=[embed_model]).to_arrow_table()
+        table = cur.sql(
+            "SELECT c.id, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE d.embed_model = ? ORDER BY c.id",
+            params=[embed_model],
+        ).to_arrow_table()
     ids = table.column("id").to_numpy()
     if len(ids) == 0:
         return ids, np.zeros((0, 0), dtype=np.float32)
@@ -81,21 +99,26 @@ def get_chunks(db: Database, ids: list[int]) -> dict[int, Chunk]:
     if not ids:
         return {}
     with db.cursor() as cur:
-        rows = cur.execute("SELECT c.id, c.document_id, c.ordinal, c.text, d.path, d.title FROM chunks c "
-                           "JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT unnest(?))",
-                           [list(map(int, ids))]).fetchall()
+        rows = cur.execute(
+            "SELECT c.id, c.document_id, c.ordinal, c.text, d.path, d.title FROM chunks c "
+            "JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT unnest(?))",
+            [list(map(int, ids))],
+        ).fetchall()
     return {row[0]: Chunk(*row) for row in rows}
 
 
 def list_documents(db: Database) -> list[dict]:
     with db.cursor() as cur:
-        return fetch_dicts(cur, "SELECT id, path, title, n_chunks, n_chars, embed_model, ingested_at FROM documents "
-                                "ORDER BY path", [])
+        return fetch_dicts(
+            cur, "SELECT id, path, title, n_chunks, n_chars, embed_model, ingested_at FROM documents ORDER BY path", []
+        )
 
 
 def count_chunks(db: Database, embed_model: str | None = None) -> int:
     with db.cursor() as cur:
         if embed_model is None:
             return cur.execute("SELECT count(*) FROM chunks").fetchone()[0]
-        return cur.execute("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id "
-                           "WHERE d.embed_model = ?", [embed_model]).fetchone()[0]
+        return cur.execute(
+            "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.embed_model = ?",
+            [embed_model],
+        ).fetchone()[0]

@@ -2,6 +2,7 @@
 
 Never edit or reorder an applied migration; add a new one at the end of MIGRATIONS.
 """
+
 from __future__ import annotations
 
 import duckdb
@@ -328,14 +329,24 @@ def m009_call_texts_and_spans(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
-MIGRATIONS = [m001_knowledge_base, m002_run_log, m003_llm_calls_and_cache, m004_evaluations,
-              m005_detector_benchmarks, m006_regression_alerts, m007_search_text_and_zonemaps,
-              m008_annotations_and_corrections, m009_call_texts_and_spans]
+MIGRATIONS = [
+    m001_knowledge_base,
+    m002_run_log,
+    m003_llm_calls_and_cache,
+    m004_evaluations,
+    m005_detector_benchmarks,
+    m006_regression_alerts,
+    m007_search_text_and_zonemaps,
+    m008_annotations_and_corrections,
+    m009_call_texts_and_spans,
+]
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> list[str]:
-    con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)")
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL DEFAULT current_timestamp)"
+    )
     return [row[0] for row in con.execute("SELECT name FROM schema_migrations ORDER BY applied_at, name").fetchall()]
 
 

@@ -1,4 +1,5 @@
 """The shapes of what the store remembers, passed between pipeline/ and store/."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ class LLMCallRecord:
 @dataclass
 class SpanRecord:
     """One step of a run's trace; parent_id None for the root."""
+
     span_id: str
     parent_id: str | None
     name: str
@@ -124,6 +126,7 @@ class RunRecord:
 @dataclass
 class RunLog:
     """Everything one question produced, written in one transaction."""
+
     run: RunRecord
     grades: list[GradeRecord] = field(default_factory=list)
     retrievals: list[RetrievalRecord] = field(default_factory=list)

@@ -1,4 +1,5 @@
 """Write one question's whole log in one transaction; read runs back."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,25 @@ from store.llm_log import insert_cache_entries, insert_calls
 from store.records import RunLog
 from store.spans import insert_spans
 
-RUN_FIELDS = ("kind", "question", "status", "answer", "faithfulness", "n_claims", "n_supported",
-              "n_attempts", "final_attempt", "rewritten_query", "abstain_reason", "error", "generator_model", "config",
-              "started_at", "finished_at", "latency_ms")
+RUN_FIELDS = (
+    "kind",
+    "question",
+    "status",
+    "answer",
+    "faithfulness",
+    "n_claims",
+    "n_supported",
+    "n_attempts",
+    "final_attempt",
+    "rewritten_query",
+    "abstain_reason",
+    "error",
+    "generator_model",
+    "config",
+    "started_at",
+    "finished_at",
+    "latency_ms",
+)
 
 
 def _insert_many(cur, table: str, run_id: int, records: list) -> None:
@@ -33,7 +50,8 @@ def insert_run(cur, log: RunLog) -> int:
     fields = RUN_FIELDS + ("search_text",)
     run_id = cur.execute(
         f"INSERT INTO runs ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))}) RETURNING id",
-        [run[name] for name in fields]).fetchone()[0]
+        [run[name] for name in fields],
+    ).fetchone()[0]
     _insert_many(cur, "context_grades", run_id, log.grades)
     _insert_many(cur, "retrievals", run_id, log.retrievals)
     _insert_many(cur, "attempts", run_id, log.attempts)
@@ -57,11 +75,16 @@ def get_run(db: Database, run_id: int) -> dict | None:
             return None
         run = runs[0]
         run["grades"] = fetch_dicts(cur, "SELECT * FROM context_grades WHERE run_id = ? ORDER BY round", [run_id])
-        run["retrievals"] = fetch_dicts(cur, """
+        run["retrievals"] = fetch_dicts(
+            cur,
+            """
             SELECT r.*, c.text, d.path AS source FROM retrievals r
             LEFT JOIN chunks c ON c.id = r.chunk_id LEFT JOIN documents d ON d.id = c.document_id
-            WHERE r.run_id = ? ORDER BY r.round, r.rank""", [run_id])
+            WHERE r.run_id = ? ORDER BY r.round, r.rank""",
+            [run_id],
+        )
         run["attempts"] = fetch_dicts(cur, "SELECT * FROM attempts WHERE run_id = ? ORDER BY attempt_no", [run_id])
-        run["claims"] = fetch_dicts(cur, "SELECT * FROM claims WHERE run_id = ? ORDER BY attempt_no, claim_no",
-                                    [run_id])
+        run["claims"] = fetch_dicts(
+            cur, "SELECT * FROM claims WHERE run_id = ? ORDER BY attempt_no, claim_no", [run_id]
+        )
     return run

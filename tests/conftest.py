@@ -1,4 +1,5 @@
 """Fixtures: every test gets its own store file and settings; a fake Ollama server on loopback."""
+
 from __future__ import annotations
 
 import os
@@ -12,15 +13,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fake_ollama import FakeOllama  # noqa: E402
-from pipeline.models import llm  # noqa: E402
+
 from pipeline.answering import retriever  # noqa: E402
 from pipeline.config import load_settings  # noqa: E402
+from pipeline.models import llm  # noqa: E402
 from store import db as store_db  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KB = ROOT / "data" / "kb"
-TEST_ENV = {"WORKBENCH_REQUEST_TIMEOUT_S": "5", "WORKBENCH_LLM_BACKOFF_S": "0.01",
-            "WORKBENCH_STORE_IDLE_RELEASE_S": "0", "WORKBENCH_STORE_LOCK_TIMEOUT_S": "2", "COLUMNS": "250"}
+TEST_ENV = {
+    "WORKBENCH_REQUEST_TIMEOUT_S": "5",
+    "WORKBENCH_LLM_BACKOFF_S": "0.01",
+    "WORKBENCH_STORE_IDLE_RELEASE_S": "0",
+    "WORKBENCH_STORE_LOCK_TIMEOUT_S": "2",
+    "COLUMNS": "250",
+}
 
 
 def reset_process_state() -> None:

@@ -25,7 +25,8 @@ NO_ANSWER = "The knowledge base does not cover this question."
 MODIFIED_AT = "2025-01-01T00:00:00Z"
 LABELS = ("Question", "Context", "Reference", "Answer", "Claim", "Document")
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being below
 between both but by can could did do does doing down during each few for from further had has have
 having he her here hers herself him himself his how i if in into is it its itself just me more most my
@@ -33,7 +34,8 @@ myself no nor not now of off on once only or other our ours ourselves out over o
 some such than that the their theirs them themselves then there these they this those through to too
 under until up very was we were what when where which while who whom why will with would you your
 yours yourself yourselves
-""".split())
+""".split()
+)
 
 _TOKEN = re.compile(r"[a-z0-9]*[a-z][a-z0-9]*|\d+(?:,\d{3})*(?:\.\d+)?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -44,18 +46,31 @@ _LABEL_LINE = re.compile(rf"^\s*(?:{'|'.join(LABELS)}):", re.M)
 _EMBED_PREFIX = re.compile(r"^\s*(?:search_query|search_document):\s*")
 
 _LLM_PROFILE = {
-    "family": "llama", "parameter_size": "3.2B", "quantization_level": "Q4_K_M", "size": 2019393189,
-    "context_length": 131072, "embedding_length": 3072, "capabilities": ["completion", "tools"],
-    "template": "{{ .Prompt }}", "parameters": 'stop "<|eot_id|>"',
+    "family": "llama",
+    "parameter_size": "3.2B",
+    "quantization_level": "Q4_K_M",
+    "size": 2019393189,
+    "context_length": 131072,
+    "embedding_length": 3072,
+    "capabilities": ["completion", "tools"],
+    "template": "{{ .Prompt }}",
+    "parameters": 'stop "<|eot_id|>"',
 }
 _EMBED_PROFILE = {
-    "family": "nomic-bert", "parameter_size": "137M", "quantization_level": "F16", "size": 274302450,
-    "context_length": 2048, "embedding_length": 768, "capabilities": ["embedding"],
-    "template": "{{ .Prompt }}", "parameters": "num_ctx 8192",
+    "family": "nomic-bert",
+    "parameter_size": "137M",
+    "quantization_level": "F16",
+    "size": 274302450,
+    "context_length": 2048,
+    "embedding_length": 768,
+    "capabilities": ["embedding"],
+    "template": "{{ .Prompt }}",
+    "parameters": "num_ctx 8192",
 }
 
 
 # ---------------------------------------------------------------- text helpers
+
 
 def normalise_name(name):
     """Ollama model name with an explicit tag: "llama3.2" -> "llama3.2:latest"."""
@@ -94,7 +109,7 @@ def _line_value(text, label):
     """Text after "label:" on the first line starting with it, or ""."""
     for line in text.splitlines():
         if line.strip().startswith(label + ":"):
-            return line.strip()[len(label) + 1:].strip()
+            return line.strip()[len(label) + 1 :].strip()
     return ""
 
 
@@ -103,8 +118,8 @@ def _section(text, label, stops=()):
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if line.strip().startswith(label + ":"):
-            body = [line.strip()[len(label) + 1:]]
-            for rest in lines[i + 1:]:
+            body = [line.strip()[len(label) + 1 :]]
+            for rest in lines[i + 1 :]:
                 if any(rest.startswith(stop + ":") for stop in stops):
                     break
                 body.append(rest)
@@ -117,7 +132,7 @@ def _split_last_claim(text):
     lines = text.splitlines()
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("Claim:"):
-            return "\n".join(lines[:i]), lines[i][len("Claim:"):].strip()
+            return "\n".join(lines[:i]), lines[i][len("Claim:") :].strip()
     return text, None
 
 
@@ -127,10 +142,11 @@ def _blocks(context):
     if not heads:
         return [(1, context)]
     ends = [h.start() for h in heads[1:]] + [len(context)]
-    return [(int(h.group(1)), context[h.end():end]) for h, end in zip(heads, ends)]
+    return [(int(h.group(1)), context[h.end() : end]) for h, end in zip(heads, ends, strict=False)]
 
 
 # ---------------------------------------------------------------- rule brain
+
 
 def verify(prompt):
     """MiniCheck-style verdict "Yes"/"No" for a "Document: ...\\nClaim: ..." prompt."""
@@ -219,8 +235,12 @@ def answer_questions(prompt):
 
 
 _STRUCTURED_RULES = (
-    ("claims", extract_claims), ("relevant", judge_relevance), ("query", rewrite_query),
-    ("verdict", judge_claim), ("score", judge_score), ("questions", answer_questions),
+    ("claims", extract_claims),
+    ("relevant", judge_relevance),
+    ("query", rewrite_query),
+    ("verdict", judge_claim),
+    ("score", judge_score),
+    ("questions", answer_questions),
 )
 
 
@@ -292,6 +312,7 @@ def embed_vector(text, dim):
 
 
 # ---------------------------------------------------------------- HTTP plumbing
+
 
 def _iso(ts):
     """RFC 3339 UTC timestamp with microseconds."""
@@ -391,11 +412,19 @@ class _Server(ThreadingHTTPServer):
 
 # ---------------------------------------------------------------- the fake
 
+
 class FakeOllama:
     """In-process Ollama look-alike on 127.0.0.1 with scripted replies, faults and latency."""
 
-    def __init__(self, models=("llama3.2", "bespoke-minicheck", "nomic-embed-text"), embed_dim=768,
-                 seconds_per_token=0.0, slots=4, verifier_models=("bespoke-minicheck",), fault_delay_s=5.0):
+    def __init__(
+        self,
+        models=("llama3.2", "bespoke-minicheck", "nomic-embed-text"),
+        embed_dim=768,
+        seconds_per_token=0.0,
+        slots=4,
+        verifier_models=("bespoke-minicheck",),
+        fault_delay_s=5.0,
+    ):
         self.embed_dim = embed_dim
         self.fault_delay_s = fault_delay_s
         self.verifier_models = {normalise_name(m) for m in verifier_models}
@@ -419,8 +448,7 @@ class FakeOllama:
         self._stopping.clear()
         self._server = _Server(self)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
-                                         daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self._thread.start()
         return self
 
@@ -536,10 +564,16 @@ class FakeOllama:
 
     def _route(self, method, call):
         routes = {
-            ("GET", "/"): self._root, ("HEAD", "/"): self._root, ("GET", "/api/version"): self._version,
-            ("GET", "/api/tags"): self._tags, ("GET", "/api/ps"): self._ps, ("POST", "/api/show"): self._show,
-            ("POST", "/api/chat"): self._chat, ("POST", "/api/generate"): self._generate,
-            ("POST", "/api/embed"): self._embed, ("POST", "/api/embeddings"): self._embeddings,
+            ("GET", "/"): self._root,
+            ("HEAD", "/"): self._root,
+            ("GET", "/api/version"): self._version,
+            ("GET", "/api/tags"): self._tags,
+            ("GET", "/api/ps"): self._ps,
+            ("POST", "/api/show"): self._show,
+            ("POST", "/api/chat"): self._chat,
+            ("POST", "/api/generate"): self._generate,
+            ("POST", "/api/embed"): self._embed,
+            ("POST", "/api/embeddings"): self._embeddings,
         }
         route = routes.get((method, call.path))
         if route is None:
@@ -572,12 +606,23 @@ class FakeOllama:
 
     def _details(self, name):
         p = self._profile(name)
-        return {"parent_model": "", "format": "gguf", "family": p["family"], "families": [p["family"]],
-                "parameter_size": p["parameter_size"], "quantization_level": p["quantization_level"]}
+        return {
+            "parent_model": "",
+            "format": "gguf",
+            "family": p["family"],
+            "families": [p["family"]],
+            "parameter_size": p["parameter_size"],
+            "quantization_level": p["quantization_level"],
+        }
 
     def _model_entry(self, name, digest):
-        return {"name": name, "model": name, "size": self._profile(name)["size"], "digest": digest,
-                "details": self._details(name)}
+        return {
+            "name": name,
+            "model": name,
+            "size": self._profile(name)["size"],
+            "digest": digest,
+            "details": self._details(name),
+        }
 
     # -- metadata endpoints
 
@@ -596,9 +641,19 @@ class FakeOllama:
         expires = _iso(time.time() + 300)
         with self._lock:
             loaded = sorted((n, self._models[n]) for n in self._loaded if n in self._models)
-        return _json({"models": [
-            {**self._model_entry(n, d), "expires_at": expires, "size_vram": self._profile(n)["size"],
-             "context_length": self._profile(n)["context_length"]} for n, d in loaded]})
+        return _json(
+            {
+                "models": [
+                    {
+                        **self._model_entry(n, d),
+                        "expires_at": expires,
+                        "size_vram": self._profile(n)["size"],
+                        "context_length": self._profile(n)["context_length"],
+                    }
+                    for n, d in loaded
+                ]
+            }
+        )
 
     def _show(self, call):
         name = call.body.get("model") or call.body.get("name") or ""
@@ -606,14 +661,23 @@ class FakeOllama:
             return _json({"error": f"model '{name}' not found"}, 404)
         p = self._profile(call.model)
         arch = p["family"]
-        return _json({
-            "license": "", "modified_at": MODIFIED_AT, "template": p["template"], "parameters": p["parameters"],
-            "modelfile": f'# Modelfile generated by "ollama show"\nFROM {call.model}\n'
-                         f'TEMPLATE """{p["template"]}"""\nPARAMETER {p["parameters"]}\n',
-            "details": self._details(call.model), "capabilities": p["capabilities"],
-            "model_info": {"general.architecture": arch, f"{arch}.context_length": p["context_length"],
-                           f"{arch}.embedding_length": p["embedding_length"]},
-        })
+        return _json(
+            {
+                "license": "",
+                "modified_at": MODIFIED_AT,
+                "template": p["template"],
+                "parameters": p["parameters"],
+                "modelfile": f'# Modelfile generated by "ollama show"\nFROM {call.model}\n'
+                f'TEMPLATE """{p["template"]}"""\nPARAMETER {p["parameters"]}\n',
+                "details": self._details(call.model),
+                "capabilities": p["capabilities"],
+                "model_info": {
+                    "general.architecture": arch,
+                    f"{arch}.context_length": p["context_length"],
+                    f"{arch}.embedding_length": p["embedding_length"],
+                },
+            }
+        )
 
     # -- generation endpoints
 
@@ -650,7 +714,7 @@ class FakeOllama:
         if scripted is not None:
             return scripted
         text = rule_reply(prompt, call.body.get("format"), call.model in self.verifier_models)
-        return text[:len(text) // 2] if call.fault == "truncated_json" else text
+        return text[: len(text) // 2] if call.fault == "truncated_json" else text
 
     def _complete(self, call, prompt, prompt_count, wrap):
         """Generate, occupy a slot for the simulated decode time, and answer (streamed unless stream=false)."""
@@ -659,9 +723,16 @@ class FakeOllama:
         eval_ns = self._decode(eval_count)
         total = max(1, time.perf_counter_ns() - call.t0)
         prompt_ns = max(0, total - eval_ns) // 2
-        final = {"done": True, "done_reason": "stop", "total_duration": total,
-                 "load_duration": max(0, total - eval_ns - prompt_ns), "prompt_eval_count": prompt_count,
-                 "prompt_eval_duration": prompt_ns, "eval_count": eval_count, "eval_duration": eval_ns}
+        final = {
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": total,
+            "load_duration": max(0, total - eval_ns - prompt_ns),
+            "prompt_eval_count": prompt_count,
+            "prompt_eval_duration": prompt_ns,
+            "eval_count": eval_count,
+            "eval_duration": eval_ns,
+        }
         if call.body.get("stream") is False:
             return _json({**self._head(call, wrap(reply)), **final})
         chunks = [{**self._head(call, wrap(p)), "done": False} for p in _pieces(reply)]
@@ -693,8 +764,15 @@ class FakeOllama:
         texts = [given] if isinstance(given, str) else list(given or [])
         embeddings = [embed_vector(t, self.embed_dim) for t in texts]
         total = max(1, time.perf_counter_ns() - call.t0)
-        return _json({"model": call.body["model"], "embeddings": embeddings, "total_duration": total,
-                      "load_duration": total // 2, "prompt_eval_count": sum(len(t.split()) for t in texts)})
+        return _json(
+            {
+                "model": call.body["model"],
+                "embeddings": embeddings,
+                "total_duration": total,
+                "load_duration": total // 2,
+                "prompt_eval_count": sum(len(t.split()) for t in texts),
+            }
+        )
 
     def _embeddings(self, call):
         error = self._check_model(call)

@@ -23,8 +23,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        reply = self.server.fake.handle(self.command, self.path.split("?")[0], raw,
-                                        self.headers.get("Authorization"))
+        reply = self.server.fake.handle(self.command, self.path.split("?")[0], raw, self.headers.get("Authorization"))
         if reply is None:
             self.close_connection = True
             return
@@ -67,8 +66,7 @@ class FakeOpenAI:
     def __enter__(self):
         self._server = _Server(self)
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self._thread.start()
         return self
 
@@ -101,8 +99,10 @@ class FakeOpenAI:
         if fault == "500":
             return _error(500, "internal server error", "InternalServerError")
         if (method, path) == ("GET", "/v1/models"):
-            return 200, {"object": "list", "data": [{"id": m, "object": "model", "created": 1735689600,
-                                                     "owned_by": "fake"} for m in self.models]}
+            return 200, {
+                "object": "list",
+                "data": [{"id": m, "object": "model", "created": 1735689600, "owned_by": "fake"} for m in self.models],
+            }
         if (method, path) == ("POST", "/v1/chat/completions"):
             return self._complete(body)
         return _error(404, f"no route {method} {path}", "NotFound")
@@ -117,9 +117,21 @@ class FakeOpenAI:
         prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
         completion_tokens = len(text.split())
         return 200, {
-            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
-                         "logprobs": None}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}}
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }

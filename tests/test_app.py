@@ -1,4 +1,5 @@
 """AppTests of every page, with the fake Ollama behind them."""
+
 import json
 
 import pytest
@@ -55,8 +56,11 @@ def test_chat_keeps_the_conversation(kb_db):
 
 
 def test_chat_shows_model_output_escaped(fake, kb_db):
-    fake.enqueue("<script>alert(1)</script> The RAG index held **21 million passages** [1].",
-                 model="llama3.2", match=lambda body: not body.get("format"))
+    fake.enqueue(
+        "<script>alert(1)</script> The RAG index held **21 million passages** [1].",
+        model="llama3.2",
+        match=lambda body: not body.get("format"),
+    )
     at = app()
     at.chat_input[0].set_value(QUESTION).run()
     text = markdown_text(at)
@@ -102,8 +106,9 @@ def test_knowledge_base_page_offers_ingest_when_empty(db):
     assert not at.exception
     assert len(at.dataframe[0].value) >= 8
     with db.cursor() as cur:
-        logged = cur.execute("SELECT count(*), count(*) FILTER (WHERE stage = 'embed_documents') FROM llm_calls "
-                             "WHERE run_id IS NULL").fetchone()
+        logged = cur.execute(
+            "SELECT count(*), count(*) FILTER (WHERE stage = 'embed_documents') FROM llm_calls WHERE run_id IS NULL"
+        ).fetchone()
     assert logged[0] == logged[1] >= 8  # the page's embedding calls are recorded
 
 
@@ -120,6 +125,7 @@ def wait_for_jobs(seconds: float = 60) -> None:
     import time
 
     from pipeline.evaluation.jobs import jobs
+
     deadline = time.monotonic() + seconds
     while any(j.running for j in jobs()) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -147,6 +153,7 @@ def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
 def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
     from pipeline.evaluation.dataset import load_dataset
     from pipeline.evaluation.runner import run_evaluation
+
     run_evaluation(settings, kb_db, load_dataset(ROOT / "data" / "eval" / "golden.jsonl").select(limit=6), "six")
     at = app("pages/evaluate.py")
     assert len(at.dataframe[-1].value) == 6
@@ -161,6 +168,7 @@ def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
 
 def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
+
     engine = VerifiedQueryEngine(settings=settings, db=kb_db)
     accepted = final_result(engine.stream(QUESTION))
     final_result(engine.stream("What is the capital city of Peru?"))
@@ -196,16 +204,21 @@ def open_runs_page(run_id: str) -> AppTest:
 
 def test_runs_page_refuses_unknown_ids_and_shows_them_escaped(kb_db):
     at = open_runs_page("424242")
-    assert [e.value for e in at.error] == ["There is no run \\'424242\\': it may have been deleted, or the link is "
-                                           "mistyped."]
+    assert [e.value for e in at.error] == [
+        "There is no run \\'424242\\': it may have been deleted, or the link is mistyped."
+    ]
     at = open_runs_page("<b>**7**</b>")
     assert "There is no run \\'\\<b\\>\\*\\*7\\*\\*\\</b\\>\\'" in at.error[0].value
 
 
 def test_drilldown_shows_model_output_escaped(fake, settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
-    fake.enqueue("<script>alert(1)</script> The RAG index held **21 million passages** [1].",
-                 model="llama3.2", match=lambda body: not body.get("format"))
+
+    fake.enqueue(
+        "<script>alert(1)</script> The RAG index held **21 million passages** [1].",
+        model="llama3.2",
+        match=lambda body: not body.get("format"),
+    )
     run = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
     at = open_runs_page(str(run.run_id))
     text = markdown_text(at) + "\n".join(e.label for e in at.expander)
@@ -219,19 +232,26 @@ def test_every_page_says_when_the_store_cannot_be_opened(fake, monkeypatch, tmp_
     for page in (None, "pages/runs.py", "pages/trends.py"):
         at = app(page)
         errors = [e.value for e in at.error]
-        assert any(e.startswith(f"cannot open the store {tmp_path}") and "Fix: check the path in WORKBENCH_DB" in e
-                   for e in errors), errors
+        assert any(
+            e.startswith(f"cannot open the store {tmp_path}") and "Fix: check the path in WORKBENCH_DB" in e
+            for e in errors
+        ), errors
 
 
 def test_detector_page_compares_runs(fake, settings, db, tmp_path):
     import json
 
     from pipeline.detector.bench import run_detector_bench
+
     path = tmp_path / "l.jsonl"
-    path.write_text("\n".join(json.dumps({"id": f"r{i}", "context": "BM25 is a ranking function.",
-                                          "answer": a, "label": label})
-                              for i, (a, label) in enumerate([("BM25 is a ranking function.", 0),
-                                                              ("BM25 was invented at Google in 2015.", 1)])))
+    path.write_text(
+        "\n".join(
+            json.dumps({"id": f"r{i}", "context": "BM25 is a ranking function.", "answer": a, "label": label})
+            for i, (a, label) in enumerate(
+                [("BM25 is a ranking function.", 0), ("BM25 was invented at Google in 2015.", 1)]
+            )
+        )
+    )
     run_detector_bench(settings, db, str(path), "precheck", "answer")
     run_detector_bench(settings, db, str(path), "minicheck", "answer")
     at = app("pages/detector.py")
@@ -244,12 +264,14 @@ def test_detector_page_compares_runs(fake, settings, db, tmp_path):
 def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     import numpy as np
     from test_regression import store_run
+
     base = np.linspace(0.8, 1.0, 20)
     store_run(db, "mon", {"faithfulness": base})
     store_run(db, "tue", {"faithfulness": base - 0.4}, config={"top_k": 2})
     store_run(db, "other-judge", {"faithfulness": base}, judge_digest="zzz")
     from pipeline.config import load_settings
     from pipeline.regression.compare import check
+
     check(db, load_settings(), "tue")
     at = app("pages/trends.py")
     assert any("open regression alert" in w.value for w in at.sidebar.warning)
@@ -262,6 +284,7 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     at.text_input[0].set_value("known: top_k lowered")
     next(b for b in at.button if b.label == "Acknowledge").click().run()
     from pipeline.regression.alerts import list_alerts
+
     acked = list_alerts(db, "acknowledged")
     assert len(acked) == 1 and acked[0]["comment"] == "known: top_k lowered"
 
@@ -271,6 +294,7 @@ def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings,
 
     from pipeline.calibration.annotations import ratings_for
     from pipeline.evaluation.runner import run_evaluation
+
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "to-rate")
     at = app("pages/annotate.py")
     assert any("Enter your name" in i.value for i in at.info)
@@ -284,7 +308,8 @@ def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings,
     assert not at.exception, at.exception
     saved = ratings_for(kb_db, [r for r in range(1, 10)])
     assert [(r["annotator"], r["correctness"], r["helpfulness"], r["faithfulness"]) for r in saved] == [
-        ("ana", 2, 4, 5)]
+        ("ana", 2, 4, 5)
+    ]
     reveal = next(s.value for s in at.success if s.value.startswith("Saved run"))
     assert "correctness: you 2, judge" in reveal
     assert "1 rated of 2" in at.get("progress")[0].proto.text
@@ -294,6 +319,7 @@ def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
     from test_evaluation import ITEMS, dataset
 
     from pipeline.evaluation.runner import run_evaluation
+
     run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "to-rate")
     at = app("pages/annotate.py")
     at.text_input(key="annotator").set_value("ana").run()
@@ -307,6 +333,7 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     from pipeline.calibration.annotations import save_rating
     from pipeline.evaluation.runner import run_evaluation
     from pipeline.history.evaluations import run_ids_of
+
     run_evaluation(settings, kb_db, dataset(), "cal")
     for run_id in run_ids_of(kb_db, 1):
         save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 3, "faithfulness": 5})
@@ -320,8 +347,12 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
 
 def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_included(fake, settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
-    fake.enqueue("<b>bold</b> The RAG index held **21 million passages** [1].", model="llama3.2",
-                 match=lambda body: not body.get("format"))
+
+    fake.enqueue(
+        "<b>bold</b> The RAG index held **21 million passages** [1].",
+        model="llama3.2",
+        match=lambda body: not body.get("format"),
+    )
     engine = VerifiedQueryEngine(settings=settings, db=kb_db)
     first = final_result(engine.stream(QUESTION))
     again = final_result(engine.stream(QUESTION))  # the same prompts: every call comes from the cache

@@ -1,4 +1,5 @@
 """Drive the running app in headless Chromium (Debian's /usr/bin/chromium, never a downloaded browser)."""
+
 from __future__ import annotations
 
 import os
@@ -11,16 +12,24 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="Debian chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (apt-get install -y chromium)"
+)
 
 
 def free_port() -> int:
@@ -47,12 +56,34 @@ def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 60)
 def running_app(kb_db, settings):
     kb_db.close()
     port = free_port()
-    env = {**os.environ, "OLLAMA_HOST": settings.ollama_host, "WORKBENCH_DB": settings.store_path,
-           "WORKBENCH_STORE_IDLE_RELEASE_S": "0.2"}
+    env = {
+        **os.environ,
+        "OLLAMA_HOST": settings.ollama_host,
+        "WORKBENCH_DB": settings.store_path,
+        "WORKBENCH_STORE_IDLE_RELEASE_S": "0.2",
+    }
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.address", "127.0.0.1", "--server.port", str(port)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "streamlit_app.py",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(url, process)
@@ -110,8 +141,16 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
             expect(sidebar.get_by_text("Ollama ready at", exact=False)).to_be_visible(timeout=30_000)
             links = [t.strip() for t in sidebar.get_by_test_id("stPageLink").all_inner_texts()]
             assert [t.split("\n")[-1].strip() for t in links] == [
-                "Chat", "Evaluate", "Runs", "Annotate", "Calibration", "Trends", "Detector", "Knowledge base",
-                "Settings & health"], links
+                "Chat",
+                "Evaluate",
+                "Runs",
+                "Annotate",
+                "Calibration",
+                "Trends",
+                "Detector",
+                "Knowledge base",
+                "Settings & health",
+            ], links
             search.fill("wikipedia index")
             search.press("Enter")
             expect(page.get_by_text("1 runs match;", exact=False)).to_be_visible(timeout=30_000)
@@ -120,8 +159,11 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
             assert f"run_id={wanted.run_id}" in page.url
             claim = wanted.final_claims[0]
             page.locator("details summary", has_text=claim.text[:40]).first.click()
-            highlighted = page.locator("details[open] span:visible", has_text=claim.evidence[:40]).filter(
-                has=page.locator("strong")).first
+            highlighted = (
+                page.locator("details[open] span:visible", has_text=claim.evidence[:40])
+                .filter(has=page.locator("strong"))
+                .first
+            )
             expect(highlighted).to_be_visible(timeout=10_000)
             color = highlighted.evaluate("e => getComputedStyle(e).backgroundColor")
             assert color not in ("rgba(0, 0, 0, 0)", "transparent")

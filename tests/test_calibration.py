@@ -1,4 +1,5 @@
 """Agreement statistics on known pairs, ratings, corrections and leave-one-out re-judging."""
+
 import json
 
 import numpy as np
@@ -47,10 +48,10 @@ def test_the_batched_kappa_of_the_bootstrap_matches_scikit_learn():
     from sklearn.metrics import cohen_kappa_score
 
     from pipeline.calibration.agreement import qwk_batch
+
     rng = np.random.default_rng(4)
     a, b = rng.integers(1, 6, size=(50, 12)), rng.integers(1, 6, size=(50, 12))
-    expected = [cohen_kappa_score(x, y, weights="quadratic", labels=[1, 2, 3, 4, 5])
-                for x, y in zip(a, b, strict=True)]
+    expected = [cohen_kappa_score(x, y, weights="quadratic", labels=[1, 2, 3, 4, 5]) for x, y in zip(a, b, strict=True)]
     assert np.allclose(qwk_batch(a, b), expected)
     assert np.isnan(qwk_batch(np.array([[3, 3, 3]]), np.array([[3, 3, 3]]))[0])
 
@@ -78,15 +79,22 @@ def test_ratings_outside_1_to_5_are_refused_and_rating_again_updates(db, evaluat
     with pytest.raises(InputError, match="annotator"):
         save_rating(kb_db, run_id, "  ", {"correctness": 3, "helpfulness": 3, "faithfulness": 3})
     with pytest.raises(InputError, match="unknown claim verdict 'maybe'"):
-        save_rating(kb_db, run_id, "ana", {"correctness": 3, "helpfulness": 3, "faithfulness": 3},
-                    claim_verdicts={(1, 1): "maybe"})
+        save_rating(
+            kb_db,
+            run_id,
+            "ana",
+            {"correctness": 3, "helpfulness": 3, "faithfulness": 3},
+            claim_verdicts={(1, 1): "maybe"},
+        )
     assert ratings_for(kb_db, [run_id]) == []
     save_rating(kb_db, run_id, " ana ", {"correctness": 2, "helpfulness": 3, "faithfulness": 4})
     save_rating(kb_db, run_id, "ana", {"correctness": 5, "helpfulness": 5, "faithfulness": 5}, " changed my mind ")
     save_rating(kb_db, run_id, "ben", {"correctness": 4, "helpfulness": 4, "faithfulness": 4})
     rows = ratings_for(kb_db, [run_id])
-    assert [(r["annotator"], r["correctness"], r["comment"]) for r in rows] == [("ana", 5, "changed my mind"),
-                                                                                 ("ben", 4, None)]
+    assert [(r["annotator"], r["correctness"], r["comment"]) for r in rows] == [
+        ("ana", 5, "changed my mind"),
+        ("ben", 4, None),
+    ]
 
 
 def test_judge_pairs_and_claim_agreement(evaluated, kb_db):
@@ -95,12 +103,20 @@ def test_judge_pairs_and_claim_agreement(evaluated, kb_db):
     pairs = judged_pairs(kb_db, evaluated, "correctness")
     assert len(pairs) == len(evaluated) and all(p["human"] == 1 for p in pairs)
     with kb_db.cursor() as cur:
-        claims = cur.execute("SELECT run_id, attempt_no, claim_no, verdict FROM claims WHERE verdict <> 'unverified' "
-                             "ORDER BY run_id, claim_no").fetchall()
+        claims = cur.execute(
+            "SELECT run_id, attempt_no, claim_no, verdict FROM claims WHERE verdict <> 'unverified' "
+            "ORDER BY run_id, claim_no"
+        ).fetchall()
     flips = {"supported": "unsupported", "unsupported": "supported", "contradicted": "contradicted"}
-    save_rating(kb_db, claims[0][0], "ana", {"correctness": 1, "helpfulness": 1, "faithfulness": 5},
-                claim_verdicts={(a, c): (flips[v] if i == 0 else v) for i, (r, a, c, v) in enumerate(claims)
-                                if r == claims[0][0]})
+    save_rating(
+        kb_db,
+        claims[0][0],
+        "ana",
+        {"correctness": 1, "helpfulness": 1, "faithfulness": 5},
+        claim_verdicts={
+            (a, c): (flips[v] if i == 0 else v) for i, (r, a, c, v) in enumerate(claims) if r == claims[0][0]
+        },
+    )
     result = claim_agreement(kb_db, evaluated)
     same_run = [c for c in claims if c[0] == claims[0][0]]
     assert result["n"] == len(same_run)
@@ -108,9 +124,11 @@ def test_judge_pairs_and_claim_agreement(evaluated, kb_db):
 
 
 def test_relevant_corrections_leave_the_items_own_out():
-    corrections = [Correction(1, "correctness", 10, "How many passages did RAG use?", "x", 1, 4, "wrong count"),
-                   Correction(2, "correctness", 11, "How many heads does the Transformer have?", "y", 2, 5, "no"),
-                   Correction(3, "helpfulness", 12, "How many passages did RAG use?", "z", 3, 5, "why")]
+    corrections = [
+        Correction(1, "correctness", 10, "How many passages did RAG use?", "x", 1, 4, "wrong count"),
+        Correction(2, "correctness", 11, "How many heads does the Transformer have?", "y", 2, 5, "no"),
+        Correction(3, "helpfulness", 12, "How many passages did RAG use?", "z", 3, 5, "why"),
+    ]
     chosen = relevant_corrections(corrections, "correctness", "How many passages were in RAG?", 3)
     assert [c.id for c in chosen] == [1, 2]
     assert [c.id for c in relevant_corrections(corrections, "correctness", "RAG passages", 3, exclude_run=10)] == [2]
@@ -120,15 +138,29 @@ def test_rejudge_uses_corrections_but_never_an_items_own(fake, settings, evaluat
     for run_id in evaluated:
         save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 2, "faithfulness": 5})
     pairs = judged_pairs(kb_db, evaluated, "correctness")
-    version = add_corrections(kb_db, [
-        {"criterion": "correctness", "run_id": p["run_id"], "question": p["question"],
-         "answer_excerpt": (p["answer"] or "")[:100], "human_score": 1, "judge_score": p["judge"],
-         "why": f"MARKER-{p['run_id']}"} for p in pairs[:2]])
+    version = add_corrections(
+        kb_db,
+        [
+            {
+                "criterion": "correctness",
+                "run_id": p["run_id"],
+                "question": p["question"],
+                "answer_excerpt": (p["answer"] or "")[:100],
+                "human_score": 1,
+                "judge_score": p["judge"],
+                "why": f"MARKER-{p['run_id']}",
+            }
+            for p in pairs[:2]
+        ],
+    )
     assert current_corrections(kb_db)[0] == version == 1
     before = len(fake.requests)
     assert rejudge(settings, kb_db, evaluated) == 1
-    judged = [r["body"] for r in fake.requests[before:] if r["body"] and "score" in
-              ((r["body"].get("format") or {}).get("properties") or {})]
+    judged = [
+        r["body"]
+        for r in fake.requests[before:]
+        if r["body"] and "score" in ((r["body"].get("format") or {}).get("properties") or {})
+    ]
     correctness_prompts = [b for b in judged if "Correctness:" in b["messages"][0]["content"]]
     for body in correctness_prompts:
         system, user = body["messages"][0]["content"], body["messages"][1]["content"]
@@ -138,24 +170,48 @@ def test_rejudge_uses_corrections_but_never_an_items_own(fake, settings, evaluat
     after = judged_pairs(kb_db, evaluated, "correctness", version=1)
     assert len(after) == len(pairs)
     with kb_db.cursor() as cur:
-        used = dict(cur.execute("SELECT run_id, corrections_used FROM rejudged WHERE metric = 'judge_correctness'")
-                    .fetchall())
+        used = dict(
+            cur.execute("SELECT run_id, corrections_used FROM rejudged WHERE metric = 'judge_correctness'").fetchall()
+        )
     first, second = pairs[0]["run_id"], pairs[1]["run_id"]
     assert used[first] == [2] and used[second] == [1]
     with kb_db.cursor() as cur:
-        origins = dict(cur.execute("SELECT stage, count(*) FROM llm_calls WHERE origin = 'rejudge' GROUP BY stage")
-                       .fetchall())
+        origins = dict(
+            cur.execute("SELECT stage, count(*) FROM llm_calls WHERE origin = 'rejudge' GROUP BY stage").fetchall()
+        )
     assert origins == {f"judge_{c}": len(pairs) for c in ("correctness", "helpfulness", "faithfulness")}
 
 
 def test_a_correction_set_version_enters_the_evaluation_judge_pin(fake, settings, evaluated, kb_db):
-    add_corrections(kb_db, [{"criterion": "correctness", "run_id": evaluated[0], "question": "q", "answer_excerpt": "a",
-                             "human_score": 2, "why": "because"}])
+    add_corrections(
+        kb_db,
+        [
+            {
+                "criterion": "correctness",
+                "run_id": evaluated[0],
+                "question": "q",
+                "answer_excerpt": "a",
+                "human_score": 2,
+                "why": "because",
+            }
+        ],
+    )
     run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "after-corrections")
     with kb_db.cursor() as cur:
         versions = dict(cur.execute("SELECT name, judge_prompt_version FROM eval_runs").fetchall())
     assert versions == {"cal": "judge-v1", "after-corrections": "judge-v1+corrections-v1"}
     with pytest.raises(InputError, match="reason"):
-        add_corrections(kb_db, [{"criterion": "correctness", "run_id": 1, "question": "q", "answer_excerpt": "a",
-                                 "human_score": 2, "why": " "}])
+        add_corrections(
+            kb_db,
+            [
+                {
+                    "criterion": "correctness",
+                    "run_id": 1,
+                    "question": "q",
+                    "answer_excerpt": "a",
+                    "human_score": 2,
+                    "why": " ",
+                }
+            ],
+        )
     assert json.dumps(versions)

@@ -79,20 +79,29 @@ def test_ingest_reports_each_file_and_skips_bad_ones(settings, db, tmp_path, cap
 
 
 def test_python_dash_m_pipeline_runs(fake, db):
-    done = subprocess.run([sys.executable, "-m", "pipeline", "doctor"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "doctor"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1
     assert "knowledge base: no documents ingested" in done.stdout
 
 
 def test_a_locked_store_is_an_error_that_says_what_to_do(fake, settings, monkeypatch, capsys):
     monkeypatch.setenv("WORKBENCH_STORE_LOCK_TIMEOUT_S", "0.5")
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import duckdb, time
         con = duckdb.connect({settings.store_path!r})
         print("locked", flush=True)
         time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert main(["runs"]) == 1

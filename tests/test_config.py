@@ -11,9 +11,15 @@ def test_defaults_match_the_design():
     assert s.ollama_host == "http://127.0.0.1:11434"
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("0.0.0.0", "http://127.0.0.1:11434"), ("localhost:9999", "http://localhost:9999"),
-    ("http://gpu-box:11434/", "http://gpu-box:11434"), ("https://ollama.example", "https://ollama.example:11434")])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("0.0.0.0", "http://127.0.0.1:11434"),
+        ("localhost:9999", "http://localhost:9999"),
+        ("http://gpu-box:11434/", "http://gpu-box:11434"),
+        ("https://ollama.example", "https://ollama.example:11434"),
+    ],
+)
 def test_ollama_host_is_read_like_ollama_does(raw, expected):
     assert normalise_host(raw) == expected
     assert load_settings(environ={"OLLAMA_HOST": raw}).ollama_host == expected
@@ -27,10 +33,14 @@ def test_environment_overrides_toml_which_overrides_defaults(tmp_path):
     assert s.store_path == "/tmp/x.duckdb"
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"WORKBENCH_TOP_K": "many"}, "setting top_k = 'many' is not a valid int"),
-    ({"WORKBENCH_FAITHFULNESS_THRESHOLD": "1.5"}, "setting faithfulness_threshold = 1.5 is out of range"),
-    ({"WORKBENCH_CHUNK_OVERLAP": "600"}, "setting chunk_overlap = 600 is out of range")])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"WORKBENCH_TOP_K": "many"}, "setting top_k = 'many' is not a valid int"),
+        ({"WORKBENCH_FAITHFULNESS_THRESHOLD": "1.5"}, "setting faithfulness_threshold = 1.5 is out of range"),
+        ({"WORKBENCH_CHUNK_OVERLAP": "600"}, "setting chunk_overlap = 600 is out of range"),
+    ],
+)
 def test_bad_values_say_which_variable_to_fix(env, message):
     with pytest.raises(ConfigError) as caught:
         load_settings(environ=env)

@@ -1,24 +1,26 @@
 import json
 
 import pytest
-
 from conftest import ROOT
-from pipeline.evaluation.dataset import load_dataset, parse_dataset
+
 from pipeline.errors import InputError
+from pipeline.evaluation.dataset import load_dataset, parse_dataset
 
 
 def test_bad_rows_are_reported_by_line_and_good_rows_kept():
-    text = "\n".join([
-        json.dumps({"id": "a", "question": "What is RAG?", "reference": "A technique.", "tags": ["rag"]}),
-        "{not json",
-        json.dumps({"id": "b", "question": "   "}),
-        "",
-        json.dumps({"id": "a", "question": "Duplicate?"}),
-        json.dumps({"question": "No id"}),
-        json.dumps({"id": "c", "question": "Tags as text?", "tags": "x; y"}),
-        json.dumps({"id": "d", "question": "Bad tags", "tags": [1, 2]}),
-        json.dumps(["a", "list"]),
-    ])
+    text = "\n".join(
+        [
+            json.dumps({"id": "a", "question": "What is RAG?", "reference": "A technique.", "tags": ["rag"]}),
+            "{not json",
+            json.dumps({"id": "b", "question": "   "}),
+            "",
+            json.dumps({"id": "a", "question": "Duplicate?"}),
+            json.dumps({"question": "No id"}),
+            json.dumps({"id": "c", "question": "Tags as text?", "tags": "x; y"}),
+            json.dumps({"id": "d", "question": "Bad tags", "tags": [1, 2]}),
+            json.dumps(["a", "list"]),
+        ]
+    )
     dataset = parse_dataset(text, "t.jsonl", "jsonl")
     assert [i.id for i in dataset.items] == ["a", "c"]
     assert dataset.items[1].tags == ["x", "y"] and dataset.items[1].reference is None
@@ -28,7 +30,8 @@ def test_bad_rows_are_reported_by_line_and_good_rows_kept():
         (5, "id 'a' repeats an earlier row"),
         (6, "id: Field required"),
         (8, "tags: must be a list of strings"),
-        (9, "not a JSON object")]
+        (9, "not a JSON object"),
+    ]
 
 
 def test_csv_with_the_same_columns_is_accepted():
@@ -62,8 +65,10 @@ def test_selecting_by_tags_and_limit():
 def test_the_golden_set_covers_the_hard_kinds():
     dataset = load_dataset(ROOT / "data" / "eval" / "golden.jsonl")
     assert dataset.bad_rows == [] and len(dataset.items) >= 30
-    kinds = {kind: [i for i in dataset.items if kind in i.tags]
-             for kind in ("unanswerable", "false-premise", "conflation", "numeric", "multi-hop")}
+    kinds = {
+        kind: [i for i in dataset.items if kind in i.tags]
+        for kind in ("unanswerable", "false-premise", "conflation", "numeric", "multi-hop")
+    }
     assert all(len(rows) >= 4 for rows in kinds.values()), {k: len(v) for k, v in kinds.items()}
     assert all(i.reference is None for i in kinds["unanswerable"])
     assert all(i.reference for i in dataset.items if "unanswerable" not in i.tags)

@@ -8,14 +8,32 @@ from pipeline.errors import InputError
 from pipeline.verification.registry import verifier_names
 
 RECORDS = [
-    {"id": "f1", "question": "Who wrote it?", "context": "The RAG paper was written by Patrick Lewis in 2020.",
-     "answer": "Patrick Lewis wrote the RAG paper in 2020.", "label": 0},
-    {"id": "h1", "question": "Who wrote it?", "context": "The RAG paper was written by Patrick Lewis in 2020.",
-     "answer": "Douwe Kiela wrote the RAG paper in 2019.", "label": 1},
-    {"id": "f2", "context": "BM25 is a ranking function used by search engines.",
-     "answer": "BM25 is a ranking function used by search engines.", "label": 0},
-    {"id": "h2", "context": "BM25 is a ranking function used by search engines.",
-     "answer": "BM25 ranks documents with neural networks trained on clicks.", "label": 1},
+    {
+        "id": "f1",
+        "question": "Who wrote it?",
+        "context": "The RAG paper was written by Patrick Lewis in 2020.",
+        "answer": "Patrick Lewis wrote the RAG paper in 2020.",
+        "label": 0,
+    },
+    {
+        "id": "h1",
+        "question": "Who wrote it?",
+        "context": "The RAG paper was written by Patrick Lewis in 2020.",
+        "answer": "Douwe Kiela wrote the RAG paper in 2019.",
+        "label": 1,
+    },
+    {
+        "id": "f2",
+        "context": "BM25 is a ranking function used by search engines.",
+        "answer": "BM25 is a ranking function used by search engines.",
+        "label": 0,
+    },
+    {
+        "id": "h2",
+        "context": "BM25 is a ranking function used by search engines.",
+        "answer": "BM25 ranks documents with neural networks trained on clicks.",
+        "label": 1,
+    },
 ]
 
 
@@ -61,24 +79,34 @@ def test_the_command_measures_every_registered_verifier_through_the_fake(fake, d
     assert (pre["tp"], pre["fp"], pre["tn"], pre["fn"]) == (1, 0, 2, 1)
     assert pre["llm_calls_per_answer"] == 1.0  # claim extraction only
     with db.cursor() as cur:
-        recorded = cur.execute("SELECT count(*), count(completion_text_hash) FROM llm_calls "
-                               "WHERE origin = 'detector' AND stage = 'extract_claims'").fetchone()
+        recorded = cur.execute(
+            "SELECT count(*), count(completion_text_hash) FROM llm_calls "
+            "WHERE origin = 'detector' AND stage = 'extract_claims'"
+        ).fetchone()
     assert recorded[0] >= 4 and recorded[0] == recorded[1]  # every detector call is stored, with its text
     for name in ("minicheck_chunk", "minicheck_context"):
         mini = summary[name]
         assert (mini["tp"], mini["fp"], mini["tn"], mini["fn"]) == (2, 0, 2, 0)
         assert mini["balanced_accuracy"] == 1.0 and mini["prompt_tokens_per_answer"] > 0
         assert mini["claims_decided_by_precheck"] >= 2
-    llm_models = {r["body"]["model"] for r in fake.requests if r["path"] == "/api/chat" and r["body"]
-                  and r["body"]["messages"][0]["role"] == "system" and "Reply with exactly one word" in
-                  r["body"]["messages"][0]["content"]}
+    llm_models = {
+        r["body"]["model"]
+        for r in fake.requests
+        if r["path"] == "/api/chat"
+        and r["body"]
+        and r["body"]["messages"][0]["role"] == "system"
+        and "Reply with exactly one word" in r["body"]["messages"][0]["content"]
+    }
     assert llm_models == {"llama3.2"}  # the llm verifier asks the general (NLI) model with an instruction
 
 
 def test_minicheck_follows_the_scope_and_the_precheck_runs_first_unless_turned_off(fake, db, labelled, capsys):
     from store.detector import list_detector_runs
-    assert main(["bench-detector", str(labelled), "--verifier", "minicheck", "--scope", "context",
-                 "--claims", "answer"]) == 0
+
+    assert (
+        main(["bench-detector", str(labelled), "--verifier", "minicheck", "--scope", "context", "--claims", "answer"])
+        == 0
+    )
     run = list_detector_runs(db)[0]
     assert (run["verifier"], run["scope"], run["precheck"]) == ("minicheck", "context", True)
     assert run["settings"]["verifier_chain"] == "precheck,minicheck_context"
@@ -95,6 +123,7 @@ def test_an_unknown_verifier_is_refused(fake, settings, db, labelled):
 
 def test_answer_claims_need_no_model_and_runs_are_stored(fake, db, labelled, capsys):
     from store.detector import detector_results, list_detector_runs
+
     assert main(["bench-detector", str(labelled), "--verifier", "precheck", "--claims", "answer"]) == 0
     out = capsys.readouterr().out
     assert "pre-check flags truly hallucinated │ 1.000" in out

@@ -1,4 +1,5 @@
 """The evaluation runner: results, concurrency, resume after a kill, timeouts, failures."""
+
 import json
 import os
 import signal
@@ -9,22 +10,34 @@ import time
 
 import duckdb
 import pytest
-
 from conftest import ROOT
+
+from pipeline.errors import InputError
 from pipeline.evaluation import runner as evaluation
 from pipeline.evaluation.dataset import Dataset, GoldenItem
-from pipeline.errors import InputError
 from pipeline.evaluation.runner import report, run_evaluation
 from store import evals
 
 ITEMS = [
-    GoldenItem(id="rag-passages", question="How many passages were in the Wikipedia index of the RAG paper?",
-               reference="The Wikipedia index had 21 million passages.", tags=["rag", "numeric"]),
-    GoldenItem(id="transformer-bleu", question="What BLEU did the big Transformer score on WMT 2014 English-German?",
-               reference="The big Transformer scored 28.4 BLEU on WMT 2014 English-German.", tags=["transformer"]),
+    GoldenItem(
+        id="rag-passages",
+        question="How many passages were in the Wikipedia index of the RAG paper?",
+        reference="The Wikipedia index had 21 million passages.",
+        tags=["rag", "numeric"],
+    ),
+    GoldenItem(
+        id="transformer-bleu",
+        question="What BLEU did the big Transformer score on WMT 2014 English-German?",
+        reference="The big Transformer scored 28.4 BLEU on WMT 2014 English-German.",
+        tags=["transformer"],
+    ),
     GoldenItem(id="peru", question="What is the capital city of Peru?", tags=["unanswerable"]),
-    GoldenItem(id="rrf", question="Which constant k did the Reciprocal Rank Fusion paper use?",
-               reference="The RRF paper used the constant k = 60.", tags=["rag"]),
+    GoldenItem(
+        id="rrf",
+        question="Which constant k did the Reciprocal Rank Fusion paper use?",
+        reference="The RRF paper used the constant k = 60.",
+        tags=["rag"],
+    ),
 ]
 
 
@@ -37,8 +50,15 @@ def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db):
     assert outcome.status == "finished" and outcome.progress.done == 4 and outcome.progress.failed == 0
     result = report(settings, kb_db, "first")
     by_metric = {m["metric"]: m for m in result.metrics}
-    assert set(by_metric) == {"faithfulness", "answer_relevancy", "context_precision", "context_recall",
-                              "judge_correctness", "judge_helpfulness", "judge_faithfulness"}
+    assert set(by_metric) == {
+        "faithfulness",
+        "answer_relevancy",
+        "context_precision",
+        "context_recall",
+        "judge_correctness",
+        "judge_helpfulness",
+        "judge_faithfulness",
+    }
     assert by_metric["context_recall"]["n"] == 3 and by_metric["context_recall"]["not_applicable"] == 1
     assert by_metric["judge_correctness"]["n"] == 4
     assert result.judge_total == 12 and result.judge_invalid == 0
@@ -71,6 +91,7 @@ def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, set
 
 def test_a_changed_configuration_cannot_resume_under_the_same_name(fake, settings, kb_db):
     import dataclasses
+
     run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "pinned")
     with pytest.raises(InputError) as caught:
         run_evaluation(dataclasses.replace(settings, top_k=3), kb_db, dataset(ITEMS[:1]), "pinned")
@@ -118,6 +139,7 @@ def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db):
     assert outcome.progress.failed == 1
     fake.add_model("bespoke-minicheck")
     from pipeline.models.llm import forget_digests
+
     forget_digests()
     outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky")
     assert outcome.progress.done == 1 and report(settings, kb_db, "flaky").items[0]["item_status"] == "done"
@@ -125,8 +147,9 @@ def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db):
 
 def test_cancel_stops_before_the_next_item(fake, settings, kb_db):
     cancel = threading.Event()
-    outcome = run_evaluation(settings, kb_db, dataset(), "cancelled", concurrency=1,
-                             on_progress=lambda p: cancel.set(), cancel=cancel)
+    outcome = run_evaluation(
+        settings, kb_db, dataset(), "cancelled", concurrency=1, on_progress=lambda p: cancel.set(), cancel=cancel
+    )
     assert outcome.status == "cancelled" and outcome.progress.done == 1
     assert evals.get_eval_run(kb_db, "cancelled").status == "cancelled"
 
@@ -135,13 +158,19 @@ def test_a_run_killed_with_sigkill_leaves_a_valid_store_that_resumes(fake, setti
     kb_db.close()
     fake.set_latency(0.02, slots=4)
     golden = tmp_path / "golden.jsonl"
-    items = [GoldenItem(id=f"item-{n}", question=f"{ITEMS[n % 2].question} (variant {n})",
-                        reference=ITEMS[n % 2].reference) for n in range(12)]
+    items = [
+        GoldenItem(id=f"item-{n}", question=f"{ITEMS[n % 2].question} (variant {n})", reference=ITEMS[n % 2].reference)
+        for n in range(12)
+    ]
     golden.write_text("\n".join(i.model_dump_json() for i in items))
     env = {**os.environ, "COLUMNS": "200"}
-    child = subprocess.Popen([sys.executable, "-m", "pipeline", "eval", str(golden), "--name", "killed",
-                              "--concurrency", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "eval", str(golden), "--name", "killed", "--concurrency", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     done = 0
     while time.monotonic() < deadline and done < 2:
@@ -153,11 +182,13 @@ def test_a_run_killed_with_sigkill_leaves_a_valid_store_that_resumes(fake, setti
     con = duckdb.connect(settings.store_path)
     finished_before = con.execute("SELECT count(*) FROM eval_items WHERE status = 'done'").fetchone()[0]
     assert con.execute("SELECT status FROM eval_runs WHERE name = 'killed'").fetchone()[0] == "running"
-    orphans = con.execute("SELECT count(*) FROM scores s LEFT JOIN eval_items i USING (eval_run_id, item_id) "
-                          "WHERE i.item_id IS NULL").fetchone()[0]
+    orphans = con.execute(
+        "SELECT count(*) FROM scores s LEFT JOIN eval_items i USING (eval_run_id, item_id) WHERE i.item_id IS NULL"
+    ).fetchone()[0]
     con.close()
     assert 1 <= finished_before < 12 and orphans == 0
     from store.db import get_database
+
     outcome = run_evaluation(settings, get_database(settings), Dataset("golden.jsonl", items, [], "h"), "killed")
     assert outcome.progress.skipped == finished_before and outcome.progress.done == 12
     con = duckdb.connect(settings.store_path)

@@ -1,24 +1,42 @@
 """The three steps of the faithfulness check, on crafted inputs."""
+
 import dataclasses
 import time
 
 import pytest
 
-from pipeline.verification.faithfulness import CheckedClaim, FaithfulnessChecker, Passage, locate_quote, parse_yes_no
-from pipeline.models.llm import LLM
 from pages.views.markup import annotated_markdown, escape_markdown
 from pipeline.history.present import annotate
+from pipeline.models.llm import LLM
 from pipeline.text import best_sentence, cited_numbers, content_words, find_span, sentences, strip_citations
+from pipeline.verification.faithfulness import CheckedClaim, FaithfulnessChecker, Passage, locate_quote, parse_yes_no
 
-PASSAGES = [Passage(1, 10, "/kb/transformer.md",
-                    "The Transformer was introduced in 2017. The big model scored 28.4 BLEU on WMT 2014 "
-                    "English-German.", 0.9),
-            Passage(2, 11, "/kb/rag.md", "RAG was published at NeurIPS 2020 by Lewis et al.", 0.7)]
+PASSAGES = [
+    Passage(
+        1,
+        10,
+        "/kb/transformer.md",
+        "The Transformer was introduced in 2017. The big model scored 28.4 BLEU on WMT 2014 English-German.",
+        0.9,
+    ),
+    Passage(2, 11, "/kb/rag.md", "RAG was published at NeurIPS 2020 by Lewis et al.", 0.7),
+]
 
 
-@pytest.mark.parametrize("reply, expected", [
-    ("Yes", True), ("yes.", True), (" No", False), ("No, the document says 2018.", False), ("**Yes**", True),
-    ("eyes", None), ("Nope", None), ("", None), ("Maybe yes", None)])
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        ("Yes", True),
+        ("yes.", True),
+        (" No", False),
+        ("No, the document says 2018.", False),
+        ("**Yes**", True),
+        ("eyes", None),
+        ("Nope", None),
+        ("", None),
+        ("Maybe yes", None),
+    ],
+)
 def test_verifier_reply_is_read_from_its_first_word_not_by_substring(reply, expected):
     assert parse_yes_no(reply) is expected
 
@@ -27,15 +45,22 @@ def test_score_keeps_no_claims_and_unverified_apart_from_zero():
     assert FaithfulnessChecker.score([]) == (None, "no_claims")
     unverified = CheckedClaim(1, "x", "unverified", "m")
     assert FaithfulnessChecker.score([unverified]) == (None, "unverified")
-    claims = [CheckedClaim(1, "a", "supported", "m"), CheckedClaim(2, "b", "contradicted", "m"),
-              CheckedClaim(3, "c", "unsupported", "m"), CheckedClaim(4, "d", "supported", "m"), unverified]
+    claims = [
+        CheckedClaim(1, "a", "supported", "m"),
+        CheckedClaim(2, "b", "contradicted", "m"),
+        CheckedClaim(3, "c", "unsupported", "m"),
+        CheckedClaim(4, "d", "supported", "m"),
+        unverified,
+    ]
     assert FaithfulnessChecker.score(claims) == (0.5, "verified")
 
 
 def test_each_claim_is_checked_against_the_passage_that_supports_it(settings, db):
     checker = FaithfulnessChecker(LLM(settings, db), settings)
-    checked = checker.verify_claims(["RAG was published at NeurIPS 2020.",
-                                     "The big Transformer scored 28.4 BLEU on WMT 2014 English-German."], PASSAGES)
+    checked = checker.verify_claims(
+        ["RAG was published at NeurIPS 2020.", "The big Transformer scored 28.4 BLEU on WMT 2014 English-German."],
+        PASSAGES,
+    )
     assert [c.verdict for c in checked] == ["supported", "supported"]
     assert [c.passage.n for c in checked] == [2, 1]
     assert checked[1].evidence == "The big model scored 28.4 BLEU on WMT 2014 English-German."
@@ -80,7 +105,7 @@ def test_claims_are_verified_concurrently(fake, settings, db, monkeypatch):
 
 def test_quote_is_located_ignoring_case_and_spacing():
     passage, span = locate_quote("the big model  scored 28.4 bleu", PASSAGES)
-    assert passage.n == 1 and PASSAGES[0].text[span[0]:span[1]] == "The big model scored 28.4 BLEU"
+    assert passage.n == 1 and PASSAGES[0].text[span[0] : span[1]] == "The big model scored 28.4 BLEU"
     assert locate_quote("scored 99 BLEU", PASSAGES) == (None, None)
     assert find_span("abc", "  ") is None
 
@@ -88,9 +113,12 @@ def test_quote_is_located_ignoring_case_and_spacing():
 def test_text_helpers():
     assert content_words("It has 1,000 heads and 28.4 BLEU") == {"1000", "head", "28.4", "bleu"}
     text = "BERT came in 2018 [1]. It has 340 million parameters [2, 3]! (Base is smaller.)"
-    assert [s.text for s in sentences(text)] == ["BERT came in 2018 [1].", "It has 340 million parameters [2, 3]!",
-                                                 "(Base is smaller.)"]
-    assert all(text[s.start:s.end] == s.text for s in sentences(text))
+    assert [s.text for s in sentences(text)] == [
+        "BERT came in 2018 [1].",
+        "It has 340 million parameters [2, 3]!",
+        "(Base is smaller.)",
+    ]
+    assert all(text[s.start : s.end] == s.text for s in sentences(text))
     assert strip_citations(text).startswith("BERT came in 2018.")
     assert cited_numbers(text) == {1, 2, 3}
     assert best_sentence(text, "BERT parameters 340 million").text.startswith("It has 340")
@@ -98,8 +126,10 @@ def test_text_helpers():
 
 def test_claims_are_placed_on_the_sentence_they_came_from():
     answer = "The Transformer appeared in 2017 [1]. RAG won an award at ICML 2019 [2]."
-    claims = [CheckedClaim(1, "The Transformer appeared in 2017.", "supported", "m"),
-              CheckedClaim(2, "RAG won an award at ICML 2019.", "unsupported", "m")]
+    claims = [
+        CheckedClaim(1, "The Transformer appeared in 2017.", "supported", "m"),
+        CheckedClaim(2, "RAG won an award at ICML 2019.", "unsupported", "m"),
+    ]
     segments = annotate(answer, claims)
     assert [(s.verdict, s.claim_nos) for s in segments] == [("supported", [1]), ("unsupported", [2])]
     markdown = annotated_markdown(answer, claims)

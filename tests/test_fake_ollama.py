@@ -9,7 +9,6 @@ import time
 import httpx
 import ollama
 import pytest
-
 from fake_ollama import FakeOllama
 
 LLM, VERIFIER, EMBEDDER = "llama3.2", "bespoke-minicheck", "nomic-embed-text"
@@ -22,16 +21,30 @@ Chunk size is 512 tokens with an overlap of 64 tokens.
 The faithfulness score of the baseline was 28.4 percent in March.
 Bananas are yellow."""
 
-RAG_PROMPT = f"Answer using the context.\nQuestion: How does retrieval augmented generation ground the answer?\n" \
-             f"Cite sources.\nContext:\n{CONTEXT}"
+RAG_PROMPT = (
+    f"Answer using the context.\nQuestion: How does retrieval augmented generation ground the answer?\n"
+    f"Cite sources.\nContext:\n{CONTEXT}"
+)
 
-CLAIMS_SCHEMA = {"type": "object", "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
-                 "required": ["claims"]}
-RELEVANT_SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},
-                   "required": ["relevant", "reason"]}
-VERDICT_SCHEMA = {"type": "object", "required": ["verdict", "quote", "reason"], "properties": {
-    "verdict": {"enum": ["supported", "unsupported", "contradicted"]}, "quote": {"type": "string"},
-    "reason": {"type": "string"}}}
+CLAIMS_SCHEMA = {
+    "type": "object",
+    "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
+    "required": ["claims"],
+}
+RELEVANT_SCHEMA = {
+    "type": "object",
+    "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["relevant", "reason"],
+}
+VERDICT_SCHEMA = {
+    "type": "object",
+    "required": ["verdict", "quote", "reason"],
+    "properties": {
+        "verdict": {"enum": ["supported", "unsupported", "contradicted"]},
+        "quote": {"type": "string"},
+        "reason": {"type": "string"},
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +78,11 @@ def ask(client, content, model=LLM, **kwargs):
 
 
 def cosine(a, b):
-    return sum(x * y for x, y in zip(a, b))
+    return sum(x * y for x, y in zip(a, b, strict=False))
 
 
 # ---------------------------------------------------------------- metadata
+
 
 def test_root_version_and_unknown_path(fake):
     with httpx.Client(base_url=fake.url) as http:
@@ -109,12 +123,16 @@ def test_ps_lists_models_after_use(own):
 
 # ---------------------------------------------------------------- chat and generate
 
+
 def test_chat_answers_from_context_with_citations(client):
-    response = client.chat(model=LLM, messages=[{"role": "system", "content": "Be brief."},
-                                                {"role": "user", "content": RAG_PROMPT}])
+    response = client.chat(
+        model=LLM, messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": RAG_PROMPT}]
+    )
     reply = response.message.content
-    assert reply == ("Retrieval augmented generation retrieves chunks from a knowledge base. [1] "
-                     "The retrieved chunks ground the answer. [1]")
+    assert reply == (
+        "Retrieval augmented generation retrieves chunks from a knowledge base. [1] "
+        "The retrieved chunks ground the answer. [1]"
+    )
     assert response.message.role == "assistant" and response.done and response.done_reason == "stop"
     assert response.eval_count == len(reply.split())
     assert response.prompt_eval_count == len(RAG_PROMPT.split()) + 2
@@ -122,8 +140,10 @@ def test_chat_answers_from_context_with_citations(client):
 
 
 def test_chat_without_matching_context_declines(client):
-    assert ask(client, "Question: Who painted the Mona Lisa?\nContext:\n" + CONTEXT) == \
-        "The knowledge base does not cover this question."
+    assert (
+        ask(client, "Question: Who painted the Mona Lisa?\nContext:\n" + CONTEXT)
+        == "The knowledge base does not cover this question."
+    )
 
 
 def test_chat_stream_chunks_concatenate_to_full_reply(client):
@@ -136,8 +156,14 @@ def test_chat_stream_chunks_concatenate_to_full_reply(client):
 
 
 def test_stream_defaults_to_true_and_null_options_are_accepted(fake):
-    body = {"model": LLM, "messages": [{"role": "user", "content": RAG_PROMPT}], "options": {"temperature": None},
-            "keep_alive": "5m", "think": False, "tools": []}
+    body = {
+        "model": LLM,
+        "messages": [{"role": "user", "content": RAG_PROMPT}],
+        "options": {"temperature": None},
+        "keep_alive": "5m",
+        "think": False,
+        "tools": [],
+    }
     response = httpx.post(f"{fake.url}/api/chat", json=body)
     assert response.headers["content-type"] == "application/x-ndjson"
     lines = [json.loads(line) for line in response.text.splitlines()]
@@ -164,11 +190,15 @@ def test_chat_with_embedding_model_is_rejected(client):
 
 # ---------------------------------------------------------------- rule brain
 
-@pytest.mark.parametrize("claim, expected", [
-    ("The faithfulness score of the baseline was 28.4 percent.", "Yes"),
-    ("The faithfulness score of the baseline was 31.2 percent.", "No"),
-    ("Bananas are purple and grow on the moon.", "No"),
-])
+
+@pytest.mark.parametrize(
+    "claim, expected",
+    [
+        ("The faithfulness score of the baseline was 28.4 percent.", "Yes"),
+        ("The faithfulness score of the baseline was 31.2 percent.", "No"),
+        ("Bananas are purple and grow on the moon.", "No"),
+    ],
+)
 def test_verifier_checks_claim_against_document(client, claim, expected):
     prompt = f"Document: {CONTEXT}\nClaim: {claim}"
     assert client.generate(model=VERIFIER, prompt=prompt).response == expected
@@ -176,8 +206,10 @@ def test_verifier_checks_claim_against_document(client, claim, expected):
 
 
 def test_structured_claims(client):
-    prompt = "Split the answer into claims.\nQuestion: q\nAnswer:\n" \
-             "Chunks are 512 tokens long [1]. The score was 28.4 percent [1, 2]! Short one. Overlap is 64 tokens."
+    prompt = (
+        "Split the answer into claims.\nQuestion: q\nAnswer:\n"
+        "Chunks are 512 tokens long [1]. The score was 28.4 percent [1, 2]! Short one. Overlap is 64 tokens."
+    )
     claims = json.loads(ask(client, prompt, format=CLAIMS_SCHEMA))["claims"]
     assert claims == ["Chunks are 512 tokens long.", "The score was 28.4 percent!", "Overlap is 64 tokens."]
     declined = "Answer:\nThe knowledge base does not cover this question."
@@ -186,18 +218,23 @@ def test_structured_claims(client):
 
 def test_structured_retry_follow_up_keeps_the_original_task(client):
     task = "Answer:\nChunk size is 512 tokens with an overlap of 64 tokens."
-    messages = [{"role": "user", "content": task}, {"role": "assistant", "content": '{"claims": ['},
-                {"role": "user", "content": "That reply is not valid JSON. Reply again with only the JSON object."}]
+    messages = [
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": '{"claims": ['},
+        {"role": "user", "content": "That reply is not valid JSON. Reply again with only the JSON object."},
+    ]
     reply = client.chat(model=LLM, messages=messages, format=CLAIMS_SCHEMA).message.content
     assert json.loads(reply) == {"claims": ["Chunk size is 512 tokens with an overlap of 64 tokens."]}
 
 
 def test_structured_relevance(client):
-    relevant = json.loads(ask(client, "Question: What chunk size is used?\nContext:\n" + CONTEXT,
-                              format=RELEVANT_SCHEMA))
+    relevant = json.loads(
+        ask(client, "Question: What chunk size is used?\nContext:\n" + CONTEXT, format=RELEVANT_SCHEMA)
+    )
     assert relevant == {"relevant": True, "reason": "2 of 3 question terms found in the context"}
-    other = json.loads(ask(client, "Question: Who painted the Mona Lisa?\nContext:\n" + CONTEXT,
-                           format=RELEVANT_SCHEMA))
+    other = json.loads(
+        ask(client, "Question: Who painted the Mona Lisa?\nContext:\n" + CONTEXT, format=RELEVANT_SCHEMA)
+    )
     assert other["relevant"] is False
 
 
@@ -214,24 +251,32 @@ def test_structured_verdict(client):
 def test_structured_query_score_and_other_schemas(client):
     query = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
     assert json.loads(ask(client, "Question: What are the chunk sizes?", format=query)) == {"query": "chunk size"}
-    score = {"type": "object", "required": ["score", "reasoning", "passed"], "properties": {
-        "score": {"type": "integer"}, "reasoning": {"type": "string"}, "passed": {"type": "boolean"}}}
+    score = {
+        "type": "object",
+        "required": ["score", "reasoning", "passed"],
+        "properties": {"score": {"type": "integer"}, "reasoning": {"type": "string"}, "passed": {"type": "boolean"}},
+    }
     judged = json.loads(ask(client, "Reference: chunks are 512 tokens\nAnswer: chunks are 512 tokens", format=score))
     assert judged["score"] == 5 and judged["passed"] is False and judged["reasoning"]
     assert json.loads(ask(client, "Rate this.", format=score))["score"] == 3
-    other = {"type": "object", "properties": {"items": {"type": "array"}, "n": {"type": "integer"}},
-             "required": ["items", "n"]}
+    other = {
+        "type": "object",
+        "properties": {"items": {"type": "array"}, "n": {"type": "integer"}},
+        "required": ["items", "n"],
+    }
     assert json.loads(ask(client, "anything", format=other)) == {"items": [], "n": 0}
 
 
 # ---------------------------------------------------------------- embeddings
 
+
 def test_embed_single_and_batch(client):
     single = client.embed(model=EMBEDDER, input="search_query: what is the chunk size?")
     assert len(single.embeddings) == 1 and len(single.embeddings[0]) == 768
     query = single.embeddings[0]
-    docs = client.embed(model=EMBEDDER, input=["search_document: Chunk size is 512 tokens.",
-                                               "search_document: Bananas are yellow.", ""]).embeddings
+    docs = client.embed(
+        model=EMBEDDER, input=["search_document: Chunk size is 512 tokens.", "search_document: Bananas are yellow.", ""]
+    ).embeddings
     assert all(math.isclose(math.sqrt(cosine(v, v)), 1.0) for v in docs)
     assert cosine(query, docs[0]) > 0.5 > 0.1 > abs(cosine(query, docs[1]))
     assert docs[2][0] == 1.0
@@ -251,6 +296,7 @@ def test_llama_index_embedding_batch(fake):
 
 
 # ---------------------------------------------------------------- models, scripting, recording
+
 
 def test_missing_model_is_404(own):
     fake, client = own
@@ -288,6 +334,7 @@ def test_requests_are_recorded_and_cleared(fake, client):
 
 
 # ---------------------------------------------------------------- faults
+
 
 def test_fault_500_and_not_found(fake, client):
     fake.inject("500", path="/api/chat")
@@ -339,6 +386,7 @@ def test_inject_rejects_unknown_fault(fake):
 
 
 # ---------------------------------------------------------------- latency
+
 
 def test_latency_uses_parallel_slots():
     reply = "one two three four five six seven eight nine ten"

@@ -2,17 +2,19 @@
 
 import pytest
 
+from pipeline.answering.events import AnswerResult, Attempt
 from pipeline.evaluation import metrics
 from pipeline.evaluation.diagnosis import diagnose
-from pipeline.answering.events import AnswerResult, Attempt
-from pipeline.verification.faithfulness import CheckedClaim, Passage
 from pipeline.evaluation.judge import judge, judge_pin
 from pipeline.models.llm import LLM
+from pipeline.verification.faithfulness import CheckedClaim, Passage
 from store.records import AttemptRecord
 
-PASSAGES = [Passage(1, 1, "a.md", "The Transformer was introduced in 2017 by Vaswani and colleagues.", 0.9),
-            Passage(2, 2, "b.md", "Bananas are yellow fruit rich in potassium.", 0.5),
-            Passage(3, 3, "c.md", "The Transformer base model uses 8 attention heads.", 0.4)]
+PASSAGES = [
+    Passage(1, 1, "a.md", "The Transformer was introduced in 2017 by Vaswani and colleagues.", 0.9),
+    Passage(2, 2, "b.md", "Bananas are yellow fruit rich in potassium.", 0.5),
+    Passage(3, 3, "c.md", "The Transformer base model uses 8 attention heads.", 0.4),
+]
 
 
 def schema_has(key):
@@ -21,8 +23,15 @@ def schema_has(key):
 
 def run_judge(settings, db, reference="The Transformer appeared in 2017."):
     llm = LLM(settings, db)
-    return judge(llm, settings, "When did the Transformer appear?", "It appeared in 2017 [1].", "[1] ...",
-                 reference, judge_pin(llm, settings))
+    return judge(
+        llm,
+        settings,
+        "When did the Transformer appear?",
+        "It appeared in 2017 [1].",
+        "[1] ...",
+        reference,
+        judge_pin(llm, settings),
+    )
 
 
 def test_judge_scores_carry_the_pin(fake, settings, db):
@@ -58,9 +67,15 @@ def test_a_judge_reply_that_parses_on_retry_is_used(fake, settings, db):
     assert run_judge(settings, db)[0].value == 5.0
 
 
-@pytest.mark.parametrize("relevant, expected", [
-    ([True, False, True], (1 + 2 / 3) / 2), ([False, False, True], 1 / 3), ([True, True, False], 1.0),
-    ([False, False, False], 0.0)])
+@pytest.mark.parametrize(
+    "relevant, expected",
+    [
+        ([True, False, True], (1 + 2 / 3) / 2),
+        ([False, False, True], 1 / 3),
+        ([True, True, False], 1.0),
+        ([False, False, False], 0.0),
+    ],
+)
 def test_average_precision(relevant, expected):
     assert metrics.average_precision(relevant) == pytest.approx(expected)
 
@@ -75,8 +90,10 @@ def test_context_precision_judges_every_chunk_by_rank(fake, settings, db):
 
 
 def test_context_recall_counts_reference_statements_found(settings, db):
-    reference = ("The Transformer was introduced in 2017. The Transformer base model uses 8 attention heads. "
-                 "The Transformer won a Turing Award.")
+    reference = (
+        "The Transformer was introduced in 2017. The Transformer base model uses 8 attention heads. "
+        "The Transformer won a Turing Award."
+    )
     score = metrics.context_recall(LLM(settings, db), "bespoke-minicheck", reference, PASSAGES)
     assert score.value == pytest.approx(2 / 3)
     assert score.details["found"] == [True, True, False]
@@ -97,8 +114,9 @@ def result_with(status="accepted", answer="The Transformer appeared in 2017 [1].
 
 def test_answer_relevancy_from_questions_generated_back(fake, settings, db):
     question = "When was the Transformer introduced?"
-    fake.enqueue({"questions": [question, question, "What are bananas?"], "noncommittal": False},
-                 match=schema_has("questions"))
+    fake.enqueue(
+        {"questions": [question, question, "What are bananas?"], "noncommittal": False}, match=schema_has("questions")
+    )
     score = metrics.answer_relevancy(LLM(settings, db), "llama3.2", question, result_with())
     sims = score.details["similarities"]
     assert sims[0] == pytest.approx(1.0, abs=1e-5) and sims[2] < 0.2
@@ -123,14 +141,18 @@ def test_faithfulness_metric_from_the_claims():
     assert unverified.status == "invalid"
 
 
-@pytest.mark.parametrize("means, component", [
-    ({"faithfulness": 0.4, "context_recall": 0.9, "context_precision": 0.8, "answer_relevancy": 0.8}, "generator"),
-    ({"faithfulness": 0.95, "context_recall": 0.3, "context_precision": 0.8, "answer_relevancy": 0.8}, "retrieval"),
-    ({"faithfulness": 0.9, "context_recall": 0.9, "context_precision": 0.3, "answer_relevancy": 0.8}, "reranking"),
-    ({"faithfulness": 0.9, "context_recall": 0.9, "context_precision": 0.9, "answer_relevancy": 0.2}, "prompt"),
-    ({"faithfulness": 0.3, "context_recall": 0.3, "context_precision": 0.9, "answer_relevancy": 0.9}, "retrieval"),
-    ({"faithfulness": 0.9, "context_recall": 0.9, "context_precision": 0.9, "answer_relevancy": 0.9}, "none"),
-    ({}, "unknown")])
+@pytest.mark.parametrize(
+    "means, component",
+    [
+        ({"faithfulness": 0.4, "context_recall": 0.9, "context_precision": 0.8, "answer_relevancy": 0.8}, "generator"),
+        ({"faithfulness": 0.95, "context_recall": 0.3, "context_precision": 0.8, "answer_relevancy": 0.8}, "retrieval"),
+        ({"faithfulness": 0.9, "context_recall": 0.9, "context_precision": 0.3, "answer_relevancy": 0.8}, "reranking"),
+        ({"faithfulness": 0.9, "context_recall": 0.9, "context_precision": 0.9, "answer_relevancy": 0.2}, "prompt"),
+        ({"faithfulness": 0.3, "context_recall": 0.3, "context_precision": 0.9, "answer_relevancy": 0.9}, "retrieval"),
+        ({"faithfulness": 0.9, "context_recall": 0.9, "context_precision": 0.9, "answer_relevancy": 0.9}, "none"),
+        ({}, "unknown"),
+    ],
+)
 def test_diagnostic_grid(means, component):
     diagnosis = diagnose(means)
     assert diagnosis.component == component
@@ -145,14 +167,16 @@ def test_each_judge_criterion_is_a_registered_metric_that_carries_its_own_correc
 
     llm = LLM(settings, db)
     base = judge_pin(llm, settings)
-    correction = Correction(1, "correctness", 7, "When did the Transformer appear?", "in 2016", 1, 4,
-                            "the year is wrong")
+    correction = Correction(
+        1, "correctness", 7, "When did the Transformer appear?", "in 2016", 1, 4, "the year is wrong"
+    )
     pin = EvalPin(base.model, base.digest, base.prompt_version, [correction])
     item = GoldenItem(id="t", question="When did the Transformer appear?", reference="In 2017.")
     inputs = MetricInput(llm, settings, item, result_with(), pin)
     scores = {name: get_metric(name).measure(inputs) for name in ("judge_correctness", "judge_helpfulness")}
     assert all(s.status == "ok" and 1 <= s.value <= 5 for s in scores.values())
-    systems = [r["body"]["messages"][0]["content"] for r in fake.requests
-               if r["body"] and schema_has("score")(r["body"])]
+    systems = [
+        r["body"]["messages"][0]["content"] for r in fake.requests if r["body"] and schema_has("score")(r["body"])
+    ]
     assert len(systems) == 2
     assert "Why: the year is wrong" in systems[0] and "Why: the year is wrong" not in systems[1]

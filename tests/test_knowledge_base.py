@@ -66,8 +66,10 @@ def test_binary_and_non_utf8_files_are_skipped_while_the_others_are_ingested(set
 def test_missing_and_unsupported_files_are_skipped_with_reasons(settings, db, tmp_path):
     (tmp_path / "image.png").write_bytes(b"\x89PNG")
     results = ingest([str(tmp_path / "nope.md"), str(tmp_path / "image.png")], settings, db, LLM(settings, db))
-    assert [r.reason for r in results] == ["file does not exist",
-                                           "unsupported file type '.png' (use .md, .txt or .pdf)"]
+    assert [r.reason for r in results] == [
+        "file does not exist",
+        "unsupported file type '.png' (use .md, .txt or .pdf)",
+    ]
 
 
 def test_retrieval_finds_the_document_that_answers(settings, kb_db):
@@ -132,8 +134,7 @@ def test_ingest_and_record_logs_the_calls_of_an_ingest_that_failed(fake, setting
 
 def test_uploads_are_saved_by_their_base_name_next_to_the_knowledge_base(settings, tmp_path):
     settings = dataclasses.replace(settings, kb_path=str(tmp_path / "kb"))
-    paths = save_uploads([("notes.md", b"# Notes"), ("../../escape.md", b"# Out"), ("C:\\x\\win.txt", b"w")],
-                         settings)
+    paths = save_uploads([("notes.md", b"# Notes"), ("../../escape.md", b"# Out"), ("C:\\x\\win.txt", b"w")], settings)
     uploads = tmp_path / "uploads"
     assert paths == [str(uploads / "notes.md"), str(uploads / "escape.md"), str(uploads / "win.txt")]
     assert (uploads / "escape.md").read_bytes() == b"# Out" and not (tmp_path.parent / "escape.md").exists()

@@ -75,8 +75,10 @@ def test_unreachable_ollama_says_how_to_start_it(fake, settings, db):
     fake.stop()
     with pytest.raises(OllamaUnreachable) as caught:
         LLM(settings, db).chat("generate", "llama3.2", HELLO)
-    assert str(caught.value) == (f"Ollama is not reachable at {settings.ollama_host}: start it with "
-                                 "`ollama serve` (or set OLLAMA_HOST to where it runs)")
+    assert str(caught.value) == (
+        f"Ollama is not reachable at {settings.ollama_host}: start it with "
+        "`ollama serve` (or set OLLAMA_HOST to where it runs)"
+    )
 
 
 def test_missing_model_says_what_to_pull(fake, settings, db):
@@ -105,6 +107,7 @@ def test_query_embeddings_use_the_prefix_and_are_cached(fake, settings, db):
 
 # ---------------------------------------------------------------- through LlamaIndex's Ollama
 
+
 def chat_bodies(fake):
     return [r["body"] for r in fake.requests if r["path"] == "/api/chat"]
 
@@ -112,7 +115,8 @@ def chat_bodies(fake):
 def test_num_ctx_is_the_context_window_setting_not_the_models_full_length(fake, settings, db):
     LLM(settings, db).chat("generate", "llama3.2", HELLO)
     LLM(dataclasses.replace(settings, context_window=2048, temperature=0.3, seed=7), db).chat(
-        "generate", "llama3.2", HELLO)
+        "generate", "llama3.2", HELLO
+    )
     first, second = (body["options"] for body in chat_bodies(fake))
     assert first == {"num_ctx": 8192, "temperature": 0.0, "seed": 42}
     assert second == {"num_ctx": 2048, "temperature": 0.3, "seed": 7}
@@ -138,8 +142,13 @@ def test_llama_index_objects_are_shared_and_their_metadata_needs_no_show(fake, s
 
 
 def test_a_structured_call_sends_the_schema_as_format(fake, settings, db):
-    result = ask(LLM(settings, db), "extract_claims", "llama3.2", EXTRACT_CLAIMS,
-                 "Question: q\nAnswer:\nChunks are 512 tokens long [1].")
+    result = ask(
+        LLM(settings, db),
+        "extract_claims",
+        "llama3.2",
+        EXTRACT_CLAIMS,
+        "Question: q\nAnswer:\nChunks are 512 tokens long [1].",
+    )
     assert result.value.claims == ["Chunks are 512 tokens long."]
     assert chat_bodies(fake)[0]["format"] == EXTRACT_CLAIMS.schema()
 
@@ -154,6 +163,7 @@ def test_a_fenced_reply_from_ollama_is_parsed_and_cached(fake, settings, db):
 
 
 # ---------------------------------------------------------------- the record of every call
+
 
 def test_every_call_is_recorded_with_its_texts(fake, settings, db):
     llm = LLM(settings, db, origin="evaluation", eval_run_id=5)
@@ -179,7 +189,7 @@ def test_a_failed_call_is_recorded_with_its_error(fake, settings, db):
     llm = LLM(settings, db)
     with pytest.raises(ModelMissing):
         llm.chat("generate", "llama3.2", HELLO)
-    call, = llm.calls
+    (call,) = llm.calls
     assert call.error == "model llama3.2 is not pulled: `ollama pull llama3.2`"
     assert call.digest is None and call.completion_text is None and json.loads(call.prompt_text) == HELLO
 
@@ -192,14 +202,18 @@ def test_embedding_calls_record_the_texts_as_sent_or_a_count(fake, settings, db)
     query, small, big = llm.calls
     assert query.prompt_text == fake.requests[-3]["body"]["input"] == "search_query: What is RAG?"
     assert query.completion_text == "1 vector of 768 dimensions" and query.stage == "embed_query"
-    assert small.prompt_text == "\n\n".join(fake.requests[-2]["body"]["input"]) == \
-        "search_document: Chunk one.\n\nsearch_document: Chunk two."
+    assert (
+        small.prompt_text
+        == "\n\n".join(fake.requests[-2]["body"]["input"])
+        == "search_document: Chunk one.\n\nsearch_document: Chunk two."
+    )
     assert small.completion_text == "2 vectors of 768 dimensions"
     assert big.prompt_text == "8 texts, 4,214 characters" and big.origin == "ingest"
     assert all(len(c.digest) == 64 and len(c.prompt_hash) == 16 for c in llm.calls)
 
 
 # ---------------------------------------------------------------- the call log in DuckDB
+
 
 def text_rows(db):
     with db.cursor() as cur:
@@ -232,7 +246,7 @@ def test_a_cached_call_is_stored_with_cache_hit_and_its_text(fake, settings, db)
     again = LLM(settings, db)
     assert again.chat("generate", "llama3.2", HELLO).cache_hit
     save_calls(db, again.take_calls(), again.take_cache_entries(), run_id=2)
-    stored, = calls_for_run(db, 2)
+    (stored,) = calls_for_run(db, 2)
     assert stored["cache_hit"] and stored["completion_text"] == reply.text and text_rows(db) == 2
 
 

@@ -1,5 +1,6 @@
 """The metric registry: a metric registered once flows through scoring, the report, the store's result
 query, regression, the diagnosis and the CLI table."""
+
 import numpy as np
 import pytest
 from test_evaluation import ITEMS, dataset
@@ -23,8 +24,15 @@ from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.regression import compare as regression
 from store import evals
 
-BUILT_IN = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "judge_correctness",
-            "judge_helpfulness", "judge_faithfulness"]
+BUILT_IN = [
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_recall",
+    "judge_correctness",
+    "judge_helpfulness",
+    "judge_faithfulness",
+]
 
 
 def answer_length(inputs: MetricInput) -> MetricScore:
@@ -57,8 +65,9 @@ def test_the_built_in_metrics_with_their_components_and_scales():
     assert get_metric("judge_faithfulness").label == "judge faithfulness" != get_metric("faithfulness").label
 
 
-def test_a_registered_metric_flows_through_runner_report_store_and_cli(fake, settings, kb_db, length_metric, capsys,
-                                                                       tmp_path):
+def test_a_registered_metric_flows_through_runner_report_store_and_cli(
+    fake, settings, kb_db, length_metric, capsys, tmp_path
+):
     assert metric_names()[:2] == ["faithfulness", "answer_length"]  # listed with its component
     run_evaluation(settings, kb_db, dataset(ITEMS[:3]), "with-length")
     result = report(settings, kb_db, "with-length")
@@ -84,6 +93,7 @@ def test_a_registered_metric_is_compared_and_gated(db, length_metric, capsys):
     store_run(db, "after", {"faithfulness": base, "answer_length": base - 0.3})
     assert main(["gate", "--run", "after", "--baseline", "before", "--json"]) == 1
     import json
+
     comparisons = json.loads(capsys.readouterr().out)["comparisons"]
     drops = {(c["metric"], c["slice"]) for c in comparisons if c["kind"] == "drop"}
     assert drops == {("answer_length", "all"), ("answer_length", "rag")}
@@ -110,20 +120,29 @@ def test_once_unregistered_a_metric_is_gone_everywhere(length_metric):
 
 
 def test_the_diagnosis_names_the_weakest_registered_component_metric(length_metric):
-    means = {"faithfulness": 0.7, "context_recall": 0.7, "context_precision": 0.7, "answer_relevancy": 0.7,
-             "answer_length": 0.2, "judge_correctness": 1.0}
+    means = {
+        "faithfulness": 0.7,
+        "context_recall": 0.7,
+        "context_precision": 0.7,
+        "answer_relevancy": 0.7,
+        "answer_length": 0.2,
+        "judge_correctness": 1.0,
+    }
     diagnosis = diagnose(means)
     assert diagnosis.component == "unknown" and "weakest metric is answer length (0.20)" in diagnosis.sentence
 
 
-@pytest.mark.parametrize("score, error", [
-    (MetricScore("answer_length", 1.5, "ok", ""), "outside its scale"),
-    (MetricScore("answer_length", float("nan"), "ok", ""), "outside its scale"),
-    (MetricScore("answer_length", None, "ok", ""), "outside its scale"),
-    (MetricScore("answer_length", 0.0, "invalid", "unparseable"), "has no value"),
-    (MetricScore("answer_length", None, "skipped", ""), "status"),
-    (MetricScore("other_name", 0.5, "ok", ""), "not a MetricScore named"),
-])
+@pytest.mark.parametrize(
+    "score, error",
+    [
+        (MetricScore("answer_length", 1.5, "ok", ""), "outside its scale"),
+        (MetricScore("answer_length", float("nan"), "ok", ""), "outside its scale"),
+        (MetricScore("answer_length", None, "ok", ""), "outside its scale"),
+        (MetricScore("answer_length", 0.0, "invalid", "unparseable"), "has no value"),
+        (MetricScore("answer_length", None, "skipped", ""), "status"),
+        (MetricScore("other_name", 0.5, "ok", ""), "not a MetricScore named"),
+    ],
+)
 def test_a_metric_cannot_return_an_invented_or_misplaced_score(score, error):
     register_metric("answer_length", component="generator")(lambda inputs: score)
     try:

@@ -1,4 +1,5 @@
 """The OpenAI-compatible backend (llm_backend = openai) against a stand-in server over HTTP."""
+
 import dataclasses
 import json
 
@@ -43,8 +44,7 @@ def test_a_chat_call_goes_to_the_server_with_options_and_records_its_tokens(fake
     assert body["temperature"] == 0.0 and body["seed"] == 42 and "response_format" not in body
     assert server.requests[0]["authorization"] == "Bearer sk-test"
     call = llm.calls[0]
-    assert (call.backend, call.digest, call.prompt_tokens, call.completion_tokens) == \
-        ("openai", "llama3.2@rev-7", 7, 2)
+    assert (call.backend, call.digest, call.prompt_tokens, call.completion_tokens) == ("openai", "llama3.2@rev-7", 7, 2)
     assert json.loads(call.prompt_text) == HELLO and call.completion_text == "Hello, tests."
     assert fake.requests == []  # no digest lookup, no chat on Ollama
 

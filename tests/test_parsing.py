@@ -1,4 +1,5 @@
 """The tolerant parser of structured replies: recovers a valid object, never invents one."""
+
 from typing import Literal
 
 import pytest
@@ -29,8 +30,10 @@ def test_an_object_in_a_code_fence_parses(fence):
 
 
 def test_the_fenced_object_wins_over_an_example_in_the_prose():
-    text = ('The format is {"score": 1, "reasoning": "example"}. My answer:\n'
-            '```json\n{"score": 5, "reasoning": "all facts match"}\n```')
+    text = (
+        'The format is {"score": 1, "reasoning": "example"}. My answer:\n'
+        '```json\n{"score": 5, "reasoning": "all facts match"}\n```'
+    )
     assert parse(Score, text)[0] == Score(score=5, reasoning="all facts match")
 
 
@@ -56,8 +59,10 @@ def test_truncated_json_is_invalid_with_its_reason(text):
 
 
 def test_a_schema_mismatch_is_invalid_with_the_field_named():
-    assert parse(Score, '{"score": "high", "reasoning": "x"}') == \
-        (None, "score: Input should be a valid integer, unable to parse string as an integer")
+    assert parse(Score, '{"score": "high", "reasoning": "x"}') == (
+        None,
+        "score: Input should be a valid integer, unable to parse string as an integer",
+    )
     assert parse(Score, 'Answer: ```json\n{"score": 3}\n```') == (None, "reasoning: Field required")
     assert parse(Verdict, '{"verdict": "supported", "quote": ""}')[1].startswith("verdict: Input should be")
 

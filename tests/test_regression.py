@@ -1,4 +1,5 @@
 """Regression detection on synthetic pairs of runs with known effects, the gate's exit codes, pins."""
+
 import json
 
 import numpy as np
@@ -28,8 +29,10 @@ def test_a_clear_drop_is_caught_with_its_interval_and_worst_items():
 
 
 def test_noise_alone_raises_at_most_five_percent_false_alarms():
-    alarms = sum(compare_metric("faithfulness", "all", *pairs(np.random.default_rng(seed), 30, shift=0.0),
-                                0.05).regression for seed in range(200))
+    alarms = sum(
+        compare_metric("faithfulness", "all", *pairs(np.random.default_rng(seed), 30, shift=0.0), 0.05).regression
+        for seed in range(200)
+    )
     assert alarms <= 10
 
 
@@ -60,16 +63,32 @@ def test_floors_are_configurable_per_metric():
 
 
 def store_run(db, name, values_by_metric, judge_digest="d1", config=None, tags=("rag",)):
-    run_id = create_eval_run(db, name, "golden.jsonl", "h", config or {"top_k": 5}, "llama3.2", judge_digest,
-                             "judge-v1", len(next(iter(values_by_metric.values()))), 1)
+    run_id = create_eval_run(
+        db,
+        name,
+        "golden.jsonl",
+        "h",
+        config or {"top_k": 5},
+        "llama3.2",
+        judge_digest,
+        "judge-v1",
+        len(next(iter(values_by_metric.values()))),
+        1,
+    )
     with db.cursor() as cur:
         for metric, values in values_by_metric.items():
             for k, v in enumerate(values):
-                cur.execute("INSERT INTO scores (eval_run_id, item_id, run_id, metric, value, status) "
-                            "VALUES (?, ?, ?, ?, ?, 'ok')", [run_id, f"i{k}", 1000 * run_id + k, metric, v])
+                cur.execute(
+                    "INSERT INTO scores (eval_run_id, item_id, run_id, metric, value, status) "
+                    "VALUES (?, ?, ?, ?, ?, 'ok')",
+                    [run_id, f"i{k}", 1000 * run_id + k, metric, v],
+                )
         for k in range(len(next(iter(values_by_metric.values())))):
-            cur.execute("INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, tags) "
-                        "VALUES (?, ?, ?, 'done', 'q', ?)", [run_id, f"i{k}", 1000 * run_id + k, list(tags)])
+            cur.execute(
+                "INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, tags) "
+                "VALUES (?, ?, ?, 'done', 'q', ?)",
+                [run_id, f"i{k}", 1000 * run_id + k, list(tags)],
+            )
     mark_eval_run(db, run_id, "finished")
     return run_id
 
@@ -109,6 +128,7 @@ def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
     store_run(db, "second", {"faithfulness": [0.9] * 10})
     third = store_run(db, "third", {"faithfulness": [0.9] * 10})
     from pipeline.regression.compare import resolve
+
     assert resolve(db, "third", None)[1].name == "second"
     alert_store.pin_baseline(db, "golden.jsonl", first)
     assert resolve(db, "third", None)[1].name == "first"

@@ -13,10 +13,32 @@ from store.migrations import MIGRATIONS, applied, m001_knowledge_base, migrate
 from store.records import AttemptRecord, ClaimRecord, RetrievalRecord, RunLog, RunRecord
 from store.runs import get_run, save_run
 
-TABLES = {"documents", "chunks", "runs", "context_grades", "retrievals", "attempts", "claims", "llm_calls",
-          "llm_cache", "schema_migrations", "eval_runs", "eval_items", "scores",
-          "detector_runs", "detector_results", "alerts", "baseline_pins", "ratings", "claim_ratings",
-          "corrections", "correction_sets", "rejudged", "llm_texts", "spans"}
+TABLES = {
+    "documents",
+    "chunks",
+    "runs",
+    "context_grades",
+    "retrievals",
+    "attempts",
+    "claims",
+    "llm_calls",
+    "llm_cache",
+    "schema_migrations",
+    "eval_runs",
+    "eval_items",
+    "scores",
+    "detector_runs",
+    "detector_results",
+    "alerts",
+    "baseline_pins",
+    "ratings",
+    "claim_ratings",
+    "corrections",
+    "correction_sets",
+    "rejudged",
+    "llm_texts",
+    "spans",
+}
 
 
 def tables(con):
@@ -33,12 +55,16 @@ def test_migrating_an_empty_file_creates_every_table(tmp_path):
 def test_migrating_an_old_file_keeps_its_data(tmp_path):
     path = str(tmp_path / "old.duckdb")
     con = duckdb.connect(path)
-    con.execute("CREATE TABLE schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL "
-                "DEFAULT current_timestamp)")
+    con.execute(
+        "CREATE TABLE schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL "
+        "DEFAULT current_timestamp)"
+    )
     m001_knowledge_base(con)
     con.execute("INSERT INTO schema_migrations (name) VALUES ('m001_knowledge_base')")
-    con.execute("INSERT INTO documents (path, title, content_hash, embed_model, chunk_size, chunk_overlap, "
-                "n_chunks, n_chars) VALUES ('a.md', 'A', 'h', 'm', 512, 64, 0, 10)")
+    con.execute(
+        "INSERT INTO documents (path, title, content_hash, embed_model, chunk_size, chunk_overlap, "
+        "n_chunks, n_chars) VALUES ('a.md', 'A', 'h', 'm', 512, 64, 0, 10)"
+    )
     con.close()
     con = duckdb.connect(path)
     assert migrate(con) == [m.__name__ for m in MIGRATIONS[1:]]
@@ -61,11 +87,22 @@ def test_a_failing_migration_leaves_nothing_half_done(tmp_path, monkeypatch):
 
 def sample_log(question="q?"):
     now = datetime.now(timezone.utc)
-    return RunLog(RunRecord(kind="chat", question=question, status="accepted", started_at=now, answer="A [1].",
-                            faithfulness=1.0, n_attempts=1, final_attempt=1, config={"top_k": 5}),
-                  retrievals=[RetrievalRecord(1, question, 1, 42, 0.9, True)],
-                  attempts=[AttemptRecord(1, False, "A [1].", "verified", 1.0, 1, 1)],
-                  claims=[ClaimRecord(1, 1, "A.", "supported", "bespoke-minicheck", 42, 0, 2, "A.", "ok")])
+    return RunLog(
+        RunRecord(
+            kind="chat",
+            question=question,
+            status="accepted",
+            started_at=now,
+            answer="A [1].",
+            faithfulness=1.0,
+            n_attempts=1,
+            final_attempt=1,
+            config={"top_k": 5},
+        ),
+        retrievals=[RetrievalRecord(1, question, 1, 42, 0.9, True)],
+        attempts=[AttemptRecord(1, False, "A [1].", "verified", 1.0, 1, 1)],
+        claims=[ClaimRecord(1, 1, "A.", "supported", "bespoke-minicheck", 42, 0, 2, "A.", "ok")],
+    )
 
 
 def test_a_run_round_trips(tmp_path):
@@ -83,24 +120,41 @@ def test_connection_is_released_when_idle_so_another_process_can_write(tmp_path)
     path = str(tmp_path / "shared.duckdb")
     db = Database(path, lock_timeout_s=5, idle_release_s=0)
     save_run(db, sample_log("from this process"))
-    other = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import duckdb
         con = duckdb.connect({path!r})
         con.execute("UPDATE runs SET question = 'changed by another process'")
         con.close()
-    """)], capture_output=True, text=True, timeout=60)
+    """),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert other.returncode == 0, other.stderr
     assert query_runs(db, RunFilter())[0]["question"] == "changed by another process"
 
 
 def test_a_lock_held_too_long_gives_a_clear_message(tmp_path):
     path = str(tmp_path / "locked.duckdb")
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import duckdb, sys, time
         con = duckdb.connect({path!r})
         print("locked", flush=True)
         time.sleep(30)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         db = Database(path, lock_timeout_s=0.5, idle_release_s=0)

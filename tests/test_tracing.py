@@ -1,4 +1,5 @@
 """Run traces through LlamaIndex's instrumentation: our steps and LlamaIndex's own spans in one tree."""
+
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -120,6 +121,7 @@ def test_traces_export_over_opentelemetry_with_the_same_tree():
 
         LlamaIndexInstrumentor().uninstrument()
         import pipeline.trace_export as module
+
         module._exporting.clear()
 
 
@@ -133,7 +135,12 @@ def test_the_tree_orders_spans_depth_first():
         with tracing.step("decide"):
             pass
     assert [(depth, s.name) for depth, s in tracing.tree(trace.records())] == [
-        (0, "question"), (1, "retrieve"), (1, "verify"), (2, "claim 1"), (1, "decide")]
+        (0, "question"),
+        (1, "retrieve"),
+        (1, "verify"),
+        (2, "claim 1"),
+        (1, "decide"),
+    ]
 
 
 def test_a_model_call_is_recorded_under_the_step_that_made_it(settings, db):
@@ -185,8 +192,7 @@ def test_cached_calls_are_recorded_with_their_text_and_span(settings, kb_db):
     assert cached and all(c["prompt_text"] and c["completion_text"] and c["span_id"] for c in cached)
 
 
-def test_an_evaluation_item_traces_its_question_and_every_metric_and_its_calls_name_the_evaluation(settings,
-                                                                                                  kb_db):
+def test_an_evaluation_item_traces_its_question_and_every_metric_and_its_calls_name_the_evaluation(settings, kb_db):
     from pipeline.evaluation.dataset import Dataset, GoldenItem
     from pipeline.evaluation.registry import metric_names
     from pipeline.evaluation.runner import run_evaluation

@@ -1,4 +1,5 @@
 """The verifier registry and the configured chain: a verifier is one class registered by name."""
+
 import dataclasses
 
 import pytest
@@ -14,9 +15,16 @@ from pipeline.verification.claims import SUPPORTED, UNDECIDED, UNSUPPORTED, Chec
 from pipeline.verification.faithfulness import FaithfulnessChecker
 from pipeline.verification.registry import VERIFIERS, register_verifier, unregister_verifier, verifier_names
 
-PASSAGES = [Passage(1, 10, "/kb/transformer.md", "The Transformer was introduced in 2017. The big model scored "
-                    "28.4 BLEU on WMT 2014 English-German.", 0.9),
-            Passage(2, 11, "/kb/rag.md", "RAG was published at NeurIPS 2020 by Lewis et al.", 0.7)]
+PASSAGES = [
+    Passage(
+        1,
+        10,
+        "/kb/transformer.md",
+        "The Transformer was introduced in 2017. The big model scored 28.4 BLEU on WMT 2014 English-German.",
+        0.9,
+    ),
+    Passage(2, 11, "/kb/rag.md", "RAG was published at NeurIPS 2020 by Lewis et al.", 0.7),
+]
 
 
 class FruitGuard(Verifier):
@@ -46,15 +54,19 @@ def test_the_built_in_verifiers_are_registered():
     assert all(VERIFIERS[name].name == name for name in verifier_names())
 
 
-def test_a_registered_verifier_runs_in_the_chain_and_hands_on_what_it_leaves_undecided(fake, settings, db,
-                                                                                       fruit_guard):
+def test_a_registered_verifier_runs_in_the_chain_and_hands_on_what_it_leaves_undecided(fake, settings, db, fruit_guard):
     chained = dataclasses.replace(settings, verifier_chain="fruit_guard,minicheck_chunk")
     assert effective_chain(chained) == ["fruit_guard", "minicheck_chunk"]
     checker = FaithfulnessChecker(LLM(chained, db), chained)
     before = len(fake.requests)
     banana, defined, rag = checker.verify_claims(
-        ["RAG was published with a banana.", "A Transformer is a model by definition.",
-         "RAG was published at NeurIPS 2020."], PASSAGES)
+        [
+            "RAG was published with a banana.",
+            "A Transformer is a model by definition.",
+            "RAG was published at NeurIPS 2020.",
+        ],
+        PASSAGES,
+    )
     assert (defined.verdict, defined.verifier, defined.reason) == (SUPPORTED, "fruit_guard", "true by definition")
     assert (rag.verdict, rag.verifier, rag.passage.n) == (SUPPORTED, "bespoke-minicheck", 2)
     # a rejection goes on to the NLI step, which tells contradicted from unsupported
@@ -64,8 +76,9 @@ def test_a_registered_verifier_runs_in_the_chain_and_hands_on_what_it_leaves_und
     assert models.count("llama3.2") == 1 and models.count("bespoke-minicheck") >= 1
 
 
-def test_a_chain_in_which_no_verifier_decides_leaves_the_claim_unverified_with_the_reason(fake, settings, db,
-                                                                                         fruit_guard):
+def test_a_chain_in_which_no_verifier_decides_leaves_the_claim_unverified_with_the_reason(
+    fake, settings, db, fruit_guard
+):
     checker = FaithfulnessChecker(LLM(settings, db), settings, chain=["fruit_guard"])
     claim = checker.verify_claim(1, "RAG was published at NeurIPS 2020.", PASSAGES)
     assert (claim.verdict, claim.verifier, claim.reason) == ("unverified", "fruit_guard", "not about fruit")
@@ -73,8 +86,9 @@ def test_a_chain_in_which_no_verifier_decides_leaves_the_claim_unverified_with_t
     both = FaithfulnessChecker(LLM(settings, db), settings, chain=["fruit_guard", "minicheck_chunk"])
     claim = both.verify_claim(1, "RAG is from 2020.", PASSAGES)
     assert claim.verdict == "unverified" and claim.verifier == "bespoke-minicheck"
-    assert claim.reason == ("the verifier's replies could not be read as Yes/No: 'I think so' "
-                            "(undecided by fruit_guard, minicheck_chunk)")
+    assert claim.reason == (
+        "the verifier's replies could not be read as Yes/No: 'I think so' (undecided by fruit_guard, minicheck_chunk)"
+    )
     assert FaithfulnessChecker.score([claim]) == (None, "unverified")
 
 

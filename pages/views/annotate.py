@@ -1,4 +1,5 @@
 """Widgets of the Annotate page: which runs to rate, the rating form, the judge's scores after saving."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -22,14 +23,18 @@ def source_runs(db) -> list[int]:
 
 def rating_form(db, annotator: str, result: AnswerResult) -> None:
     with st.form(f"rate-{result.run_id}", clear_on_submit=True):
-        scores = {c: st.radio(c.capitalize(), [1, 2, 3, 4, 5], index=None, horizontal=True, key=f"{c}-{result.run_id}")
-                  for c in CRITERIA}
+        scores = {
+            c: st.radio(c.capitalize(), [1, 2, 3, 4, 5], index=None, horizontal=True, key=f"{c}-{result.run_id}")
+            for c in CRITERIA
+        }
         verdicts = {}
         for claim in result.final_claims:
             verdicts[(result.final_attempt, claim.claim_no)] = st.selectbox(
-                f"Claim {claim.claim_no}: {escape_markdown(claim.text)}", VERDICTS,
+                f"Claim {claim.claim_no}: {escape_markdown(claim.text)}",
+                VERDICTS,
                 index=VERDICTS.index(claim.verdict) if claim.verdict in VERDICTS else 0,
-                key=f"claim-{result.run_id}-{claim.claim_no}")
+                key=f"claim-{result.run_id}-{claim.claim_no}",
+            )
         comment = st.text_area("Comment (optional)", key=f"comment-{result.run_id}")
         left, right = st.columns(2)
         save = left.form_submit_button("Save rating", type="primary")
@@ -59,8 +64,9 @@ def judge_reveal(db) -> None:
     if not rated:
         return
     run_id, human = rated
-    judge = {s["metric"].removeprefix("judge_"): s for s in scores_for_run(db, run_id)
-             if s["metric"].startswith("judge_")}
+    judge = {
+        s["metric"].removeprefix("judge_"): s for s in scores_for_run(db, run_id) if s["metric"].startswith("judge_")
+    }
     lines = []
     for criterion in CRITERIA:
         score = judge.get(criterion)

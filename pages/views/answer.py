@@ -1,4 +1,5 @@
 """Widgets that show one answer: the annotated text, the claims, the sources and the attempts."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -28,8 +29,10 @@ def show_answer(result: AnswerResult) -> None:
         st.error(f"{result.error}" + (f"  \nFix: {result.fix}" if result.fix else ""), icon="🚫")
         return
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
-    st.markdown(f"**{STATUS_TEXT.get(result.status, result.status)}** · faithfulness **{faith}** · "
-                f"{len(result.attempts)} attempt(s) · run {result.run_id}")
+    st.markdown(
+        f"**{STATUS_TEXT.get(result.status, result.status)}** · faithfulness **{faith}** · "
+        f"{len(result.attempts)} attempt(s) · run {result.run_id}"
+    )
     claims = result.final_claims
     if result.status == "abstained":
         st.markdown(escape_markdown(result.answer or ""))
@@ -53,10 +56,18 @@ def show_claims(result: AnswerResult) -> None:
     if not claims:
         return
     with st.expander(f"Claims ({len(claims)})", expanded=result.status != "accepted"):
-        rows = [{"#": c.claim_no, "verdict": f"{VERDICT_ICON.get(c.verdict, '')} {c.verdict}", "claim": c.text,
-                 "verifier": c.verifier, "evidence": c.evidence or "",
-                 "source": f"[{c.passage.n}] {short_source(c.passage.source)}" if c.passage else "",
-                 "reason": c.reason} for c in claims]
+        rows = [
+            {
+                "#": c.claim_no,
+                "verdict": f"{VERDICT_ICON.get(c.verdict, '')} {c.verdict}",
+                "claim": c.text,
+                "verifier": c.verifier,
+                "evidence": c.evidence or "",
+                "source": f"[{c.passage.n}] {short_source(c.passage.source)}" if c.passage else "",
+                "reason": c.reason,
+            }
+            for c in claims
+        ]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
@@ -78,8 +89,10 @@ def show_attempts(result: AnswerResult) -> None:
         for attempt in result.attempts:
             r = attempt.record
             faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
-            st.markdown(f"**Attempt {r.attempt_no}**{' (stricter prompt)' if r.strict else ''} · "
-                        f"faithfulness {faith} · {r.status}")
+            st.markdown(
+                f"**Attempt {r.attempt_no}**{' (stricter prompt)' if r.strict else ''} · "
+                f"faithfulness {faith} · {r.status}"
+            )
             st.markdown(escape_markdown(r.answer))
             if r.failed_claims:
                 st.caption("Failed claims: " + escape_markdown("; ".join(r.failed_claims)))

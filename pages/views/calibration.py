@@ -1,4 +1,5 @@
 """Widgets of the Calibration page."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -42,34 +43,64 @@ def fmt(value, digits: int = 2) -> str:
 
 def stats_row(name: str, s: Agreement) -> dict:
     interval = f"[{fmt(s.kappa_low)}, {fmt(s.kappa_high)}]" if s.kappa_low is not None else "n/a"
-    return {"": name, "n": s.n, "exact match": fmt(s.exact), "within one": fmt(s.within_one),
-            "mean abs diff": fmt(s.mean_abs_diff), "weighted kappa": fmt(s.kappa), "95% interval": interval,
-            "Spearman": fmt(s.spearman)}
+    return {
+        "": name,
+        "n": s.n,
+        "exact match": fmt(s.exact),
+        "within one": fmt(s.within_one),
+        "mean abs diff": fmt(s.mean_abs_diff),
+        "weighted kappa": fmt(s.kappa),
+        "95% interval": interval,
+        "Spearman": fmt(s.spearman),
+    }
 
 
 def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict], stats: Agreement) -> None:
     st.subheader(criterion.capitalize())
     if not stats.reliable:
         st.warning(f"Only {stats.n} judge-human pairs: with fewer than {MIN_RELIABLE} these figures are unreliable.")
-    st.dataframe(pd.DataFrame([stats_row("judge vs people", stats),
-                               stats_row("annotator vs annotator", inter_annotator(db, run_ids, criterion))]),
-                 hide_index=True, width="stretch")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                stats_row("judge vs people", stats),
+                stats_row("annotator vs annotator", inter_annotator(db, run_ids, criterion)),
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
     left, right = st.columns(2)
-    heat = px.imshow(stats.matrix, x=[str(s) for s in range(1, 6)], y=[str(s) for s in range(1, 6)],
-                     labels={"x": "human score", "y": "judge score", "color": "pairs"}, text_auto=True,
-                     color_continuous_scale="Blues", title=f"{criterion}: judge x human")
+    heat = px.imshow(
+        stats.matrix,
+        x=[str(s) for s in range(1, 6)],
+        y=[str(s) for s in range(1, 6)],
+        labels={"x": "human score", "y": "judge score", "color": "pairs"},
+        text_auto=True,
+        color_continuous_scale="Blues",
+        title=f"{criterion}: judge x human",
+    )
     left.plotly_chart(heat, width="stretch")
-    rates = pd.DataFrame({"score": list(range(1, 6)) * 2,
-                          "share": [sum(p["judge"] == s for p in pairs) / max(len(pairs), 1) for s in range(1, 6)] +
-                                   [sum(p["human"] == s for p in pairs) / max(len(pairs), 1) for s in range(1, 6)],
-                          "rater": ["judge"] * 5 + ["people"] * 5})
-    right.plotly_chart(px.bar(rates, x="score", y="share", color="rater", barmode="group", title="Base rates"),
-                       width="stretch")
+    rates = pd.DataFrame(
+        {
+            "score": list(range(1, 6)) * 2,
+            "share": [sum(p["judge"] == s for p in pairs) / max(len(pairs), 1) for s in range(1, 6)]
+            + [sum(p["human"] == s for p in pairs) / max(len(pairs), 1) for s in range(1, 6)],
+            "rater": ["judge"] * 5 + ["people"] * 5,
+        }
+    )
+    right.plotly_chart(
+        px.bar(rates, x="score", y="share", color="rater", barmode="group", title="Base rates"), width="stretch"
+    )
     wide = disagreements(pairs)
     if wide:
         with st.expander(f"Disagreements by 2 or more ({len(wide)})"):
-            st.dataframe(pd.DataFrame(wide)[["run_id", "annotator", "judge", "human", "question", "explanation"]]
-                         .rename(columns={"explanation": "judge's reasoning"}), hide_index=True, width="stretch")
+            st.dataframe(
+                pd.DataFrame(wide)[["run_id", "annotator", "judge", "human", "question", "explanation"]].rename(
+                    columns={"explanation": "judge's reasoning"}
+                ),
+                hide_index=True,
+                width="stretch",
+            )
 
 
 def claim_section(db, run_ids: list[int]) -> None:
@@ -82,21 +113,32 @@ def claim_section(db, run_ids: list[int]) -> None:
         st.warning(f"Only {result['n']} rated claims: these figures are unreliable.")
     left, right = st.columns(2)
     left.dataframe(pd.DataFrame(result["per_verdict"]).round(2), hide_index=True, width="stretch")
-    right.plotly_chart(px.imshow(result["matrix"], x=result["labels"], y=result["labels"], text_auto=True,
-                                 labels={"x": "verifier", "y": "people"}, color_continuous_scale="Blues"),
-                       width="stretch")
+    right.plotly_chart(
+        px.imshow(
+            result["matrix"],
+            x=result["labels"],
+            y=result["labels"],
+            text_auto=True,
+            labels={"x": "verifier", "y": "people"},
+            color_continuous_scale="Blues",
+        ),
+        width="stretch",
+    )
 
 
 def corrections_form(db, pairs_by_criterion: dict[str, list[dict]]) -> None:
     version, corrections = current_corrections(db)
     st.subheader("Corrections for the judge")
-    st.caption(f"Correction set version {version or 0}: {len(corrections)} corrections. The judge's prompt carries "
-               "the most relevant ones; the version is part of the judge pin.")
+    st.caption(
+        f"Correction set version {version or 0}: {len(corrections)} corrections. The judge's prompt carries "
+        "the most relevant ones; the version is part of the judge pin."
+    )
     candidates = [(c, p) for c in CRITERIA for p in disagreements(pairs_by_criterion[c])]
     if not candidates:
         st.caption("No disagreements of 2 or more to turn into corrections.")
         return
     with st.form("corrections"):
+
         def label(i: int) -> str:
             criterion, pair = candidates[i]
             return f"{criterion} · run {pair['run_id']} · judge {pair['judge']} vs human {pair['human']}"
@@ -105,11 +147,21 @@ def corrections_form(db, pairs_by_criterion: dict[str, list[dict]]) -> None:
         why = st.text_area("Why the human score is right")
         if st.form_submit_button("Add corrections"):
             try:
-                new = add_corrections(db, [{"criterion": candidates[i][0], "run_id": candidates[i][1]["run_id"],
-                                            "question": candidates[i][1]["question"],
-                                            "answer_excerpt": (candidates[i][1]["answer"] or "")[:300],
-                                            "human_score": candidates[i][1]["human"],
-                                            "judge_score": candidates[i][1]["judge"], "why": why} for i in chosen])
+                new = add_corrections(
+                    db,
+                    [
+                        {
+                            "criterion": candidates[i][0],
+                            "run_id": candidates[i][1]["run_id"],
+                            "question": candidates[i][1]["question"],
+                            "answer_excerpt": (candidates[i][1]["answer"] or "")[:300],
+                            "human_score": candidates[i][1]["human"],
+                            "judge_score": candidates[i][1]["judge"],
+                            "why": why,
+                        }
+                        for i in chosen
+                    ],
+                )
             except WorkbenchError as exc:
                 show_error(exc)
             else:
@@ -121,8 +173,10 @@ def rejudge_section(settings, db, run_ids: list[int], before: dict[str, Agreemen
     if version is None:
         return
     st.subheader("Re-judge with corrections")
-    st.caption("Each rated answer is judged again with the corrections, never with its own (leave-one-out), so "
-               "any improvement is measured on answers whose correction the judge did not see.")
+    st.caption(
+        "Each rated answer is judged again with the corrections, never with its own (leave-one-out), so "
+        "any improvement is measured on answers whose correction the judge did not see."
+    )
     if st.button(f"Re-judge the rated answers with correction set v{version}"):
         bar = st.progress(0.0, text="re-judging")
         try:
@@ -136,9 +190,14 @@ def rejudge_section(settings, db, run_ids: list[int], before: dict[str, Agreemen
         if not after_pairs:
             continue
         after = agreement([p["judge"] for p in after_pairs], [p["human"] for p in after_pairs])
-        rows += [stats_row(f"{criterion}: before", before[criterion]),
-                 stats_row(f"{criterion}: after (v{version}, leave-one-out)", after)]
+        rows += [
+            stats_row(f"{criterion}: before", before[criterion]),
+            stats_row(f"{criterion}: after (v{version}, leave-one-out)", after),
+        ]
     if rows:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-        st.caption(escape_markdown("Compare the intervals, not only the point values: overlapping intervals mean "
-                                   "the change may be noise."))
+        st.caption(
+            escape_markdown(
+                "Compare the intervals, not only the point values: overlapping intervals mean the change may be noise."
+            )
+        )

@@ -1,4 +1,5 @@
 """Widgets shared by the pages: resources, the sidebar (navigation, Ollama health, open alerts), errors."""
+
 from __future__ import annotations
 
 import streamlit as st

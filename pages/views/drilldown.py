@@ -1,4 +1,5 @@
 """Widgets of one run's drilldown: attempts, claims with their evidence in the source, chunks, LLM calls."""
+
 from __future__ import annotations
 
 import json
@@ -20,13 +21,14 @@ from pipeline.tracing import tree
 def show_drilldown(stored: StoredRun) -> None:
     result = stored.result
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
-    st.markdown(f"**Run {result.run_id}** · {escape_markdown(result.kind)} · "
-                f"{STATUS_TEXT.get(result.status, escape_markdown(result.status))} · "
-                f"faithfulness **{faith}** · {len(result.attempts)} attempt(s) · "
-                f"{escape_markdown(str(result.generator_model))} · {(result.latency_ms or 0) / 1000:.1f} s · "
-                f"{result.started_at:%Y-%m-%d %H:%M:%S}")
-    st.page_link("pages/annotate.py", label="Rate this run", icon="✍️",
-                  query_params={"run_id": str(result.run_id)})
+    st.markdown(
+        f"**Run {result.run_id}** · {escape_markdown(result.kind)} · "
+        f"{STATUS_TEXT.get(result.status, escape_markdown(result.status))} · "
+        f"faithfulness **{faith}** · {len(result.attempts)} attempt(s) · "
+        f"{escape_markdown(str(result.generator_model))} · {(result.latency_ms or 0) / 1000:.1f} s · "
+        f"{result.started_at:%Y-%m-%d %H:%M:%S}"
+    )
+    st.page_link("pages/annotate.py", label="Rate this run", icon="✍️", query_params={"run_id": str(result.run_id)})
     st.subheader("Question")
     st.text(result.question)
     if result.error:
@@ -53,12 +55,16 @@ def show_attempts(result: AnswerResult) -> None:
         r = attempt.record
         faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
         final = " · shown" if r.attempt_no == result.final_attempt else ""
-        with st.expander(f"Attempt {r.attempt_no}{' (stricter prompt)' if r.strict else ''} · faithfulness "
-                         f"{faith} · {r.status}{final}", expanded=r.attempt_no == result.final_attempt):
+        with st.expander(
+            f"Attempt {r.attempt_no}{' (stricter prompt)' if r.strict else ''} · faithfulness "
+            f"{faith} · {r.status}{final}",
+            expanded=r.attempt_no == result.final_attempt,
+        ):
             st.markdown(annotated_markdown(r.answer or "", attempt.claims))
             if r.failed_claims:
-                st.caption("Retried because these claims were not supported: " +
-                           escape_markdown("; ".join(r.failed_claims)))
+                st.caption(
+                    "Retried because these claims were not supported: " + escape_markdown("; ".join(r.failed_claims))
+                )
             if r.error:
                 st.caption(escape_markdown(f"Error: {r.error}"))
 
@@ -94,12 +100,22 @@ def show_trace(spans: list, calls: list[dict]) -> None:
         return
     st.subheader(f"Trace ({len(spans)} spans)")
     calls_per_span = Counter(c.get("span_id") for c in calls)
-    rows = [{"step": " " * depth + ("└ " if depth else "") + span.name,
-             "ms": span.latency_ms, "calls": calls_per_span.get(span.span_id, 0), "error": span.error,
-             "details": ", ".join(f"{k}={v}" for k, v in span.attributes.items())}
-            for depth, span in tree(spans)]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-                 column_config={"ms": st.column_config.NumberColumn(format="%.1f")})
+    rows = [
+        {
+            "step": " " * depth + ("└ " if depth else "") + span.name,
+            "ms": span.latency_ms,
+            "calls": calls_per_span.get(span.span_id, 0),
+            "error": span.error,
+            "details": ", ".join(f"{k}={v}" for k, v in span.attributes.items()),
+        }
+        for depth, span in tree(spans)
+    ]
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        column_config={"ms": st.column_config.NumberColumn(format="%.1f")},
+    )
 
 
 def show_calls(calls: list[dict]) -> None:
@@ -110,8 +126,10 @@ def show_calls(calls: list[dict]) -> None:
     st.subheader(f"LLM calls ({len(calls)}, {cached} from the cache)")
     for n, call in enumerate(calls, start=1):
         tokens = f"{call['prompt_tokens'] or 0}+{call['completion_tokens'] or 0} tokens"
-        label = (f"{n}. {call['stage']} · {call['model']} · {'cached' if call['cache_hit'] else tokens} · "
-                 f"{call['latency_ms'] or 0:.0f} ms" + (" · failed" if call["error"] else ""))
+        label = (
+            f"{n}. {call['stage']} · {call['model']} · {'cached' if call['cache_hit'] else tokens} · "
+            f"{call['latency_ms'] or 0:.0f} ms" + (" · failed" if call["error"] else "")
+        )
         with st.expander(escape_markdown(label)):
             if call["error"]:
                 st.error(escape_markdown(call["error"]))
@@ -132,8 +150,9 @@ def prompt_as_text(prompt: str | None) -> str:
         return prompt or ""
     if not isinstance(messages, list):
         return prompt or ""
-    return "\n\n".join(f"[{m.get('role', '?')}]\n{m.get('content', '')}" if isinstance(m, dict) else str(m)
-                        for m in messages)
+    return "\n\n".join(
+        f"[{m.get('role', '?')}]\n{m.get('content', '')}" if isinstance(m, dict) else str(m) for m in messages
+    )
 
 
 def show_timeline(calls: list[dict]) -> None:
@@ -144,7 +163,13 @@ def show_timeline(calls: list[dict]) -> None:
     frame = pd.DataFrame(calls)
     frame["finished_at"] = frame["started_at"] + frame["latency_ms"].map(lambda ms: timedelta(milliseconds=ms))
     frame["tokens"] = frame["prompt_tokens"].fillna(0) + frame["completion_tokens"].fillna(0)
-    chart = px.timeline(frame, x_start="started_at", x_end="finished_at", y="stage", color="model",
-                        hover_data=["prompt_tokens", "completion_tokens", "latency_ms", "cache_hit", "error"])
+    chart = px.timeline(
+        frame,
+        x_start="started_at",
+        x_end="finished_at",
+        y="stage",
+        color="model",
+        hover_data=["prompt_tokens", "completion_tokens", "latency_ms", "cache_hit", "error"],
+    )
     chart.update_yaxes(autorange="reversed")
     st.plotly_chart(chart, width="stretch")

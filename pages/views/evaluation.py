@@ -1,4 +1,5 @@
 """Widgets of the Evaluate page: the start form, live progress, and a run's report."""
+
 from __future__ import annotations
 
 import time
@@ -8,12 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import show_error
-from pipeline.evaluation.dataset import Dataset, load_dataset, parse_dataset
+from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
+from pipeline.evaluation.dataset import Dataset, load_dataset, parse_dataset
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, weak_slices, worst_items
-from pages.views.markup import escape_markdown
 
 
 def choose_dataset(folder: Path) -> Dataset | None:
@@ -62,8 +63,10 @@ def job_progress(job: EvalJob) -> None:
     done = p.finished if p else 0
     total = p.total if p else job.total
     left = p.remaining_s() if p else None
-    label = (f"{job.name}: {done} of {total} items · {p.elapsed_s() if p else 0:.0f} s elapsed · "
-             f"{'?' if left is None else f'{left:.0f} s'} left · {p.failed if p else 0} failed")
+    label = (
+        f"{job.name}: {done} of {total} items · {p.elapsed_s() if p else 0:.0f} s elapsed · "
+        f"{'?' if left is None else f'{left:.0f} s'} left · {p.failed if p else 0} failed"
+    )
     st.progress(done / total if total else 0.0, text=escape_markdown(label))
     if p and p.last_error:
         st.caption(escape_markdown(f"Last failure: {p.last_error}"))
@@ -86,17 +89,23 @@ def live_progress() -> None:
 
 def show_report(result: EvalReport) -> None:
     e = result.eval_run
-    st.caption(escape_markdown(f"{e.dataset} · {e.status} · judge {e.judge_model} ({e.judge_prompt_version}) · "
-                               f"{e.n_items} items · wall {e.wall_s:.1f} s"))
+    st.caption(
+        escape_markdown(
+            f"{e.dataset} · {e.status} · judge {e.judge_model} ({e.judge_prompt_version}) · "
+            f"{e.n_items} items · wall {e.wall_s:.1f} s"
+        )
+    )
     cols = st.columns(len(result.metrics) or 1)
-    for col, row in zip(cols, result.metrics):
+    for col, row in zip(cols, result.metrics, strict=False):
         col.metric(label_of(row["metric"]), mean_text(row["metric"], row["mean"]), help=metric_help(row))
     st.info(f"Diagnosis: {escape_markdown(result.diagnosis.sentence)}")
     usage, rate = result.usage, result.judge_invalid_rate
-    st.caption(f"Judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}"
-               + (f" ({rate:.1%})" if rate is not None else "") +
-               f" · tokens {usage['prompt_tokens']:,} + {usage['completion_tokens']:,} · model time "
-               f"{usage['model_s']:.1f} s · {usage['calls']:,} LLM calls ({usage['cache_hits']:,} cached)")
+    st.caption(
+        f"Judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}"
+        + (f" ({rate:.1%})" if rate is not None else "")
+        + f" · tokens {usage['prompt_tokens']:,} + {usage['completion_tokens']:,} · model time "
+        f"{usage['model_s']:.1f} s · {usage['calls']:,} LLM calls ({usage['cache_hits']:,} cached)"
+    )
     show_slices(result)
     show_items(result)
 
@@ -123,8 +132,11 @@ def show_slices(result: EvalReport) -> None:
     for tag, metric, mean in weak_slices(result):
         with st.expander(f"Weak slice: {tag} on {metric} ({mean:.2f})"):
             worst = pd.DataFrame(worst_items(result, tag, metric))
-            st.dataframe(with_links(worst)[["item_id", metric, "question", "link"]], hide_index=True,
-                         column_config={"link": st.column_config.LinkColumn("run", display_text="open")})
+            st.dataframe(
+                with_links(worst)[["item_id", metric, "question", "link"]],
+                hide_index=True,
+                column_config={"link": st.column_config.LinkColumn("run", display_text="open")},
+            )
 
 
 def with_links(frame: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +161,11 @@ def show_items(result: EvalReport) -> None:
         frame = frame[frame["tags"].map(lambda ts: bool(set(tags) & set(ts or [])))]
     if metric != "(any)":
         frame = frame[frame[metric].notna() & (frame[metric] < below)].sort_values(metric)
-    st.dataframe(with_links(frame)[["item_id", "item_status", "run_status", *score_columns, "question", "tags",
-                                    "error", "link"]],
-                 hide_index=True, width="stretch",
-                 column_config={"link": st.column_config.LinkColumn("run", display_text="open")})
+    st.dataframe(
+        with_links(frame)[
+            ["item_id", "item_status", "run_status", *score_columns, "question", "tags", "error", "link"]
+        ],
+        hide_index=True,
+        width="stretch",
+        column_config={"link": st.column_config.LinkColumn("run", display_text="open")},
+    )

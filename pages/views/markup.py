@@ -1,4 +1,5 @@
 """Streamlit markdown of untrusted text: everything escaped, verdicts as coloured backgrounds."""
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,10 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
         text = escape_markdown(segment.text)
         if segment.verdict:
             numbers = ", ".join(str(n) for n in segment.claim_nos)
-            out.append(f":{VERDICT_COLOR[segment.verdict]}-background[{text}] "
-                       f"{VERDICT_ICON[segment.verdict]} :gray[claim {numbers}]")
+            out.append(
+                f":{VERDICT_COLOR[segment.verdict]}-background[{text}] "
+                f"{VERDICT_ICON[segment.verdict]} :gray[claim {numbers}]"
+            )
         else:
             out.append(text)
     return " ".join(out)
@@ -36,5 +39,10 @@ def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = "s
     if not span:
         return escape_markdown(text)
     start, end = span
-    return (escape_markdown(text[:start]) + f":{VERDICT_COLOR.get(verdict, 'blue')}-background[**"
-            + escape_markdown(text[start:end]) + "**]" + escape_markdown(text[end:]))
+    return (
+        escape_markdown(text[:start])
+        + f":{VERDICT_COLOR.get(verdict, 'blue')}-background[**"
+        + escape_markdown(text[start:end])
+        + "**]"
+        + escape_markdown(text[end:])
+    )

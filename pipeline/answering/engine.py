@@ -1,5 +1,6 @@
 """The verified query engine: retrieve, grade, rewrite once, generate with citations, check every claim,
 retry with a stricter prompt, decide; every step streams out as an Event and lands in DuckDB."""
+
 from __future__ import annotations
 
 import queue
@@ -35,8 +36,14 @@ from store.db import Database
 from store.records import AttemptRecord, GradeRecord, RetrievalRecord, RunLog
 from store.runs import save_run
 
-PROMPTS = (prompts.GRADE_CONTEXT, prompts.REWRITE_QUERY, prompts.GENERATE, prompts.GENERATE_STRICT,
-           prompts.EXTRACT_CLAIMS, prompts.NLI_JUDGE)
+PROMPTS = (
+    prompts.GRADE_CONTEXT,
+    prompts.REWRITE_QUERY,
+    prompts.GENERATE,
+    prompts.GENERATE_STRICT,
+    prompts.EXTRACT_CLAIMS,
+    prompts.NLI_JUDGE,
+)
 _DONE = object()
 
 
@@ -45,16 +52,34 @@ def clean_question(question: str | None, settings: Settings) -> str:
     if not text:
         raise InputError("the question is empty", fix="type a question about the knowledge base")
     if len(text) > settings.max_question_chars:
-        raise InputError(f"the question has {len(text):,} characters; the limit is {settings.max_question_chars:,}",
-                         fix="shorten it, or raise WORKBENCH_MAX_QUESTION_CHARS")
+        raise InputError(
+            f"the question has {len(text):,} characters; the limit is {settings.max_question_chars:,}",
+            fix="shorten it, or raise WORKBENCH_MAX_QUESTION_CHARS",
+        )
     return text
 
 
 def run_config(settings: Settings) -> dict:
     """What a run's result depends on, so runs can be compared later."""
-    keys = ("generator_model", "claim_model", "verifier_model", "nli_model", "embed_model", "top_k",
-            "chunk_size", "chunk_overlap", "faithfulness_threshold", "max_retries", "abstain_below", "temperature",
-            "precheck_enabled", "verify_scope", "llm_backend", "model_revision", "context_window")
+    keys = (
+        "generator_model",
+        "claim_model",
+        "verifier_model",
+        "nli_model",
+        "embed_model",
+        "top_k",
+        "chunk_size",
+        "chunk_overlap",
+        "faithfulness_threshold",
+        "max_retries",
+        "abstain_below",
+        "temperature",
+        "precheck_enabled",
+        "verify_scope",
+        "llm_backend",
+        "model_revision",
+        "context_window",
+    )
     config = {key: getattr(settings, key) for key in keys}
     config["verifier_chain"] = ",".join(effective_chain(settings))
     config["prompts"] = {p.name: p.version for p in PROMPTS}
@@ -68,8 +93,15 @@ def is_abstention(answer: str) -> bool:
 class QuestionRun:
     """The state of one question as it goes through the steps."""
 
-    def __init__(self, settings: Settings, db: Database, question: str, kind: str, persist: bool = True,
-                 eval_run_id: int | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        question: str,
+        kind: str,
+        persist: bool = True,
+        eval_run_id: int | None = None,
+    ):
         """`self.result` is the run; `self.log`, its rows, is derived from it once the run ends.
         persist=False leaves writing `self.log` to the caller (the evaluation runner writes it with
         the item's scores in one transaction)."""
@@ -78,8 +110,16 @@ class QuestionRun:
         self.checker = FaithfulnessChecker(self.llm, settings)
         self.retriever = DuckDBRetriever(self.llm, db, settings.top_k)
         self.t0 = time.perf_counter()
-        self.result = AnswerResult(None, "running", question, None, kind=kind, started_at=datetime.now(timezone.utc),
-                                   generator_model=settings.generator_model, config=run_config(settings))
+        self.result = AnswerResult(
+            None,
+            "running",
+            question,
+            None,
+            kind=kind,
+            started_at=datetime.now(timezone.utc),
+            generator_model=settings.generator_model,
+            config=run_config(settings),
+        )
         self.grades: list[GradeRecord] = []
         self.retrievals: list[RetrievalRecord] = []
         self.log: RunLog | None = None
@@ -110,8 +150,9 @@ class QuestionRun:
     def _steps(self) -> Iterator[Event]:
         passages = yield from self._retrieve(1, self.question)
         if not passages:
-            yield from self._abstain("the knowledge base is empty: ingest documents first "
-                                     "(`python -m pipeline ingest data/kb`)")
+            yield from self._abstain(
+                "the knowledge base is empty: ingest documents first (`python -m pipeline ingest data/kb`)"
+            )
             return
         relevant, reason = yield from self._grade(1, passages)
         if relevant is False:
@@ -128,39 +169,69 @@ class QuestionRun:
     def _retrieve(self, round_no: int, query: str):
         with tracing.step("retrieve", round=round_no, top_k=self.settings.top_k):
             nodes = self.retriever.retrieve(query)
-        passages = [Passage(n, int(node.node.metadata["chunk_id"]), node.node.metadata["source"],
-                            node.node.get_content(), float(node.score)) for n, node in enumerate(nodes, start=1)]
+        passages = [
+            Passage(
+                n,
+                int(node.node.metadata["chunk_id"]),
+                node.node.metadata["source"],
+                node.node.get_content(),
+                float(node.score),
+            )
+            for n, node in enumerate(nodes, start=1)
+        ]
         self.retrievals += [RetrievalRecord(round_no, query, p.n, p.chunk_id, p.score) for p in passages]
         self.result.passages = passages
-        yield Event("retrieve", f"retrieved {len(passages)} chunks" + (f" for '{query}'" if round_no > 1 else ""),
-                    {"round": round_no, "query": query, "passages": passages})
+        yield Event(
+            "retrieve",
+            f"retrieved {len(passages)} chunks" + (f" for '{query}'" if round_no > 1 else ""),
+            {"round": round_no, "query": query, "passages": passages},
+        )
         return passages
 
     def _grade(self, round_no: int, passages: list[Passage]):
         with tracing.step("grade context", round=round_no):
-            result = ask(self.llm, "grade_context", self.settings.generator_model, prompts.GRADE_CONTEXT,
-                         prompts.grade_input(self.question, context_block(passages)))
+            result = ask(
+                self.llm,
+                "grade_context",
+                self.settings.generator_model,
+                prompts.GRADE_CONTEXT,
+                prompts.grade_input(self.question, context_block(passages)),
+            )
             tracing.annotate(relevant=result.value.relevant if result.value else None)
         query = self.retrievals[-1].query
         if result.value is None:
             self.grades.append(GradeRecord(round_no, query, None, result.invalid_reason))
-            yield Event("grade", f"context grade unreadable, answering anyway: {result.invalid_reason}",
-                        {"round": round_no, "relevant": None, "reason": result.invalid_reason})
+            yield Event(
+                "grade",
+                f"context grade unreadable, answering anyway: {result.invalid_reason}",
+                {"round": round_no, "relevant": None, "reason": result.invalid_reason},
+            )
             return None, result.invalid_reason
         grade = result.value
         self.grades.append(GradeRecord(round_no, query, grade.relevant, grade.reason))
-        yield Event("grade", ("context is relevant" if grade.relevant else "context is not relevant") +
-                    f": {grade.reason}", {"round": round_no, "relevant": grade.relevant, "reason": grade.reason})
+        yield Event(
+            "grade",
+            ("context is relevant" if grade.relevant else "context is not relevant") + f": {grade.reason}",
+            {"round": round_no, "relevant": grade.relevant, "reason": grade.reason},
+        )
         return grade.relevant, grade.reason
 
     def _rewrite(self):
         with tracing.step("rewrite query"):
-            result = ask(self.llm, "rewrite_query", self.settings.generator_model, prompts.REWRITE_QUERY,
-                         prompts.rewrite_input(self.question))
+            result = ask(
+                self.llm,
+                "rewrite_query",
+                self.settings.generator_model,
+                prompts.REWRITE_QUERY,
+                prompts.rewrite_input(self.question),
+            )
         query = one_line(result.value.query) if result.value else ""
         if not query or query.lower() == self.question.lower():
-            yield Event("rewrite", "no different query to try" + (f" ({result.invalid_reason})"
-                                                                  if result.invalid_reason else ""), {"query": None})
+            yield Event(
+                "rewrite",
+                "no different query to try" + (f" ({result.invalid_reason})" if result.invalid_reason else ""),
+                {"query": None},
+            )
             return None
         self.result.rewritten_query = query
         yield Event("rewrite", f"rewrote the query as '{query}'", {"query": query})
@@ -176,9 +247,12 @@ class QuestionRun:
                 break
             failed = attempt.record.failed_claims
             if attempt_no <= self.settings.max_retries:
-                yield Event("retry", f"faithfulness {faith:.2f} is below {self.settings.faithfulness_threshold:.2f}; "
-                            f"retrying with a stricter prompt that names {len(failed)} failed claim(s)",
-                            {"attempt": attempt_no + 1, "failed_claims": failed})
+                yield Event(
+                    "retry",
+                    f"faithfulness {faith:.2f} is below {self.settings.faithfulness_threshold:.2f}; "
+                    f"retrying with a stricter prompt that names {len(failed)} failed claim(s)",
+                    {"attempt": attempt_no + 1, "failed_claims": failed},
+                )
         yield from self._decide()
 
     def _attempt(self, attempt_no: int, passages: list[Passage], failed: list[str]):
@@ -191,12 +265,20 @@ class QuestionRun:
         strict = attempt_no > 1
         prompt = prompts.GENERATE_STRICT if strict else prompts.GENERATE
         with tracing.step("generate"):
-            reply = self.llm.chat("generate", self.settings.generator_model, prompt.messages(
-                prompts.generate_input(self.question, context_block(passages), failed if strict else None)))
+            reply = self.llm.chat(
+                "generate",
+                self.settings.generator_model,
+                prompt.messages(
+                    prompts.generate_input(self.question, context_block(passages), failed if strict else None)
+                ),
+            )
         answer = reply.text.strip()
-        yield Event("generate", f"attempt {attempt_no}: generated {len(answer.split())} words" +
-                    (" with the stricter prompt" if strict else ""),
-                    {"attempt": attempt_no, "strict": strict, "answer": answer})
+        yield Event(
+            "generate",
+            f"attempt {attempt_no}: generated {len(answer.split())} words"
+            + (" with the stricter prompt" if strict else ""),
+            {"attempt": attempt_no, "strict": strict, "answer": answer},
+        )
         record = AttemptRecord(attempt_no, strict, answer, "verified", None, 0, 0)
         attempt = Attempt(record)
         self.result.attempts.append(attempt)
@@ -207,21 +289,31 @@ class QuestionRun:
             extraction = self.checker.extract_claims(self.question, answer)
         if extraction.claims is None:
             record.status, record.error = "unverified", extraction.invalid_reason
-            yield Event("claims", f"claims could not be extracted: {extraction.invalid_reason}",
-                        {"attempt": attempt_no, "claims": None, "error": extraction.invalid_reason})
+            yield Event(
+                "claims",
+                f"claims could not be extracted: {extraction.invalid_reason}",
+                {"attempt": attempt_no, "claims": None, "error": extraction.invalid_reason},
+            )
             return attempt
-        yield Event("claims", f"extracted {len(extraction.claims)} claims",
-                    {"attempt": attempt_no, "claims": extraction.claims})
+        yield Event(
+            "claims", f"extracted {len(extraction.claims)} claims", {"attempt": attempt_no, "claims": extraction.claims}
+        )
         attempt.claims = yield from self._verify(attempt_no, extraction.claims, passages)
         faith, record.status = self.checker.score(attempt.claims)
         record.faithfulness = faith
         record.n_claims = len(attempt.claims)
         record.n_supported = sum(c.verdict == SUPPORTED for c in attempt.claims)
         record.failed_claims = [c.text for c in attempt.claims if c.verdict not in (SUPPORTED, UNVERIFIED)]
-        yield Event("score", f"attempt {attempt_no}: faithfulness " +
-                    (f"{faith:.2f} ({record.n_supported}/{record.n_claims} claims supported)" if faith is not None
-                     else f"not scored ({record.status})"),
-                    {"attempt": attempt_no, "faithfulness": faith, "status": record.status})
+        yield Event(
+            "score",
+            f"attempt {attempt_no}: faithfulness "
+            + (
+                f"{faith:.2f} ({record.n_supported}/{record.n_claims} claims supported)"
+                if faith is not None
+                else f"not scored ({record.status})"
+            ),
+            {"attempt": attempt_no, "faithfulness": faith, "status": record.status},
+        )
         return attempt
 
     def _verify(self, attempt_no: int, claims: list[str], passages: list[Passage]):
@@ -231,8 +323,7 @@ class QuestionRun:
             future = tracing.submit(runner, self.checker.verify_claims, claims, passages, arrived.put)
             future.add_done_callback(lambda _: arrived.put(_DONE))
             while (item := arrived.get()) is not _DONE:
-                yield Event("verdict", f"claim {item.claim_no}: {item.verdict}",
-                            {"attempt": attempt_no, "claim": item})
+                yield Event("verdict", f"claim {item.claim_no}: {item.verdict}", {"attempt": attempt_no, "claim": item})
             return future.result()
 
     # -- decision -----------------------------------------------------------------------------
@@ -253,8 +344,9 @@ class QuestionRun:
         elif record.faithfulness >= threshold:
             status = "accepted"
         elif record.faithfulness < self.settings.abstain_below:
-            yield from self._abstain(f"no attempt reached faithfulness {threshold:.2f}; the best reached "
-                                     f"{record.faithfulness:.2f}", best)
+            yield from self._abstain(
+                f"no attempt reached faithfulness {threshold:.2f}; the best reached {record.faithfulness:.2f}", best
+            )
             return
         else:
             status = "flagged"
@@ -279,9 +371,14 @@ class QuestionRun:
     def _save(self) -> None:
         """Derive the run's rows from the result (once) and write them unless the caller will."""
         self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
-        self.log = self.result.to_log(self.grades, self.retrievals, datetime.now(timezone.utc),
-                                      self.llm.take_calls(), self.llm.take_cache_entries(),
-                                      spans=self.trace.records())
+        self.log = self.result.to_log(
+            self.grades,
+            self.retrievals,
+            datetime.now(timezone.utc),
+            self.llm.take_calls(),
+            self.llm.take_cache_entries(),
+            spans=self.trace.records(),
+        )
         if self.persist:
             self.result.run_id = save_run(self.db, self.log)
 
@@ -290,8 +387,10 @@ def _decision_message(status: str, record: AttemptRecord) -> str:
     if status == "accepted":
         return f"accepted attempt {record.attempt_no} (faithfulness {record.faithfulness:.2f})"
     if status == "flagged":
-        return (f"no attempt reached the threshold; showing attempt {record.attempt_no} "
-                f"(faithfulness {record.faithfulness:.2f}) with its unsupported claims marked")
+        return (
+            f"no attempt reached the threshold; showing attempt {record.attempt_no} "
+            f"(faithfulness {record.faithfulness:.2f}) with its unsupported claims marked"
+        )
     if status == "no_claims":
         return "the answer makes no checkable claims"
     return f"the answer could not be verified: {record.error or 'no claim got a verdict'}"
@@ -319,10 +418,20 @@ class VerifiedQueryEngine(CustomQueryEngine):
 
     def custom_query(self, query_str: str) -> Response:
         result = final_result(self.stream(query_str))
-        nodes = [NodeWithScore(node=TextNode(id_=str(p.chunk_id), text=p.text,
-                                             metadata={"source": p.source, "n": p.n}), score=p.score)
-                 for p in result.passages]
-        return Response(response=result.answer, source_nodes=nodes,
-                        metadata={"run_id": result.run_id, "status": result.status,
-                                  "faithfulness": result.faithfulness, "error": result.error,
-                                  "claims": [asdict(c) for c in result.final_claims]})
+        nodes = [
+            NodeWithScore(
+                node=TextNode(id_=str(p.chunk_id), text=p.text, metadata={"source": p.source, "n": p.n}), score=p.score
+            )
+            for p in result.passages
+        ]
+        return Response(
+            response=result.answer,
+            source_nodes=nodes,
+            metadata={
+                "run_id": result.run_id,
+                "status": result.status,
+                "faithfulness": result.faithfulness,
+                "error": result.error,
+                "claims": [asdict(c) for c in result.final_claims],
+            },
+        )

@@ -3,6 +3,7 @@
 The embeddings are loaded once into a normalised matrix per process and reloaded when the
 knowledge base changes (checked by a cheap fingerprint query), so a search is one matrix product.
 """
+
 from __future__ import annotations
 
 import threading
@@ -66,7 +67,10 @@ class DuckDBRetriever(BaseRetriever):
         nodes = []
         for chunk_id, score in hits:
             chunk = chunks[chunk_id]
-            node = TextNode(id_=str(chunk_id), text=chunk.text,
-                            metadata={"chunk_id": chunk_id, "source": chunk.source, "title": chunk.title})
+            node = TextNode(
+                id_=str(chunk_id),
+                text=chunk.text,
+                metadata={"chunk_id": chunk_id, "source": chunk.source, "title": chunk.title},
+            )
             nodes.append(NodeWithScore(node=node, score=score))
         return nodes

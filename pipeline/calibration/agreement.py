@@ -5,6 +5,7 @@ Statistics come from scikit-learn and SciPy; with fewer than MIN_RELIABLE pairs 
 shown, flagged as unreliable; with none, or with no variation, a statistic is None, never a division
 by zero.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -14,14 +15,14 @@ import numpy as np
 from scipy.stats import spearmanr
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
 
+from pipeline.answering.prompts import JUDGE_PROMPT_VERSION
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.verification.faithfulness import context_block
 from pipeline.evaluation.judge import CRITERIA, JudgePin, judge, judge_pin
-from pipeline.models.llm import LLM
-from pipeline.answering.prompts import JUDGE_PROMPT_VERSION
 from pipeline.history.runs import load_result
+from pipeline.models.llm import LLM
 from pipeline.text import content_words
+from pipeline.verification.faithfulness import context_block
 from store import annotations
 from store.annotations import Correction
 from store.db import Database
@@ -88,8 +89,14 @@ def agreement(judge_scores: list[int], human_scores: list[int], seed: int = 0) -
     if n == 0:
         return Agreement(0, matrix=[[0] * 5 for _ in range(5)])
     diff = np.abs(a - b)
-    result = Agreement(n, float(np.mean(diff == 0)), float(np.mean(diff <= 1)), float(np.mean(diff)), qwk(a, b),
-                       matrix=confusion_matrix(a, b, labels=SCALE).tolist())
+    result = Agreement(
+        n,
+        float(np.mean(diff == 0)),
+        float(np.mean(diff <= 1)),
+        float(np.mean(diff)),
+        qwk(a, b),
+        matrix=confusion_matrix(a, b, labels=SCALE).tolist(),
+    )
     if n >= 2 and result.kappa is not None:
         result.kappa_low, result.kappa_high = qwk_interval(a, b, seed=seed)
     if n >= 2 and len(set(a)) > 1 and len(set(b)) > 1:
@@ -117,16 +124,22 @@ def claim_agreement(db: Database, run_ids: list[int]) -> dict:
     if not pairs:
         return {"n": 0, "per_verdict": [], "matrix": [[0] * 3 for _ in range(3)], "labels": labels}
     human, verifier = [p["human"] for p in pairs], [p["verifier"] for p in pairs]
-    precision, recall, f1, support = precision_recall_fscore_support(human, verifier, labels=labels,
-                                                                     zero_division=0)
-    rows = [{"verdict": v, "precision": float(p), "recall": float(r), "f1": float(f), "human_count": int(s)}
-            for v, p, r, f, s in zip(labels, precision, recall, f1, support)]
-    return {"n": len(pairs), "per_verdict": rows, "labels": labels,
-            "matrix": confusion_matrix(human, verifier, labels=labels).tolist()}
+    precision, recall, f1, support = precision_recall_fscore_support(human, verifier, labels=labels, zero_division=0)
+    rows = [
+        {"verdict": v, "precision": float(p), "recall": float(r), "f1": float(f), "human_count": int(s)}
+        for v, p, r, f, s in zip(labels, precision, recall, f1, support, strict=False)
+    ]
+    return {
+        "n": len(pairs),
+        "per_verdict": rows,
+        "labels": labels,
+        "matrix": confusion_matrix(human, verifier, labels=labels).tolist(),
+    }
 
 
-def relevant_corrections(corrections: list[Correction], criterion: str, question: str, k: int,
-                         exclude_run: int | None = None) -> list[Correction]:
+def relevant_corrections(
+    corrections: list[Correction], criterion: str, question: str, k: int, exclude_run: int | None = None
+) -> list[Correction]:
     """The k corrections of this criterion whose questions share the most words with this one;
     a run's own correction is never among them (no leakage)."""
     words = content_words(question)
@@ -154,12 +167,30 @@ def rejudge(settings: Settings, db: Database, run_ids: list[int], on_progress=No
         result = load_result(db, run_id)
         reference = reference_of(db, run_id)
         for criterion in CRITERIA:
-            chosen = relevant_corrections(corrections, criterion, result.question, settings.judge_corrections_k,
-                                          exclude_run=run_id)
-            score = judge(llm, settings, result.question, result.answer or "", context_block(result.passages),
-                          reference, pin, criteria=(criterion,), corrections=chosen)[0]
-            rows.append({"run_id": run_id, "metric": score.metric, "value": score.value, "status": score.status,
-                         "explanation": score.explanation, "corrections_used": [c.id for c in chosen]})
+            chosen = relevant_corrections(
+                corrections, criterion, result.question, settings.judge_corrections_k, exclude_run=run_id
+            )
+            score = judge(
+                llm,
+                settings,
+                result.question,
+                result.answer or "",
+                context_block(result.passages),
+                reference,
+                pin,
+                criteria=(criterion,),
+                corrections=chosen,
+            )[0]
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "metric": score.metric,
+                    "value": score.value,
+                    "status": score.status,
+                    "explanation": score.explanation,
+                    "corrections_used": [c.id for c in chosen],
+                }
+            )
         if on_progress:
             on_progress(done, len(rated))
     annotations.save_rejudged(db, version, rows)

@@ -1,4 +1,5 @@
 """People's ratings and the judge's corrections: input is checked here, then handed to the store."""
+
 from __future__ import annotations
 
 from pipeline.errors import InputError
@@ -6,12 +7,27 @@ from store import annotations as store
 from store.annotations import CRITERIA, VERDICTS, Correction, current_corrections, judged_pairs, ratings_for
 from store.db import Database
 
-__all__ = ["CRITERIA", "VERDICTS", "Correction", "add_corrections", "current_corrections", "judged_pairs",
-           "rated_by", "ratings_for", "save_rating"]
+__all__ = [
+    "CRITERIA",
+    "VERDICTS",
+    "Correction",
+    "add_corrections",
+    "current_corrections",
+    "judged_pairs",
+    "rated_by",
+    "ratings_for",
+    "save_rating",
+]
 
 
-def save_rating(db: Database, run_id: int, annotator: str, scores: dict[str, int], comment: str = "",
-                claim_verdicts: dict[tuple[int, int], str] | None = None) -> None:
+def save_rating(
+    db: Database,
+    run_id: int,
+    annotator: str,
+    scores: dict[str, int],
+    comment: str = "",
+    claim_verdicts: dict[tuple[int, int], str] | None = None,
+) -> None:
     """Save (or update) one annotator's rating of a run; refuses scores outside 1-5 and unknown verdicts."""
     annotator = annotator.strip()
     if not annotator:
@@ -19,8 +35,9 @@ def save_rating(db: Database, run_id: int, annotator: str, scores: dict[str, int
     for criterion in CRITERIA:
         value = scores.get(criterion)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
-            raise InputError(f"{criterion} must be a whole number from 1 to 5, not {value!r}",
-                             fix="choose a score from 1 to 5")
+            raise InputError(
+                f"{criterion} must be a whole number from 1 to 5, not {value!r}", fix="choose a score from 1 to 5"
+            )
     for verdict in (claim_verdicts or {}).values():
         if verdict not in VERDICTS:
             raise InputError(f"unknown claim verdict {verdict!r}", fix=f"use one of {', '.join(VERDICTS)}")

@@ -1,6 +1,7 @@
 """Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show.
 
 Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,19 +13,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.regression import compare as regression
-from pipeline.cli.output import evaluation_progress, print_detector, print_gate, print_report, report_json
-from pipeline.session import open_workbench
-from pipeline.evaluation.dataset import load_dataset
-from pipeline.detector.bench import detector_verifiers, run_detector_bench
-from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.answering.engine import VerifiedQueryEngine
-from pipeline.errors import InputError, WorkbenchError
 from pipeline.answering.events import AnswerResult
-from pipeline.models.health import check_all
+from pipeline.cli.output import evaluation_progress, print_detector, print_gate, print_report, report_json
+from pipeline.detector.bench import detector_verifiers, run_detector_bench
+from pipeline.errors import InputError, WorkbenchError
+from pipeline.evaluation.dataset import load_dataset
+from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.history.runs import RunFilter, list_runs, load_run
 from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
+from pipeline.models.health import check_all
+from pipeline.regression import compare as regression
+from pipeline.session import open_workbench
 from pipeline.text import short_source
 from pipeline.verification.registry import verifier_names
 
@@ -40,8 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--quiet", action="store_true", help="do not print the steps as they happen")
     ingest_cmd = sub.add_parser("ingest", help="add Markdown, text or PDF files (or folders) to the knowledge base")
     ingest_cmd.add_argument("paths", nargs="+")
-    ingest_cmd.add_argument("--if-empty", action="store_true",
-                            help="do nothing when the knowledge base already has chunks for the embedding model")
+    ingest_cmd.add_argument(
+        "--if-empty",
+        action="store_true",
+        help="do nothing when the knowledge base already has chunks for the embedding model",
+    )
     sub.add_parser("doctor", help="check Ollama, the models and the store, and print the fix for each problem")
     ev = sub.add_parser("eval", help="run a golden set through the workbench, judge and measure every item")
     ev.add_argument("dataset", help="a .jsonl or .csv golden set, e.g. data/eval/golden.jsonl")
@@ -59,17 +63,32 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     gate = sub.add_parser("gate", help="compare an evaluation with its baseline; exit 1 on a regression")
     gate.add_argument("--run", required=True, help="the evaluation's name")
-    gate.add_argument("--baseline", default=None, help="compare with this evaluation (default: the pinned "
-                                                        "baseline, else the previous run on the same dataset)")
+    gate.add_argument(
+        "--baseline",
+        default=None,
+        help="compare with this evaluation (default: the pinned baseline, else the previous run on the same dataset)",
+    )
     gate.add_argument("--json", action="store_true")
     det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
     det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
-    det.add_argument("--verifier", choices=[*detector_verifiers(), "all"], default="minicheck",
-                     help="a registered verifier, minicheck (by --scope), or all registered verifiers")
-    det.add_argument("--claims", choices=["llm", "answer"], default="llm",
-                     help="claims from the claim extractor (llm) or the answer's own sentences (answer)")
-    det.add_argument("--scope", choices=["chunk", "context"], default=None,
-                     help="verify each claim per chunk or against the whole context (default: setting)")
+    det.add_argument(
+        "--verifier",
+        choices=[*detector_verifiers(), "all"],
+        default="minicheck",
+        help="a registered verifier, minicheck (by --scope), or all registered verifiers",
+    )
+    det.add_argument(
+        "--claims",
+        choices=["llm", "answer"],
+        default="llm",
+        help="claims from the claim extractor (llm) or the answer's own sentences (answer)",
+    )
+    det.add_argument(
+        "--scope",
+        choices=["chunk", "context"],
+        default=None,
+        help="verify each claim per chunk or against the whole context (default: setting)",
+    )
     det.add_argument("--no-precheck", action="store_true", help="turn the deterministic pre-check off")
     det.add_argument("--cache", action="store_true", help="use the LLM cache (off by default: honest latency)")
     det.add_argument("--limit", type=int, default=None)
@@ -107,13 +126,28 @@ def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
 
 
 def result_json(result: AnswerResult) -> dict:
-    return {"run_id": result.run_id, "status": result.status, "answer": result.answer,
-            "faithfulness": result.faithfulness, "attempts": len(result.attempts),
-            "abstain_reason": result.abstain_reason, "error": result.error, "fix": result.fix,
-            "claims": [{"claim": c.text, "verdict": c.verdict, "verifier": c.verifier, "evidence": c.evidence,
-                        "source": c.passage.source if c.passage else None, "reason": c.reason}
-                       for c in result.final_claims],
-            "passages": [asdict(p) for p in result.passages]}
+    return {
+        "run_id": result.run_id,
+        "status": result.status,
+        "answer": result.answer,
+        "faithfulness": result.faithfulness,
+        "attempts": len(result.attempts),
+        "abstain_reason": result.abstain_reason,
+        "error": result.error,
+        "fix": result.fix,
+        "claims": [
+            {
+                "claim": c.text,
+                "verdict": c.verdict,
+                "verifier": c.verifier,
+                "evidence": c.evidence,
+                "source": c.passage.source if c.passage else None,
+                "reason": c.reason,
+            }
+            for c in result.final_claims
+        ],
+        "passages": [asdict(p) for p in result.passages],
+    }
 
 
 def print_result(result: AnswerResult, out: Console) -> None:
@@ -124,23 +158,30 @@ def print_result(result: AnswerResult, out: Console) -> None:
         return
     out.print(Text(result.answer or ""))
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
-    out.print(Text(f"\nrun {result.run_id} · {result.status} · faithfulness {faith} · "
-                   f"{len(result.attempts)} attempt(s)", style="bold"))
+    out.print(
+        Text(
+            f"\nrun {result.run_id} · {result.status} · faithfulness {faith} · {len(result.attempts)} attempt(s)",
+            style="bold",
+        )
+    )
     if result.abstain_reason:
         out.print(Text(f"reason: {result.abstain_reason}"))
     if result.final_claims:
         table = Table("#", "verdict", "claim", "evidence", "source", show_lines=True)
         for claim in result.final_claims:
-            table.add_row(str(claim.claim_no), Text(claim.verdict, style=VERDICT_STYLE.get(claim.verdict, "")),
-                          Text(claim.text), Text(claim.evidence or ""),
-                          Text(f"[{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""))
+            table.add_row(
+                str(claim.claim_no),
+                Text(claim.verdict, style=VERDICT_STYLE.get(claim.verdict, "")),
+                Text(claim.text),
+                Text(claim.evidence or ""),
+                Text(f"[{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""),
+            )
         out.print(table)
 
 
 def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
     if args.if_empty and count_chunks(db, settings.embed_model):
-        out.print(Text(f"The knowledge base already has chunks embedded with {settings.embed_model}; "
-                       "nothing to do."))
+        out.print(Text(f"The knowledge base already has chunks embedded with {settings.embed_model}; nothing to do."))
         return 0
 
     def report(result):
@@ -192,15 +233,20 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
 
 
 def cmd_bench_detector(args, settings, db, out: Console, err: Console) -> int:
-    settings = dataclasses.replace(settings, cache_enabled=args.cache,
-                                   precheck_enabled=settings.precheck_enabled and not args.no_precheck,
-                                   verify_scope=args.scope or settings.verify_scope)
+    settings = dataclasses.replace(
+        settings,
+        cache_enabled=args.cache,
+        precheck_enabled=settings.precheck_enabled and not args.no_precheck,
+        verify_scope=args.scope or settings.verify_scope,
+    )
     verifiers = verifier_names() if args.verifier == "all" else [args.verifier]
     summaries = {}
     for verifier in verifiers:
+
         def progress(done, total, verifier=verifier):
             if done % 25 == 0 or done == total:
                 err.print(Text(f"{verifier}: {done}/{total} answers", style="dim"))
+
         run_id, metrics = run_detector_bench(settings, db, args.file, verifier, args.claims, args.limit, progress)
         summaries[verifier] = {"run_id": run_id, **metrics}
     if args.json:
@@ -217,10 +263,17 @@ def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
         return 0
     table = Table("id", "kind", "status", "faithfulness", "attempts", "model", "latency", "started", "question")
     for r in rows:
-        table.add_row(str(r["id"]), r["kind"], r["status"],
-                      "n/a" if r["faithfulness"] is None else f"{r['faithfulness']:.2f}", str(r["n_attempts"]),
-                      Text(str(r["generator_model"])), f"{(r['latency_ms'] or 0) / 1000:.1f} s",
-                      f"{r['started_at']:%Y-%m-%d %H:%M}", Text(r["question"][:80]))
+        table.add_row(
+            str(r["id"]),
+            r["kind"],
+            r["status"],
+            "n/a" if r["faithfulness"] is None else f"{r['faithfulness']:.2f}",
+            str(r["n_attempts"]),
+            Text(str(r["generator_model"])),
+            f"{(r['latency_ms'] or 0) / 1000:.1f} s",
+            f"{r['started_at']:%Y-%m-%d %H:%M}",
+            Text(r["question"][:80]),
+        )
     out.print(table)
     return 0
 
@@ -232,15 +285,19 @@ def cmd_show(args, settings, db, out: Console, err: Console) -> int:
         return 2
     result = stored.result
     if args.json:
-        out.print_json(json.dumps({**result_json(result), "calls": stored.calls, "scores": stored.scores},
-                                  default=str))
+        out.print_json(json.dumps({**result_json(result), "calls": stored.calls, "scores": stored.scores}, default=str))
         return 0
     out.print(Text(f"question: {result.question}", style="bold"))
     for attempt in result.attempts:
         r = attempt.record
         faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
-        out.print(Text(f"attempt {r.attempt_no}{' (strict)' if r.strict else ''}: {r.status}, faithfulness {faith}"
-                       + (f"; failed claims: {'; '.join(r.failed_claims)}" if r.failed_claims else ""), style="dim"))
+        out.print(
+            Text(
+                f"attempt {r.attempt_no}{' (strict)' if r.strict else ''}: {r.status}, faithfulness {faith}"
+                + (f"; failed claims: {'; '.join(r.failed_claims)}" if r.failed_claims else ""),
+                style="dim",
+            )
+        )
     print_result(result, out)
     return 0
 
@@ -249,13 +306,29 @@ def cmd_gate(args, settings, db, out: Console, err: Console) -> int:
     run, baseline, comparisons = regression.check(db, settings, args.run, args.baseline)
     regressions = [c for c in comparisons if c.regression]
     if args.json:
-        out.print_json(json.dumps({"run": run.name, "baseline": baseline.name if baseline else None,
-                                   "regression": bool(regressions),
-                                   "comparisons": [asdict(c) for c in comparisons]}, default=str))
+        out.print_json(
+            json.dumps(
+                {
+                    "run": run.name,
+                    "baseline": baseline.name if baseline else None,
+                    "regression": bool(regressions),
+                    "comparisons": [asdict(c) for c in comparisons],
+                },
+                default=str,
+            )
+        )
     else:
         print_gate(run, baseline, comparisons, out)
     return 1 if regressions else 0
 
 
-COMMANDS = {"gate": cmd_gate, "runs": cmd_runs, "show": cmd_show, "ask": cmd_ask, "ingest": cmd_ingest, "doctor": cmd_doctor, "eval": cmd_eval,
-            "bench-detector": cmd_bench_detector}
+COMMANDS = {
+    "gate": cmd_gate,
+    "runs": cmd_runs,
+    "show": cmd_show,
+    "ask": cmd_ask,
+    "ingest": cmd_ingest,
+    "doctor": cmd_doctor,
+    "eval": cmd_eval,
+    "bench-detector": cmd_bench_detector,
+}

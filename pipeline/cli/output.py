@@ -1,11 +1,11 @@
 """Terminal output of evaluations and detector benchmarks: progress bars and summary tables."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -15,8 +15,15 @@ from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, wor
 
 @contextmanager
 def evaluation_progress(console: Console):
-    columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[failed]} failed"))
+    columns = (
+        TextColumn("evaluating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[failed]} failed"),
+    )
     with Progress(*columns, console=console, transient=False) as bar:
         task = None
 
@@ -39,22 +46,41 @@ def _fmt(value, metric: str) -> str:
 
 def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None:
     p = outcome.progress
-    out.print(Text(f"evaluation {outcome.name!r} {outcome.status}: {p.finished - p.skipped} items run now, "
-                   f"{p.skipped} already done, {p.failed} failed", style="bold"))
+    out.print(
+        Text(
+            f"evaluation {outcome.name!r} {outcome.status}: {p.finished - p.skipped} items run now, "
+            f"{p.skipped} already done, {p.failed} failed",
+            style="bold",
+        )
+    )
     table = Table("metric", "component", "mean", "n", "invalid", "not applicable")
     for row in result.metrics:
         metric = get_metric(row["metric"])
-        table.add_row(row["metric"], metric.component if metric else "(not registered)",
-                      _fmt(row["mean"], row["metric"]), str(row["n"]), str(row["invalid"]), str(row["not_applicable"]))
+        table.add_row(
+            row["metric"],
+            metric.component if metric else "(not registered)",
+            _fmt(row["mean"], row["metric"]),
+            str(row["n"]),
+            str(row["invalid"]),
+            str(row["not_applicable"]),
+        )
     out.print(table)
     out.print(Text(f"diagnosis: {result.diagnosis.sentence}"))
     rate = result.judge_invalid_rate
     usage = result.usage
-    out.print(Text(f"judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}" +
-                   (f" ({rate:.1%})" if rate is not None else "")))
-    out.print(Text(f"tokens: {usage['prompt_tokens']:,} prompt + {usage['completion_tokens']:,} completion; "
-                   f"model time {usage['model_s']:.1f} s; wall time {result.eval_run.wall_s:.1f} s; "
-                   f"{usage['calls']:,} LLM calls, {usage['cache_hits']:,} from the cache"))
+    out.print(
+        Text(
+            f"judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}"
+            + (f" ({rate:.1%})" if rate is not None else "")
+        )
+    )
+    out.print(
+        Text(
+            f"tokens: {usage['prompt_tokens']:,} prompt + {usage['completion_tokens']:,} completion; "
+            f"model time {usage['model_s']:.1f} s; wall time {result.eval_run.wall_s:.1f} s; "
+            f"{usage['calls']:,} LLM calls, {usage['cache_hits']:,} from the cache"
+        )
+    )
     if isinstance(outcome.regressions, str):
         out.print(Text(f"not compared with a baseline: {outcome.regressions}", style="yellow"))
     for c in outcome.regressions if isinstance(outcome.regressions, list) else []:
@@ -66,26 +92,37 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
 
 def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
     p = outcome.progress
-    return {"eval_run_id": outcome.eval_run_id, "name": outcome.name, "status": outcome.status,
-            "items": {"total": p.total, "done": p.done, "failed": p.failed, "skipped": p.skipped},
-            "metrics": result.metrics, "diagnosis": {"component": result.diagnosis.component,
-                                                     "sentence": result.diagnosis.sentence},
-            "judge_invalid": result.judge_invalid, "judge_total": result.judge_total,
-            "usage": result.usage, "wall_s": result.eval_run.wall_s,
-            "weak_slices": [{"tag": t, "metric": m, "mean": v} for t, m, v in weak_slices(result)]}
+    return {
+        "eval_run_id": outcome.eval_run_id,
+        "name": outcome.name,
+        "status": outcome.status,
+        "items": {"total": p.total, "done": p.done, "failed": p.failed, "skipped": p.skipped},
+        "metrics": result.metrics,
+        "diagnosis": {"component": result.diagnosis.component, "sentence": result.diagnosis.sentence},
+        "judge_invalid": result.judge_invalid,
+        "judge_total": result.judge_total,
+        "usage": result.usage,
+        "wall_s": result.eval_run.wall_s,
+        "weak_slices": [{"tag": t, "metric": m, "mean": v} for t, m, v in weak_slices(result)],
+    }
 
 
 def print_detector(summaries: dict[str, dict], out: Console) -> None:
     table = Table("figure", *summaries.keys())
-    rows = [("answers scored", "n", "{:d}"), ("balanced accuracy", "balanced_accuracy", "{:.3f}"),
-            ("precision (hallucinated)", "precision", "{:.3f}"), ("recall (hallucinated)", "recall", "{:.3f}"),
-            ("F1 (hallucinated)", "f1", "{:.3f}"), ("TP / FP / TN / FN", None, None),
-            ("latency per answer (median ms)", "latency_ms_per_answer", "{:.1f}"),
-            ("LLM calls per answer", "llm_calls_per_answer", "{:.2f}"),
-            ("prompt tokens per answer", "prompt_tokens_per_answer", "{:.0f}"),
-            ("claims / decided by pre-check", None, None),
-            ("pre-check flags truly hallucinated", "flagged_by_precheck_truly_hallucinated", "{:.3f}"),
-            ("invalid (claims unreadable)", "invalid", "{:d}")]
+    rows = [
+        ("answers scored", "n", "{:d}"),
+        ("balanced accuracy", "balanced_accuracy", "{:.3f}"),
+        ("precision (hallucinated)", "precision", "{:.3f}"),
+        ("recall (hallucinated)", "recall", "{:.3f}"),
+        ("F1 (hallucinated)", "f1", "{:.3f}"),
+        ("TP / FP / TN / FN", None, None),
+        ("latency per answer (median ms)", "latency_ms_per_answer", "{:.1f}"),
+        ("LLM calls per answer", "llm_calls_per_answer", "{:.2f}"),
+        ("prompt tokens per answer", "prompt_tokens_per_answer", "{:.0f}"),
+        ("claims / decided by pre-check", None, None),
+        ("pre-check flags truly hallucinated", "flagged_by_precheck_truly_hallucinated", "{:.3f}"),
+        ("invalid (claims unreadable)", "invalid", "{:d}"),
+    ]
     for label, key, fmt in rows:
         cells = []
         for m in summaries.values():
@@ -99,9 +136,13 @@ def print_detector(summaries: dict[str, dict], out: Console) -> None:
     out.print(table)
     for verifier, m in summaries.items():
         best = max(m["sweep"], key=lambda row: row["f1"])
-        out.print(Text(f"{verifier}: run {m['run_id']}; decision: {m['threshold']}; best F1 on the sweep "
-                       f"{best['f1']:.3f} at faithfulness < {best['threshold']:g} "
-                       f"({len(m['sweep'])} thresholds)"))
+        out.print(
+            Text(
+                f"{verifier}: run {m['run_id']}; decision: {m['threshold']}; best F1 on the sweep "
+                f"{best['f1']:.3f} at faithfulness < {best['threshold']:g} "
+                f"({len(m['sweep'])} thresholds)"
+            )
+        )
 
 
 def print_gate(run, baseline, comparisons, out: Console) -> None:
@@ -109,14 +150,30 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
     table = Table("metric", "slice", "baseline", "new", "change", "95% interval", "n", "verdict")
     for c in comparisons:
         interval = f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]" if c.ci_low is not None else ""
-        verdict = Text({"floor": "REGRESSION (floor)", "drop": "REGRESSION (drop)", "ok": "ok",
-                        "too_few": "too few items"}[c.kind], style="red" if c.regression else "")
-        table.add_row(c.metric, c.slice, _num(c.baseline_value), _num(c.new_value),
-                      "" if c.delta is None else f"{c.delta:+.3f}", interval, str(c.n or ""), verdict)
+        verdict = Text(
+            {"floor": "REGRESSION (floor)", "drop": "REGRESSION (drop)", "ok": "ok", "too_few": "too few items"}[
+                c.kind
+            ],
+            style="red" if c.regression else "",
+        )
+        table.add_row(
+            c.metric,
+            c.slice,
+            _num(c.baseline_value),
+            _num(c.new_value),
+            "" if c.delta is None else f"{c.delta:+.3f}",
+            interval,
+            str(c.n or ""),
+            verdict,
+        )
     out.print(table)
     regressions = [c for c in comparisons if c.regression]
-    out.print(Text(f"{len(regressions)} regression(s)" if regressions else "no regression",
-                   style="red bold" if regressions else "green"))
+    out.print(
+        Text(
+            f"{len(regressions)} regression(s)" if regressions else "no regression",
+            style="red bold" if regressions else "green",
+        )
+    )
 
 
 def _num(value) -> str:

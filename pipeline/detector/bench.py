@@ -7,6 +7,7 @@ minicheck_chunk or minicheck_context by the `verify_scope` setting. Claims no ve
 unverified: not flagged and left out of faithfulness. Claims come from the claim extractor (`llm`) or
 are the answer's own sentences (`answer`, deterministic).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -18,13 +19,13 @@ from pydantic import BaseModel, ValidationError, field_validator
 from sklearn.metrics import balanced_accuracy_score, confusion_matrix, precision_recall_fscore_support
 
 from pipeline.config import Settings
-from pipeline.evaluation.dataset import BadRow
 from pipeline.errors import InputError
+from pipeline.evaluation.dataset import BadRow
+from pipeline.models.llm import LLM
+from pipeline.text import sentences
 from pipeline.verification.chain import effective_chain
 from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage
 from pipeline.verification.registry import verifier_names
-from pipeline.models.llm import LLM
-from pipeline.text import sentences
 from store.db import Database
 from store.detector import save_detector_run
 from store.llm_log import save_calls
@@ -75,15 +76,17 @@ def load_labelled(path: str | Path) -> tuple[list[LabelledRecord], list[BadRow]]
             first = exc.errors()[0]
             bad.append(BadRow(number, f"{'.'.join(map(str, first['loc'])) or 'row'}: {first['msg']}"))
     if not records:
-        raise InputError(f"{path} has no valid records ({len(bad)} bad)",
-                         fix="each line needs id, context, answer and label (0 or 1)")
+        raise InputError(
+            f"{path} has no valid records ({len(bad)} bad)",
+            fix="each line needs id, context, answer and label (0 or 1)",
+        )
     return records, bad
 
 
 def context_passages(context: str, per_chunk: int = 2) -> list[Passage]:
     """The context as chunks of `per_chunk` sentences, so per-chunk verification has chunks to pick from."""
     parts = [s.text for s in sentences(context)] or [context]
-    chunks = [" ".join(parts[i:i + per_chunk]) for i in range(0, len(parts), per_chunk)]
+    chunks = [" ".join(parts[i : i + per_chunk]) for i in range(0, len(parts), per_chunk)]
     return [Passage(n, -n, "context", text, 0.0) for n, text in enumerate(chunks, start=1)]
 
 
@@ -108,23 +111,35 @@ def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list
     checked = checker.verify_claims(claims, context_passages(record.context)) if claims else []
     decided = [c for c in checked if c.verdict != UNVERIFIED]
     result.update(
-        predicted=int(any(c.verdict in ("unsupported", "contradicted") for c in checked)), n_claims=len(checked),
+        predicted=int(any(c.verdict in ("unsupported", "contradicted") for c in checked)),
+        n_claims=len(checked),
         faithfulness=sum(c.verdict == SUPPORTED for c in decided) / len(decided) if decided else None,
         decided_by_precheck=sum(c.verifier == "precheck" for c in decided),
         llm_calls=sum(not c.cache_hit for c in llm.calls),
         prompt_tokens=sum(c.prompt_tokens or 0 for c in llm.calls if not c.cache_hit),
         latency_ms=(time.perf_counter() - start) * 1000,
         verdicts=[{"claim": c.text, "verdict": c.verdict, "by": c.verifier} for c in checked],
-        _calls=llm.take_calls(), _cache=llm.take_cache_entries())
+        _calls=llm.take_calls(),
+        _cache=llm.take_cache_entries(),
+    )
     return result
 
 
 def classification(labels: list[int], predicted: list[int]) -> dict:
     tn, fp, fn, tp = confusion_matrix(labels, predicted, labels=[0, 1]).ravel().tolist()
-    precision, recall, f1, _ = precision_recall_fscore_support(labels, predicted, pos_label=1, average="binary",
-                                                               zero_division=0)
-    return {"tp": tp, "fp": fp, "tn": tn, "fn": fn, "precision": float(precision), "recall": float(recall),
-            "f1": float(f1), "balanced_accuracy": float(balanced_accuracy_score(labels, predicted))}
+    precision, recall, f1, _ = precision_recall_fscore_support(
+        labels, predicted, pos_label=1, average="binary", zero_division=0
+    )
+    return {
+        "tp": tp,
+        "fp": fp,
+        "tn": tn,
+        "fn": fn,
+        "precision": float(precision),
+        "recall": float(recall),
+        "f1": float(f1),
+        "balanced_accuracy": float(balanced_accuracy_score(labels, predicted)),
+    }
 
 
 def sweep(labels: list[int], faithfulness: list[float | None]) -> list[dict]:
@@ -140,25 +155,38 @@ def summarise(results: list[dict]) -> dict:
     labels, predicted = [r["label"] for r in scored], [r["predicted"] for r in scored]
     claims = sum(r["n_claims"] for r in scored)
     n = max(len(scored), 1)
-    return {**classification(labels, predicted), "n": len(scored), "invalid": len(results) - len(scored),
-            "threshold": "faithfulness < 1 (any claim not supported)",
-            "sweep": sweep(labels, [r["faithfulness"] for r in scored]),
-            "latency_ms_per_answer": statistics.median([r["latency_ms"] for r in scored]) if scored else None,
-            "llm_calls_per_answer": sum(r["llm_calls"] for r in scored) / n,
-            "prompt_tokens_per_answer": sum(r["prompt_tokens"] for r in scored) / n,
-            "claims": claims, "claims_decided_by_precheck": sum(r["decided_by_precheck"] for r in scored),
-            "no_claims": sum(r["n_claims"] == 0 for r in scored),
-            "flagged_by_precheck_truly_hallucinated": _precheck_precision(scored)}
+    return {
+        **classification(labels, predicted),
+        "n": len(scored),
+        "invalid": len(results) - len(scored),
+        "threshold": "faithfulness < 1 (any claim not supported)",
+        "sweep": sweep(labels, [r["faithfulness"] for r in scored]),
+        "latency_ms_per_answer": statistics.median([r["latency_ms"] for r in scored]) if scored else None,
+        "llm_calls_per_answer": sum(r["llm_calls"] for r in scored) / n,
+        "prompt_tokens_per_answer": sum(r["prompt_tokens"] for r in scored) / n,
+        "claims": claims,
+        "claims_decided_by_precheck": sum(r["decided_by_precheck"] for r in scored),
+        "no_claims": sum(r["n_claims"] == 0 for r in scored),
+        "flagged_by_precheck_truly_hallucinated": _precheck_precision(scored),
+    }
 
 
 def _precheck_precision(results: list[dict]) -> float | None:
-    flagged = [r for r in results if any(v["by"] == "precheck" and v["verdict"] == "unsupported"
-                                         for v in r["verdicts"])]
+    flagged = [
+        r for r in results if any(v["by"] == "precheck" and v["verdict"] == "unsupported" for v in r["verdicts"])
+    ]
     return sum(r["label"] for r in flagged) / len(flagged) if flagged else None
 
 
-def run_detector_bench(settings: Settings, db: Database, path: str, verifier: str, claims_from: str = "llm",
-                       limit: int | None = None, on_record=None) -> tuple[int, dict]:
+def run_detector_bench(
+    settings: Settings,
+    db: Database,
+    path: str,
+    verifier: str,
+    claims_from: str = "llm",
+    limit: int | None = None,
+    on_record=None,
+) -> tuple[int, dict]:
     chain = detector_chain(settings, verifier)
     records, _ = load_labelled(path)
     records = records[:limit] if limit else records
@@ -172,9 +200,11 @@ def run_detector_bench(settings: Settings, db: Database, path: str, verifier: st
     calls = [call for r in results for call in r.pop("_calls")]
     save_calls(db, calls, [entry for r in results for entry in r.pop("_cache")])
     metrics = summarise(results)
-    shown = {k: getattr(settings, k) for k in ("verifier_model", "nli_model", "claim_model", "verify_scope",
-                                               "cache_enabled")}
+    shown = {
+        k: getattr(settings, k) for k in ("verifier_model", "nli_model", "claim_model", "verify_scope", "cache_enabled")
+    }
     shown["verifier_chain"] = ",".join(chain)
-    run_id = save_detector_run(db, Path(path).name, verifier, claims_from, settings.verify_scope,
-                               "precheck" in chain, shown, metrics, results)
+    run_id = save_detector_run(
+        db, Path(path).name, verifier, claims_from, settings.verify_scope, "precheck" in chain, shown, metrics, results
+    )
     return run_id, metrics

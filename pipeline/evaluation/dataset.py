@@ -2,6 +2,7 @@
 
 Every row is validated; bad rows are reported by line number and the good ones are kept.
 """
+
 from __future__ import annotations
 
 import csv
@@ -64,7 +65,7 @@ class Dataset:
     bad_rows: list[BadRow] = field(default_factory=list)
     content_hash: str = ""
 
-    def select(self, limit: int | None = None, tags: list[str] | None = None) -> "Dataset":
+    def select(self, limit: int | None = None, tags: list[str] | None = None) -> Dataset:
         items = [i for i in self.items if not tags or set(tags) & set(i.tags)]
         return Dataset(self.name, items[:limit] if limit else items, self.bad_rows, self.content_hash)
 
@@ -96,8 +97,10 @@ def _rows_jsonl(text: str):
 def _rows_csv(text: str):
     reader = csv.DictReader(io.StringIO(text))
     if not reader.fieldnames or not {"id", "question"} <= {f.strip() for f in reader.fieldnames}:
-        raise InputError("the CSV file needs a header row with at least the columns id and question",
-                         fix="add a first line such as: id,question,reference,tags")
+        raise InputError(
+            "the CSV file needs a header row with at least the columns id and question",
+            fix="add a first line such as: id,question,reference,tags",
+        )
     for row in reader:
         yield reader.line_num, {k.strip(): v for k, v in row.items() if k}, None
 
@@ -127,8 +130,10 @@ def parse_dataset(text: str, name: str, fmt: str) -> Dataset:
 def load_dataset(path: str | Path) -> Dataset:
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"dataset {path} does not exist", fix="give the path of a .jsonl or .csv golden set, "
-                                                               "for example data/eval/golden.jsonl")
+        raise InputError(
+            f"dataset {path} does not exist",
+            fix="give the path of a .jsonl or .csv golden set, for example data/eval/golden.jsonl",
+        )
     fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
     try:
         text = path.read_text(encoding="utf-8")
@@ -136,6 +141,8 @@ def load_dataset(path: str | Path) -> Dataset:
         raise InputError(f"dataset {path} is not UTF-8 text", fix="save it as UTF-8") from None
     dataset = parse_dataset(text, path.name, fmt)
     if not dataset.items:
-        raise InputError(f"dataset {path} has no valid rows ({len(dataset.bad_rows)} bad)",
-                         fix="each row needs at least an id and a question")
+        raise InputError(
+            f"dataset {path} has no valid rows ({len(dataset.bad_rows)} bad)",
+            fix="each row needs at least an id and a question",
+        )
     return dataset

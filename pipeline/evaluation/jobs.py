@@ -1,13 +1,14 @@
 """Evaluations started from the app run in a background thread of the app's process, so closing the
 browser or leaving the page does not stop them; the page polls their progress and can cancel them."""
+
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
 
 from pipeline.config import Settings
-from pipeline.evaluation.dataset import Dataset
 from pipeline.errors import InputError, WorkbenchError
+from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.runner import EvalOutcome, Progress, run_evaluation
 from store.db import Database
 
@@ -42,9 +43,11 @@ def start_job(settings: Settings, db: Database, dataset: Dataset, name: str, con
     def work() -> None:
         def update(progress: Progress) -> None:
             job.progress = progress
+
         try:
-            job.outcome = run_evaluation(settings, db, dataset, name, concurrency, on_progress=update,
-                                         cancel=job.cancel)
+            job.outcome = run_evaluation(
+                settings, db, dataset, name, concurrency, on_progress=update, cancel=job.cancel
+            )
             job.progress = job.outcome.progress
         except WorkbenchError as exc:
             job.error = str(exc)

@@ -6,6 +6,7 @@ pipeline/evaluation/metrics/ registers it; the modules are imported on first use
 report, the store's result query, regression, the diagnosis, the CLI table, the Evaluate page and
 bench/ all read the names, scales and components from here.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,6 +36,7 @@ NAME = re.compile(r"[a-z][a-z0-9_]*")
 @dataclass(frozen=True)
 class MetricInput:
     """Everything a metric may read about one evaluated item."""
+
     llm: LLM
     settings: Settings
     item: GoldenItem
@@ -63,12 +65,18 @@ class Metric:
         if score.status not in STATUSES:
             raise ValueError(f"metric {self.name} returned status {score.status!r}; use one of {', '.join(STATUSES)}")
         if score.status != "ok" and score.value is not None:
-            raise ValueError(f"metric {self.name} gave the value {score.value} with status {score.status}; "
-                             "a score that is not ok has no value")
-        if score.status == "ok" and not (isinstance(score.value, (int, float)) and math.isfinite(score.value)
-                                         and self.scale[0] <= score.value <= self.scale[1]):
-            raise ValueError(f"metric {self.name} gave {score.value!r}, outside its scale "
-                             f"{self.scale[0]:g}-{self.scale[1]:g}")
+            raise ValueError(
+                f"metric {self.name} gave the value {score.value} with status {score.status}; "
+                "a score that is not ok has no value"
+            )
+        if score.status == "ok" and not (
+            isinstance(score.value, (int, float))
+            and math.isfinite(score.value)
+            and self.scale[0] <= score.value <= self.scale[1]
+        ):
+            raise ValueError(
+                f"metric {self.name} gave {score.value!r}, outside its scale {self.scale[0]:g}-{self.scale[1]:g}"
+            )
         return score
 
 
@@ -88,9 +96,11 @@ def register_metric(name: str, component: str, scale: tuple[float, float] = UNIT
         known = METRICS.get(name)
         if known is not None and known.compute is not compute:
             raise ValueError(f"metric name {name!r} is already registered ({known.component})")
-        METRICS[name] = Metric(name, component, (float(scale[0]), float(scale[1])), compute,
-                               label or name.replace("_", " "))
+        METRICS[name] = Metric(
+            name, component, (float(scale[0]), float(scale[1])), compute, label or name.replace("_", " ")
+        )
         return compute
+
     return register
 
 
@@ -104,6 +114,7 @@ def load_metrics() -> dict[str, Metric]:
     with _loading:
         if not _loaded:
             from pipeline.evaluation import metrics
+
             for module in pkgutil.iter_modules(metrics.__path__):
                 importlib.import_module(f"{metrics.__name__}.{module.name}")
             _loaded = True

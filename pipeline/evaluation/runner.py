@@ -6,30 +6,32 @@ so a run killed at any point leaves a valid store; running the same evaluation n
 and skips the items already done. Unchanged items cost nothing the second time: the LLM cache
 answers every call.
 """
+
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pipeline import tracing
-from pipeline.evaluation import registry
-from pipeline.regression import compare as regression
-from pipeline.config import Settings
-from pipeline.evaluation.dataset import Dataset, GoldenItem
-from pipeline.evaluation.diagnosis import Diagnosis, diagnose
 from pipeline.answering.engine import QuestionRun, clean_question, run_config
-from pipeline.errors import InputError, WorkbenchError
 from pipeline.answering.events import AnswerResult
 from pipeline.calibration.agreement import corrections_pin
+from pipeline.config import Settings
+from pipeline.errors import InputError, WorkbenchError
+from pipeline.evaluation import registry
+from pipeline.evaluation.dataset import Dataset, GoldenItem
+from pipeline.evaluation.diagnosis import Diagnosis, diagnose
 from pipeline.evaluation.judge import JudgePin, MetricScore, judge_pin
 from pipeline.models.llm import LLM
+from pipeline.regression import compare as regression
 from store import evals
 from store.annotations import current_corrections
 from store.db import Database
+
 
 @dataclass
 class Progress:
@@ -62,8 +64,9 @@ class EvalOutcome:
     regressions: list | str = field(default_factory=list)
 
 
-def evaluate_item(settings: Settings, db: Database, item: GoldenItem, pin, abandon: threading.Event,
-                  eval_run_id: int | None = None):
+def evaluate_item(
+    settings: Settings, db: Database, item: GoldenItem, pin, abandon: threading.Event, eval_run_id: int | None = None
+):
     """(status, log, scores, error) of one item; nothing is written here. The item's trace has the question
     run and every metric under one root."""
     question = clean_question(item.question, settings)
@@ -108,6 +111,7 @@ def score_item(llm: LLM, settings: Settings, item: GoldenItem, result: AnswerRes
 @dataclass
 class EvalPin(JudgePin):
     """The judge pin of an evaluation, with the corrections its prompt version names (if any)."""
+
     corrections: list = field(default_factory=list)
 
 
@@ -118,27 +122,47 @@ def evaluation_pin(settings: Settings, db: Database) -> EvalPin:
     return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, corrections)
 
 
-def _open(settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int,
-          pin) -> tuple[int, dict[str, str]]:
+def _open(
+    settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int, pin
+) -> tuple[int, dict[str, str]]:
     """(evaluation run id, status of every item stored so far) of a new or resumed evaluation."""
     config = {**run_config(settings), "judge_model": settings.judge_model}
     existing = evals.get_eval_run(db, name)
     if existing is None:
-        run_id = evals.create_eval_run(db, name, dataset.name, dataset.content_hash, config, pin.model,
-                                       pin.digest, pin.prompt_version, len(dataset.items), concurrency)
+        run_id = evals.create_eval_run(
+            db,
+            name,
+            dataset.name,
+            dataset.content_hash,
+            config,
+            pin.model,
+            pin.digest,
+            pin.prompt_version,
+            len(dataset.items),
+            concurrency,
+        )
         return run_id, {}
     changed = sorted(k for k in set(config) | set(existing.config) if config.get(k) != existing.config.get(k))
     if changed or (existing.judge_digest, existing.judge_prompt_version) != (pin.digest, pin.prompt_version):
         what = ", ".join(changed) or "judge model digest or prompt version"
-        raise InputError(f"evaluation {name!r} was started with a different configuration ({what})",
-                         fix="give this run a new --name, or restore the settings it was started with")
+        raise InputError(
+            f"evaluation {name!r} was started with a different configuration ({what})",
+            fix="give this run a new --name, or restore the settings it was started with",
+        )
     evals.mark_eval_run(db, existing.id, "running", n_items=max(existing.n_items, len(dataset.items)))
     return existing.id, evals.item_statuses(db, existing.id)
 
 
-def run_evaluation(settings: Settings, db: Database, dataset: Dataset, name: str, concurrency: int = 4,
-                   item_timeout_s: float | None = None, on_progress: Callable[[Progress], None] | None = None,
-                   cancel: threading.Event | None = None) -> EvalOutcome:
+def run_evaluation(
+    settings: Settings,
+    db: Database,
+    dataset: Dataset,
+    name: str,
+    concurrency: int = 4,
+    item_timeout_s: float | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> EvalOutcome:
     if not name.strip():
         raise InputError("the evaluation needs a name", fix="give one with --name, e.g. --name baseline")
     if concurrency < 1:
@@ -153,8 +177,11 @@ def run_evaluation(settings: Settings, db: Database, dataset: Dataset, name: str
     started = time.monotonic()
     status = "failed"
     try:
-        asyncio.run(_run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout, progress,
-                               on_progress, cancel, set(stored)))
+        asyncio.run(
+            _run_items(
+                settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel, set(stored)
+            )
+        )
         status = "cancelled" if cancel.is_set() else "finished"
     except KeyboardInterrupt:
         status = "cancelled"
@@ -176,12 +203,14 @@ def check_regressions(settings: Settings, db: Database, name: str) -> list | str
     return [c for c in comparisons if c.regression]
 
 
-async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel,
-                     stored: set[str]):
+async def _run_items(
+    settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel, stored: set[str]
+):
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
     lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval") as pool:
+
         async def one(item: GoldenItem) -> None:
             async with gate:
                 if cancel.is_set():
@@ -190,7 +219,9 @@ async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout,
                 start = time.perf_counter()
                 try:
                     status, log, scores, error = await asyncio.wait_for(
-                        loop.run_in_executor(pool, evaluate_item, settings, db, item, pin, abandon, eval_run_id), timeout)
+                        loop.run_in_executor(pool, evaluate_item, settings, db, item, pin, abandon, eval_run_id),
+                        timeout,
+                    )
                 except asyncio.TimeoutError:
                     abandon.set()
                     status, log, scores, error = "timeout", None, [], f"timed out after {timeout:g} s"
@@ -198,8 +229,19 @@ async def _run_items(settings, db, eval_run_id, todo, pin, concurrency, timeout,
                     status, log, scores, error = "failed", None, [], str(exc)
                 wall_ms = (time.perf_counter() - start) * 1000
                 try:
-                    await loop.run_in_executor(pool, evals.save_item, db, eval_run_id, item, status, log,
-                                               scores, error, wall_ms, item.id in stored)
+                    await loop.run_in_executor(
+                        pool,
+                        evals.save_item,
+                        db,
+                        eval_run_id,
+                        item,
+                        status,
+                        log,
+                        scores,
+                        error,
+                        wall_ms,
+                        item.id in stored,
+                    )
                 except WorkbenchError as exc:  # the store stayed locked: the item runs again on resume
                     status, error = "failed", f"not saved: {exc}"
                 with lock:
@@ -241,8 +283,16 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
     means = {row["metric"]: row["mean"] for row in summary}
     invalid, total = evals.judge_invalid_rate(db, eval_run.id)
     items = evals.item_results(db, eval_run.id, registry.metric_names())
-    return EvalReport(eval_run, summary, diagnose(means, settings.diagnosis_low, settings.diagnosis_high),
-                      evals.slice_summary(db, eval_run.id), items, evals.usage(db, eval_run.id), invalid, total)
+    return EvalReport(
+        eval_run,
+        summary,
+        diagnose(means, settings.diagnosis_low, settings.diagnosis_high),
+        evals.slice_summary(db, eval_run.id),
+        items,
+        evals.usage(db, eval_run.id),
+        invalid,
+        total,
+    )
 
 
 def weak_slices(report_: EvalReport, margin: float = 0.1) -> list[tuple[str, str, float]]:

@@ -1,4 +1,5 @@
 """Claims placed in the answer they came from, for any screen to mark: each sentence with its worst verdict."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

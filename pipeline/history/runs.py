@@ -1,5 +1,6 @@
 """Stored question runs, read back: one run with everything its drilldown shows, the filtered and paged
 list of runs, and exports. The run itself is the engine's AnswerResult again (AnswerResult.from_stored)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,13 +14,25 @@ from store.records import SpanRecord
 from store.runs import get_run
 from store.spans import spans_for_run
 
-__all__ = ["RunFilter", "RunPage", "StoredRun", "export_runs", "filter_choices", "find_runs", "list_runs",
-           "load_result", "load_run", "recent_chat_run_ids", "scores_for_run"]
+__all__ = [
+    "RunFilter",
+    "RunPage",
+    "StoredRun",
+    "export_runs",
+    "filter_choices",
+    "find_runs",
+    "list_runs",
+    "load_result",
+    "load_run",
+    "recent_chat_run_ids",
+    "scores_for_run",
+]
 
 
 @dataclass
 class StoredRun:
     """One stored run and everything recorded about it."""
+
     result: AnswerResult  # the run: outcome, attempts with their claims, the final round's passages
     retrievals: list[dict]  # every round's retrieved chunks with text, source, score and whether cited
     grades: list[dict]  # the context grade of each retrieval round
@@ -33,8 +46,14 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     run = get_run(db, run_id)
     if run is None:
         return None
-    return StoredRun(AnswerResult.from_stored(run), run["retrievals"], run["grades"], calls_for_run(db, run_id),
-                     scores_for_run(db, run_id), spans_for_run(db, run_id))
+    return StoredRun(
+        AnswerResult.from_stored(run),
+        run["retrievals"],
+        run["grades"],
+        calls_for_run(db, run_id),
+        scores_for_run(db, run_id),
+        spans_for_run(db, run_id),
+    )
 
 
 def load_result(db: Database, run_id: int) -> AnswerResult | None:

@@ -1,4 +1,5 @@
 """What the knowledge base holds: its documents and how many chunks are embedded."""
+
 from __future__ import annotations
 
 from store.kb import count_chunks, list_documents

@@ -3,6 +3,7 @@
 A file whose content hash, embedding model and chunking are unchanged is skipped; a changed file
 replaces its chunks; a file that cannot be read as text is skipped with its reason.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,9 @@ def collect_files(paths: list[str]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.is_file()
-                                and p.suffix.lower() in TEXT_SUFFIXES | PDF_SUFFIXES))
+            found.extend(
+                sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES | PDF_SUFFIXES)
+            )
         else:
             found.append(path)
     return list(dict.fromkeys(found))
@@ -110,10 +112,21 @@ def ingest_file(path: Path, settings: Settings, db: Database, llm: LLM) -> Inges
         return IngestResult(key, "unchanged")
     pieces = split(text, settings)
     vectors = llm.embed_documents([p[0] for p in pieces])
-    chunks = [kb.NewChunk(i, piece, start, end, vector)
-              for i, ((piece, start, end), vector) in enumerate(zip(pieces, vectors, strict=True))]
-    kb.replace_document(db, key, title_of(text, path), digest, settings.embed_model, settings.chunk_size,
-                        settings.chunk_overlap, len(text), chunks)
+    chunks = [
+        kb.NewChunk(i, piece, start, end, vector)
+        for i, ((piece, start, end), vector) in enumerate(zip(pieces, vectors, strict=True))
+    ]
+    kb.replace_document(
+        db,
+        key,
+        title_of(text, path),
+        digest,
+        settings.embed_model,
+        settings.chunk_size,
+        settings.chunk_overlap,
+        len(text),
+        chunks,
+    )
     return IngestResult(key, "replaced" if state else "added", chunks=len(chunks))
 
 
@@ -137,8 +150,9 @@ def save_uploads(files: list[tuple[str, bytes]], settings: Settings) -> list[str
     for name, data in files:
         base = Path(name.replace("\\", "/")).name
         if base in ("", ".", ".."):
-            raise InputError(f"an uploaded file has no usable name ({name!r})",
-                             fix="rename the file and upload it again")
+            raise InputError(
+                f"an uploaded file has no usable name ({name!r})", fix="rename the file and upload it again"
+            )
         target = folder / base
         target.write_bytes(data)
         paths.append(str(target))

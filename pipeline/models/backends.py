@@ -6,6 +6,7 @@ server; a structured call sends the schema as `response_format` and also states 
 message, because servers that do not enforce a schema still need to know the keys (their replies,
 often fenced or wrapped in prose, are what the tolerant parser is for).
 """
+
 from __future__ import annotations
 
 import json
@@ -71,13 +72,22 @@ class OllamaChat:
         key = ("ollama", s.ollama_host, model, s.request_timeout_s, s.context_window)
         # context_window is always set: left at -1, Ollama would ask /api/show and send the model's full
         # context length (131,072 for llama3.2) as num_ctx with every call.
-        return _cached(key, lambda: Ollama(model=model, base_url=s.ollama_host, context_window=s.context_window,
-                                           request_timeout=s.request_timeout_s, client=ollama_client(s)))
+        return _cached(
+            key,
+            lambda: Ollama(
+                model=model,
+                base_url=s.ollama_host,
+                context_window=s.context_window,
+                request_timeout=s.request_timeout_s,
+                client=ollama_client(s),
+            ),
+        )
 
     def chat(self, model: str, messages: list[dict], schema: dict | None, options: dict) -> ChatResult:
         # A copy carries this call's options (it shares the cached object's HTTP client).
-        llm = self.llm(model).model_copy(update={"temperature": options.get("temperature"),
-                                                 "additional_kwargs": options})
+        llm = self.llm(model).model_copy(
+            update={"temperature": options.get("temperature"), "additional_kwargs": options}
+        )
         response = llm.chat(_chat_messages(messages), format=schema)
         raw = response.raw or {}
         return ChatResult(response.message.content or "", raw.get("prompt_eval_count"), raw.get("eval_count"))
@@ -111,11 +121,18 @@ class OpenAIChat:
         key = ("openai", s.openai_base_url, model, s.request_timeout_s, s.context_window, s.openai_api_key)
 
         def build() -> OpenAILike:
-            llm = OpenAILike(model=model, api_base=s.openai_base_url, api_key=s.openai_api_key,
-                             is_chat_model=True, context_window=s.context_window, timeout=s.request_timeout_s,
-                             max_retries=0)  # the seam retries, with its own backoff and error messages
+            llm = OpenAILike(
+                model=model,
+                api_base=s.openai_base_url,
+                api_key=s.openai_api_key,
+                is_chat_model=True,
+                context_window=s.context_window,
+                timeout=s.request_timeout_s,
+                max_retries=0,
+            )  # the seam retries, with its own backoff and error messages
             llm._get_client()  # create the shared client now, not racily on first use from many threads
             return llm
+
         return _cached(key, build)
 
     def served_models(self) -> list[str]:
@@ -123,20 +140,27 @@ class OpenAIChat:
         s = self.settings
 
         def listing() -> list[str]:
-            with openai.OpenAI(base_url=s.openai_base_url, api_key=s.openai_api_key, timeout=s.request_timeout_s,
-                               max_retries=0) as client:
+            with openai.OpenAI(
+                base_url=s.openai_base_url, api_key=s.openai_api_key, timeout=s.request_timeout_s, max_retries=0
+            ) as client:
                 return [m.id for m in client.models.list()]
+
         return openai_guard(s, "list models", "-", listing)
 
     def chat(self, model: str, messages: list[dict], schema: dict | None, options: dict) -> ChatResult:
         kwargs = _openai_kwargs(options)
         if schema:
-            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": _schema_name(schema), "schema": schema}}
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": _schema_name(schema), "schema": schema},
+            }
         response = self.llm(model).chat(_chat_messages(messages), **kwargs)
         usage = getattr(response.raw, "usage", None)
-        return ChatResult(response.message.content or "", getattr(usage, "prompt_tokens", None),
-                          getattr(usage, "completion_tokens", None))
+        return ChatResult(
+            response.message.content or "",
+            getattr(usage, "prompt_tokens", None),
+            getattr(usage, "completion_tokens", None),
+        )
 
 
 def _openai_kwargs(options: dict) -> dict:

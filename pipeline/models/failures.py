@@ -4,6 +4,7 @@ LlamaIndex's Ollama classes call the `ollama` client, so Ollama failures arrive 
 exceptions (ConnectionError, ollama.ResponseError, httpx errors). OpenAILike calls the `openai` SDK,
 whose failures arrive as openai.APIError subclasses.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,29 +32,39 @@ class Transient(Exception):
 # but their messages name the server and setting that matter.
 class ServerUnreachable(OllamaUnreachable):
     def __init__(self, base_url: str):
-        WorkbenchError.__init__(self, f"the OpenAI-compatible server is not reachable at {base_url}",
-                                fix="start it, or set WORKBENCH_OPENAI_BASE_URL to where it listens")
+        WorkbenchError.__init__(
+            self,
+            f"the OpenAI-compatible server is not reachable at {base_url}",
+            fix="start it, or set WORKBENCH_OPENAI_BASE_URL to where it listens",
+        )
 
 
 class ModelNotServed(ModelMissing):
     def __init__(self, model: str, base_url: str):
-        WorkbenchError.__init__(self, f"model {model} is not served at {base_url}",
-                                fix="load it in that server, or set the model setting to a model it lists "
-                                    "at /v1/models")
+        WorkbenchError.__init__(
+            self,
+            f"model {model} is not served at {base_url}",
+            fix="load it in that server, or set the model setting to a model it lists at /v1/models",
+        )
         self.model = model
 
 
 class ServerTimeout(OllamaTimeout):
     def __init__(self, model: str, stage: str, seconds: float):
-        WorkbenchError.__init__(self, f"model {model} did not answer the {stage} step within {seconds:g} s",
-                                fix="check that the server is not overloaded, or raise WORKBENCH_REQUEST_TIMEOUT_S")
+        WorkbenchError.__init__(
+            self,
+            f"model {model} did not answer the {stage} step within {seconds:g} s",
+            fix="check that the server is not overloaded, or raise WORKBENCH_REQUEST_TIMEOUT_S",
+        )
 
 
 class ServerFailed(OllamaFailed):
     def __init__(self, model: str, stage: str, detail: str):
-        WorkbenchError.__init__(self, f"the OpenAI-compatible server failed on the {stage} step with model "
-                                      f"{model}: {detail}",
-                                fix="see the server's logs; run `python -m pipeline doctor`")
+        WorkbenchError.__init__(
+            self,
+            f"the OpenAI-compatible server failed on the {stage} step with model {model}: {detail}",
+            fix="see the server's logs; run `python -m pipeline doctor`",
+        )
 
 
 def ollama_guard(settings: Settings, stage: str, model: str, call: Callable):
@@ -100,4 +111,4 @@ def with_retries(settings: Settings, stage: str, model: str, call: Callable, gua
         except Transient as exc:
             if attempt == attempts - 1:
                 raise failed(model, stage, f"{exc.detail} (after {attempts} tries)") from None
-            time.sleep(settings.llm_backoff_s * (2 ** attempt))
+            time.sleep(settings.llm_backoff_s * (2**attempt))

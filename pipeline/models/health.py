@@ -1,4 +1,5 @@
 """Checks of Ollama, the configured models and the store, each with the fix for a problem."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,8 +36,9 @@ def check_ollama(settings: Settings) -> list[Check]:
     """The model servers: Ollama for every model, or, with llm_backend = openai, the OpenAI-compatible
     server for the chat models and Ollama for the embedding model."""
     if settings.llm_backend == "openai":
-        return check_openai(settings, model_roles(settings, CHAT_ROLES)) + \
-            _ollama_checks(settings, model_roles(settings, ("embed",)))
+        return check_openai(settings, model_roles(settings, CHAT_ROLES)) + _ollama_checks(
+            settings, model_roles(settings, ("embed",))
+        )
     return _ollama_checks(settings, model_roles(settings))
 
 
@@ -69,9 +71,15 @@ def check_openai(settings: Settings, roles: dict[str, list[str]]) -> list[Check]
         if model in names or normalise_model(model) in names:
             checks.append(Check(name, True, f"served ({', '.join(played)}; revision {revision})"))
         else:
-            checks.append(Check(name, False, f"not served at {settings.openai_base_url} ({', '.join(played)})",
-                                "load it in the server, or set the model setting to one of: "
-                                + (", ".join(sorted(served)) or "(none listed)")))
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    f"not served at {settings.openai_base_url} ({', '.join(played)})",
+                    "load it in the server, or set the model setting to one of: "
+                    + (", ".join(sorted(served)) or "(none listed)"),
+                )
+            )
     return checks
 
 
@@ -83,11 +91,17 @@ def check_store(settings: Settings, db: Database) -> list[Check]:
         return [Check("store", False, exc.message, exc.fix)]
     checks = [Check("store", True, f"{settings.store_path} opens and is migrated")]
     if chunks:
-        checks.append(Check("knowledge base", True, f"{documents} documents, {chunks} chunks embedded with "
-                                                     f"{settings.embed_model}"))
+        checks.append(
+            Check(
+                "knowledge base", True, f"{documents} documents, {chunks} chunks embedded with {settings.embed_model}"
+            )
+        )
     else:
-        detail = (f"{documents} documents, none embedded with {settings.embed_model}" if documents
-                  else "no documents ingested")
+        detail = (
+            f"{documents} documents, none embedded with {settings.embed_model}"
+            if documents
+            else "no documents ingested"
+        )
         checks.append(Check("knowledge base", False, detail, "`python -m pipeline ingest data/kb`"))
     return checks
 

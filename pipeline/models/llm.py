@@ -6,6 +6,7 @@ retries with backoff on transient errors and the translation of failures into Wo
 (failures.py), the response cache (key: model identity + messages + format + options) and the
 record of every call with its texts (recorder.py).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,8 +43,7 @@ class LLMReply:
 class LLM:
     """A view on the model servers for one unit of work; the calls it makes are collected in `calls`."""
 
-    def __init__(self, settings: Settings, db: Database | None, origin: str = "chat",
-                 eval_run_id: int | None = None):
+    def __init__(self, settings: Settings, db: Database | None, origin: str = "chat", eval_run_id: int | None = None):
         """origin says where the calls come from: chat, evaluation, rejudge, detector, ingest, health."""
         self.settings = settings
         self.db = db
@@ -79,8 +79,15 @@ class LLM:
         return models[name]
 
     # -- calls --------------------------------------------------------------------------------
-    def chat(self, stage: str, model: str, messages: list[dict], schema: dict | None = None,
-             options: dict | None = None, accept: Callable[[str], bool] | None = None) -> LLMReply:
+    def chat(
+        self,
+        stage: str,
+        model: str,
+        messages: list[dict],
+        schema: dict | None = None,
+        options: dict | None = None,
+        accept: Callable[[str], bool] | None = None,
+    ) -> LLMReply:
         """One chat call. `accept` decides whether a reply may be cached (invalid output is not)."""
         backend = self.backend
         sent = backend.messages_as_sent(messages, schema)
@@ -93,14 +100,23 @@ class LLM:
             call.restart_clock()
             hit = self._cached(key)
             if hit is not None:
-                self.recorder.finish(call, hit["text"], hit.get("prompt_tokens"), hit.get("completion_tokens"),
-                                     cache_hit=True)
+                self.recorder.finish(
+                    call, hit["text"], hit.get("prompt_tokens"), hit.get("completion_tokens"), cache_hit=True
+                )
                 return LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
             result = self._with_retries(stage, model, lambda: backend.chat(model, sent, schema, options), backend.guard)
         self.recorder.finish(call, result.text, result.prompt_tokens, result.completion_tokens)
         if accept is None or accept(result.text):
-            self._remember(key, model, call.digest, {"text": result.text, "prompt_tokens": result.prompt_tokens,
-                                                     "completion_tokens": result.completion_tokens})
+            self._remember(
+                key,
+                model,
+                call.digest,
+                {
+                    "text": result.text,
+                    "prompt_tokens": result.prompt_tokens,
+                    "completion_tokens": result.completion_tokens,
+                },
+            )
         return LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -110,8 +126,9 @@ class LLM:
         with self.recorder.failures(call):
             call.digest = self._ollama_digest(call.model)
             call.restart_clock()
-            vectors = self._with_retries("embed_documents", call.model,
-                                         lambda: embedder.get_text_embedding_batch(texts), ollama_guard)
+            vectors = self._with_retries(
+                "embed_documents", call.model, lambda: embedder.get_text_embedding_batch(texts), ollama_guard
+            )
         self.recorder.finish(call, _vectors_text(vectors))
         return vectors
 
@@ -119,8 +136,13 @@ class LLM:
         call = self._embed_call("embed_query", _prefixed(self.settings.embed_query_prefix, text))
         with self.recorder.failures(call):
             call.digest = self._ollama_digest(call.model)
-            key = _cache_key(call.model, call.digest, [{"role": "query", "content": text}], None,
-                             {"prefix": self.settings.embed_query_prefix})
+            key = _cache_key(
+                call.model,
+                call.digest,
+                [{"role": "query", "content": text}],
+                None,
+                {"prefix": self.settings.embed_query_prefix},
+            )
             call.prompt_hash = key[:16]
             call.restart_clock()
             hit = self._cached(key)
@@ -128,8 +150,9 @@ class LLM:
                 self.recorder.finish(call, _vectors_text([hit["vector"]]), cache_hit=True)
                 return hit["vector"]
             embedder = self._embedder()
-            vector = self._with_retries("embed_query", call.model, lambda: embedder.get_query_embedding(text),
-                                        ollama_guard)
+            vector = self._with_retries(
+                "embed_query", call.model, lambda: embedder.get_query_embedding(text), ollama_guard
+            )
         self.recorder.finish(call, _vectors_text([vector]))
         self._remember(key, call.model, call.digest, {"vector": vector})
         return vector
@@ -153,10 +176,12 @@ class LLM:
         with _embedders_guard:
             if key not in _embedders:
                 _embedders[key] = OllamaEmbedding(
-                    model_name=s.embed_model, base_url=s.ollama_host,
+                    model_name=s.embed_model,
+                    base_url=s.ollama_host,
                     query_instruction=s.embed_query_prefix or None,
                     text_instruction=s.embed_document_prefix or None,
-                    client_kwargs={"timeout": s.request_timeout_s})
+                    client_kwargs={"timeout": s.request_timeout_s},
+                )
             return _embedders[key]
 
     # -- cache: read from DuckDB, new entries kept here until the caller stores them with its run --
@@ -189,6 +214,9 @@ def _vectors_text(vectors: list[list[float]]) -> str:
 
 
 def _cache_key(model: str, digest: str, messages: list[dict], schema, options: dict) -> str:
-    blob = json.dumps({"model": normalise_model(model), "digest": digest, "messages": messages,
-                       "format": schema, "options": options}, sort_keys=True, ensure_ascii=False)
+    blob = json.dumps(
+        {"model": normalise_model(model), "digest": digest, "messages": messages, "format": schema, "options": options},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()

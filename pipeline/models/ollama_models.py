@@ -1,4 +1,5 @@
 """The raw `ollama` client, used only to list pulled models and their digests (cached for a minute)."""
+
 from __future__ import annotations
 
 import threading

@@ -4,6 +4,7 @@ Accepted: a bare JSON object, a JSON object inside a ``` code fence, or a JSON o
 prose (the first top-level balanced {...} that validates). Nothing is repaired or filled in: when no
 candidate validates, the reply is invalid with the reason of the most telling failure.
 """
+
 from __future__ import annotations
 
 import re
@@ -65,7 +66,7 @@ def balanced_objects(text: str) -> Iterator[str]:
         elif ch == "}" and depth:
             depth -= 1
             if depth == 0:
-                yield text[start:i + 1]
+                yield text[start : i + 1]
 
 
 def _why_no_object(text: str) -> str:

@@ -1,4 +1,5 @@
 """The record of every model call: chat, structured, embeddings; cache hits and failures included."""
+
 from __future__ import annotations
 
 import json
@@ -58,16 +59,33 @@ class CallRecorder:
     def start(self, stage: str, model: str, backend: str, prompt_text: str) -> PendingCall:
         return PendingCall(stage, model, backend, prompt_text if self.keep_text else None)
 
-    def finish(self, call: PendingCall, completion_text: str | None = None, prompt_tokens: int | None = None,
-               completion_tokens: int | None = None, cache_hit: bool = False,
-               error: str | None = None) -> LLMCallRecord:
+    def finish(
+        self,
+        call: PendingCall,
+        completion_text: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        cache_hit: bool = False,
+        error: str | None = None,
+    ) -> LLMCallRecord:
         record = LLMCallRecord(
-            stage=call.stage, model=call.model, digest=call.digest, prompt_hash=call.prompt_hash,
-            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-            latency_ms=(time.perf_counter() - call.t0) * 1000, cache_hit=cache_hit, error=error,
-            started_at=call.started, origin=self.origin, backend=call.backend, prompt_text=call.prompt_text,
-            completion_text=completion_text if self.keep_text else None, eval_run_id=self.eval_run_id,
-            span_id=call.span_id)
+            stage=call.stage,
+            model=call.model,
+            digest=call.digest,
+            prompt_hash=call.prompt_hash,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_ms=(time.perf_counter() - call.t0) * 1000,
+            cache_hit=cache_hit,
+            error=error,
+            started_at=call.started,
+            origin=self.origin,
+            backend=call.backend,
+            prompt_text=call.prompt_text,
+            completion_text=completion_text if self.keep_text else None,
+            eval_run_id=self.eval_run_id,
+            span_id=call.span_id,
+        )
         with self._guard:
             self.calls.append(record)
         return record

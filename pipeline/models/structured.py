@@ -1,4 +1,5 @@
 """Structured output: ask with a JSON schema, parse tolerantly, retry once with the error, else report invalid."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,11 +32,18 @@ def ask(llm: LLM, stage: str, model: str, prompt: Prompt, user: str) -> Structur
         return Structured(value, raw=reply.text)
     retry_messages = messages + [
         {"role": "assistant", "content": reply.text},
-        {"role": "user", "content": f"That reply is not valid JSON for the schema ({reason}). "
-                                    "Reply again with only the JSON object."}]
+        {
+            "role": "user",
+            "content": f"That reply is not valid JSON for the schema ({reason}). "
+            "Reply again with only the JSON object.",
+        },
+    ]
     retry = llm.chat(stage, model, retry_messages, schema=schema, accept=accept)
     value, retry_reason = parse(prompt.output, retry.text)
     if value is not None:
         return Structured(value, raw=retry.text)
-    return Structured(None, invalid_reason=f"invalid {stage} reply after a retry: {retry_reason}; "
-                                          f"reply began {retry.text[:80]!r}", raw=retry.text)
+    return Structured(
+        None,
+        invalid_reason=f"invalid {stage} reply after a retry: {retry_reason}; reply began {retry.text[:80]!r}",
+        raw=retry.text,
+    )

@@ -1,6 +1,7 @@
 """Regression alerts, baseline pins and the metric series over evaluation runs, as the screen reads them.
 
 Alerts are written by pipeline.regression.compare; these are the typed reads and the two user actions."""
+
 from __future__ import annotations
 
 from store.alerts import acknowledge as _acknowledge

@@ -7,6 +7,7 @@
 Every registered metric is compared (pipeline.evaluation.registry). Runs under different judge pins are
 never compared.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,9 +16,9 @@ import numpy as np
 from scipy.stats import bootstrap
 
 from pipeline.config import Settings
+from pipeline.errors import InputError
 from pipeline.evaluation.diagnosis import diagnose
 from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, span_of
-from pipeline.errors import InputError
 from store import alerts as alert_store
 from store import evals
 from store.db import Database
@@ -47,8 +48,10 @@ def parse_floors(text: str) -> dict[str, float]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, value = part.partition("=")
         if name.strip() not in METRICS:
-            raise InputError(f"floor for unknown metric {name.strip()!r}",
-                             fix=f"WORKBENCH_FLOORS takes metric=value pairs for {', '.join(metric_names())}")
+            raise InputError(
+                f"floor for unknown metric {name.strip()!r}",
+                fix=f"WORKBENCH_FLOORS takes metric=value pairs for {', '.join(metric_names())}",
+            )
         try:
             floors[name.strip()] = float(value)
         except ValueError:
@@ -60,8 +63,14 @@ def paired_interval(diffs: np.ndarray, seed: int = 0) -> tuple[float, float]:
     """95% percentile-bootstrap interval of the mean of paired differences."""
     if np.allclose(diffs, diffs[0]):
         return float(diffs[0]), float(diffs[0])
-    result = bootstrap((diffs,), np.mean, n_resamples=2000, confidence_level=0.95, method="percentile",
-                       random_state=np.random.default_rng(seed))
+    result = bootstrap(
+        (diffs,),
+        np.mean,
+        n_resamples=2000,
+        confidence_level=0.95,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+    )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
@@ -71,18 +80,51 @@ def compare_metric(metric: str, slice_name: str, base: dict, new: dict, min_effe
     base_mean = float(np.mean([v[0] for v in base.values()])) if base else None
     new_mean = float(np.mean([v[0] for v in new.values()])) if new else None
     if len(shared) < MIN_PAIRS:
-        return Comparison(metric, slice_name, "too_few", base_mean, new_mean, n=len(shared),
-                          message=f"{len(shared)} shared items: too few for a paired test")
+        return Comparison(
+            metric,
+            slice_name,
+            "too_few",
+            base_mean,
+            new_mean,
+            n=len(shared),
+            message=f"{len(shared)} shared items: too few for a paired test",
+        )
     diffs = np.array([new[i][0] - base[i][0] for i in shared])
     low, high = paired_interval(diffs)
     effect = min_effect * span_of(metric)
     dropped = high < -effect
-    worst = sorted(({"item_id": i, "baseline": base[i][0], "new": new[i][0], "delta": new[i][0] - base[i][0],
-                     "run_id": new[i][1], "baseline_run_id": base[i][1]} for i in shared), key=lambda d: d["delta"])[:5]
-    message = (f"{metric} on {slice_name}: mean change {diffs.mean():+.3f} over {len(shared)} shared items, "
-               f"95% interval [{low:+.3f}, {high:+.3f}]" + (f", wholly below -{effect:g}" if dropped else ""))
-    return Comparison(metric, slice_name, "drop" if dropped else "ok", base_mean, new_mean, float(diffs.mean()),
-                      low, high, len(shared), dropped, message, worst if dropped else [])
+    worst = sorted(
+        (
+            {
+                "item_id": i,
+                "baseline": base[i][0],
+                "new": new[i][0],
+                "delta": new[i][0] - base[i][0],
+                "run_id": new[i][1],
+                "baseline_run_id": base[i][1],
+            }
+            for i in shared
+        ),
+        key=lambda d: d["delta"],
+    )[:5]
+    message = (
+        f"{metric} on {slice_name}: mean change {diffs.mean():+.3f} over {len(shared)} shared items, "
+        f"95% interval [{low:+.3f}, {high:+.3f}]" + (f", wholly below -{effect:g}" if dropped else "")
+    )
+    return Comparison(
+        metric,
+        slice_name,
+        "drop" if dropped else "ok",
+        base_mean,
+        new_mean,
+        float(diffs.mean()),
+        low,
+        high,
+        len(shared),
+        dropped,
+        message,
+        worst if dropped else [],
+    )
 
 
 def check_floors(means: dict[str, float | None], floors: dict[str, float]) -> list[Comparison]:
@@ -90,8 +132,18 @@ def check_floors(means: dict[str, float | None], floors: dict[str, float]) -> li
     for metric, floor in floors.items():
         value = means.get(metric)
         if value is not None and value < floor:
-            out.append(Comparison(metric, "all", "floor", floor, value, value - floor, regression=True,
-                                  message=f"{metric} is {value:.3f}, below its floor {floor:.2f}"))
+            out.append(
+                Comparison(
+                    metric,
+                    "all",
+                    "floor",
+                    floor,
+                    value,
+                    value - floor,
+                    regression=True,
+                    message=f"{metric} is {value:.3f}, below its floor {floor:.2f}",
+                )
+            )
     return out
 
 
@@ -100,8 +152,11 @@ def config_diff(old: dict, new: dict) -> dict:
 
 
 def same_pin(a: evals.EvalRun, b: evals.EvalRun) -> bool:
-    return (a.judge_model, a.judge_digest, a.judge_prompt_version) == (b.judge_model, b.judge_digest,
-                                                                         b.judge_prompt_version)
+    return (a.judge_model, a.judge_digest, a.judge_prompt_version) == (
+        b.judge_model,
+        b.judge_digest,
+        b.judge_prompt_version,
+    )
 
 
 def resolve(db: Database, run_name: str, baseline_name: str | None) -> tuple[evals.EvalRun, evals.EvalRun | None]:
@@ -119,10 +174,12 @@ def resolve(db: Database, run_name: str, baseline_name: str | None) -> tuple[eva
         baseline_id = baseline_id or alert_store.previous_run(db, run.id)
         baseline = evals.get_eval_run_by_id(db, baseline_id) if baseline_id else None
     if baseline is not None and not same_pin(run, baseline):
-        raise InputError(f"{run.name!r} and {baseline.name!r} were judged under different judge pins "
-                         f"({run.judge_model}/{run.judge_prompt_version} vs "
-                         f"{baseline.judge_model}/{baseline.judge_prompt_version}); their scores are not comparable",
-                         fix="compare runs judged by the same judge model, digest and prompt version")
+        raise InputError(
+            f"{run.name!r} and {baseline.name!r} were judged under different judge pins "
+            f"({run.judge_model}/{run.judge_prompt_version} vs "
+            f"{baseline.judge_model}/{baseline.judge_prompt_version}); their scores are not comparable",
+            fix="compare runs judged by the same judge model, digest and prompt version",
+        )
     return run, baseline
 
 
@@ -158,9 +215,24 @@ def check(db: Database, settings: Settings, run_name: str, baseline_name: str | 
     means = {row["metric"]: row["mean"] for row in evals.metric_summary(db, run.id)}
     grid = diagnose(means, settings.diagnosis_low, settings.diagnosis_high)
     diff = config_diff(baseline.config, run.config) if baseline else {}
-    alerts = [{"kind": c.kind, "metric": c.metric, "slice": c.slice, "baseline_value": c.baseline_value,
-               "new_value": c.new_value, "delta": c.delta, "ci_low": c.ci_low, "ci_high": c.ci_high, "n": c.n,
-               "component": component_of(c.metric, grid.component), "message": c.message,
-               "config_diff": diff, "worst_items": c.worst_items} for c in comparisons if c.regression]
+    alerts = [
+        {
+            "kind": c.kind,
+            "metric": c.metric,
+            "slice": c.slice,
+            "baseline_value": c.baseline_value,
+            "new_value": c.new_value,
+            "delta": c.delta,
+            "ci_low": c.ci_low,
+            "ci_high": c.ci_high,
+            "n": c.n,
+            "component": component_of(c.metric, grid.component),
+            "message": c.message,
+            "config_diff": diff,
+            "worst_items": c.worst_items,
+        }
+        for c in comparisons
+        if c.regression
+    ]
     alert_store.replace_open_alerts(db, run.id, baseline.id if baseline else None, alerts)
     return run, baseline, comparisons

@@ -4,6 +4,7 @@ Template method, as llama-index-core's `BaseNodePostprocessor.postprocess_nodes`
 `_postprocess_nodes`: `verify` validates the input and the verdict, `_verify` does the work.
 Undecided hands the claim to the next verifier of the chain.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -33,12 +34,15 @@ class Verifier(ABC):
         if not claim or not claim.strip():
             raise ValueError(f"{self.name}: claim {claim_no} is empty")
         if not passages:
-            return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason="there is no passage to check it "
-                                                                                  "against")
+            return CheckedClaim(
+                claim_no, claim, UNSUPPORTED, self.label, reason="there is no passage to check it against"
+            )
         checked = self._verify(claim_no, claim, passages)
         if checked.verdict not in VERIFIER_VERDICTS:
-            raise ValueError(f"verifier {self.name} returned {checked.verdict!r}; a verifier says one of "
-                             f"{', '.join(VERIFIER_VERDICTS)}")
+            raise ValueError(
+                f"verifier {self.name} returned {checked.verdict!r}; a verifier says one of "
+                f"{', '.join(VERIFIER_VERDICTS)}"
+            )
         if (checked.claim_no, checked.text) != (claim_no, claim):
             raise ValueError(f"verifier {self.name} answered for another claim than claim {claim_no}")
         return checked

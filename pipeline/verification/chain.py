@@ -1,4 +1,5 @@
 """The configured chain of verifiers: each claim goes down the chain until one decides it."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -25,8 +26,9 @@ def effective_chain(settings: Settings) -> list[str]:
 class VerifierChain:
     def __init__(self, names: Sequence[str], llm: LLM, settings: Settings):
         if not names:
-            raise ConfigError("the verifier chain is empty",
-                              fix="set WORKBENCH_VERIFIER_CHAIN, e.g. precheck,minicheck_chunk")
+            raise ConfigError(
+                "the verifier chain is empty", fix="set WORKBENCH_VERIFIER_CHAIN, e.g. precheck,minicheck_chunk"
+            )
         self.verifiers: list[Verifier] = [verifier_class(name)(llm, settings) for name in names]
 
     @property
@@ -40,6 +42,7 @@ class VerifierChain:
             checked = verifier.verify(claim_no, claim, passages)
             if checked.verdict != UNDECIDED:
                 return checked, verifier
-        reason = checked.reason if len(self.verifiers) == 1 else \
-            f"{checked.reason} (undecided by {', '.join(self.names)})"
+        reason = (
+            checked.reason if len(self.verifiers) == 1 else f"{checked.reason} (undecided by {', '.join(self.names)})"
+        )
         return CheckedClaim(claim_no, claim, UNVERIFIED, checked.verifier, reason=reason), verifier

@@ -1,4 +1,5 @@
 """The records verification passes around: passages, checked claims, and the verdict vocabulary."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ VERIFIER_VERDICTS = (SUPPORTED, UNSUPPORTED, UNDECIDED)
 @dataclass
 class Passage:
     """A retrieved chunk as numbered in the prompt."""
+
     n: int
     chunk_id: int
     source: str
@@ -33,7 +35,7 @@ class CheckedClaim:
 
     @property
     def evidence(self) -> str | None:
-        return self.passage.text[self.span[0]:self.span[1]] if self.passage and self.span else None
+        return self.passage.text[self.span[0] : self.span[1]] if self.passage and self.span else None
 
 
 def context_block(passages: list[Passage]) -> str:

@@ -9,6 +9,7 @@ dropped, never shown as evidence.
 
 The checker is also a LlamaIndex `BaseEvaluator`: `evaluate(query, response, contexts)`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -59,16 +60,22 @@ class FaithfulnessChecker(BaseEvaluator):
 
     # step 1
     def extract_claims(self, question: str, answer: str) -> ClaimExtraction:
-        result = ask(self.llm, "extract_claims", self.settings.claim_model, prompts.EXTRACT_CLAIMS,
-                     prompts.claims_input(question, answer))
+        result = ask(
+            self.llm,
+            "extract_claims",
+            self.settings.claim_model,
+            prompts.EXTRACT_CLAIMS,
+            prompts.claims_input(question, answer),
+        )
         if result.value is None:
             return ClaimExtraction(None, result.invalid_reason)
         claims = [" ".join(c.split()) for c in result.value.claims if c and c.strip()]
         return ClaimExtraction(list(dict.fromkeys(claims)))
 
     # step 2
-    def verify_claims(self, claims: list[str], passages: list[Passage],
-                      on_verdict: Callable[[CheckedClaim], None] | None = None) -> list[CheckedClaim]:
+    def verify_claims(
+        self, claims: list[str], passages: list[Passage], on_verdict: Callable[[CheckedClaim], None] | None = None
+    ) -> list[CheckedClaim]:
         def check(claim_no: int, claim: str) -> CheckedClaim:
             with tracing.step(f"verify claim {claim_no}"):
                 verdict = self.verify_claim(claim_no, claim, passages)
@@ -90,12 +97,21 @@ class FaithfulnessChecker(BaseEvaluator):
     def classify_rejected(self, rejected: CheckedClaim, passages: list[Passage]) -> CheckedClaim:
         """Contradicted (with a quote found in the sources) or unsupported, by the NLI model."""
         claim_no, claim = rejected.claim_no, rejected.text
-        result = ask(self.llm, "nli", self.settings.nli_model, prompts.NLI_JUDGE,
-                     prompts.nli_input(context_block(passages), claim))
+        result = ask(
+            self.llm,
+            "nli",
+            self.settings.nli_model,
+            prompts.NLI_JUDGE,
+            prompts.nli_input(context_block(passages), claim),
+        )
         if result.value is None:
-            return CheckedClaim(claim_no, claim, UNSUPPORTED, rejected.verifier,
-                                reason=f"{rejected.reason}; contradicted-or-unsupported could not be "
-                                       f"decided ({result.invalid_reason})")
+            return CheckedClaim(
+                claim_no,
+                claim,
+                UNSUPPORTED,
+                rejected.verifier,
+                reason=f"{rejected.reason}; contradicted-or-unsupported could not be decided ({result.invalid_reason})",
+            )
         verdict, reason = result.value.verdict, result.value.reason.strip()
         passage, span = locate_quote(result.value.quote, passages)
         if result.value.quote.strip() and span is None:
@@ -103,8 +119,9 @@ class FaithfulnessChecker(BaseEvaluator):
         if verdict == CONTRADICTED and span is None:
             verdict = UNSUPPORTED
             reason += " (marked unsupported: a contradiction needs a quote found in the sources)"
-        return CheckedClaim(claim_no, claim, verdict, f"{rejected.verifier} + {self.settings.nli_model}", passage,
-                            span, reason.strip())
+        return CheckedClaim(
+            claim_no, claim, verdict, f"{rejected.verifier} + {self.settings.nli_model}", passage, span, reason.strip()
+        )
 
     # step 3
     @staticmethod
@@ -118,8 +135,13 @@ class FaithfulnessChecker(BaseEvaluator):
         return sum(c.verdict == SUPPORTED for c in decided) / len(decided), "verified"
 
     # LlamaIndex's evaluator interface
-    def evaluate(self, query: str | None = None, response: str | None = None,
-                 contexts: Sequence[str] | None = None, **kwargs: Any) -> EvaluationResult:
+    def evaluate(
+        self,
+        query: str | None = None,
+        response: str | None = None,
+        contexts: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> EvaluationResult:
         """The three steps on a response and its contexts. passing = faithfulness at or above the
         threshold; an answer without claims has no score and no passing verdict."""
         if response is None or contexts is None:
@@ -128,20 +150,31 @@ class FaithfulnessChecker(BaseEvaluator):
         common = dict(query=query, response=response, contexts=list(contexts))
         extraction = self.extract_claims(query or "", response)
         if extraction.claims is None:
-            return EvaluationResult(**common, invalid_result=True,
-                                    invalid_reason=f"claims could not be extracted: {extraction.invalid_reason}")
+            return EvaluationResult(
+                **common,
+                invalid_result=True,
+                invalid_reason=f"claims could not be extracted: {extraction.invalid_reason}",
+            )
         checked = self.verify_claims(extraction.claims, passages)
         faithfulness, status = self.score(checked)
-        feedback = "\n".join(f"{c.verdict}: {c.text} ({c.reason})" for c in checked) or \
-            "the response makes no checkable claims"
+        feedback = (
+            "\n".join(f"{c.verdict}: {c.text} ({c.reason})" for c in checked)
+            or "the response makes no checkable claims"
+        )
         if status == "unverified":
-            return EvaluationResult(**common, feedback=feedback, invalid_result=True,
-                                    invalid_reason="no claim could be verified")
+            return EvaluationResult(
+                **common, feedback=feedback, invalid_result=True, invalid_reason="no claim could be verified"
+            )
         passing = None if faithfulness is None else faithfulness >= self.settings.faithfulness_threshold
         return EvaluationResult(**common, passing=passing, score=faithfulness, feedback=feedback)
 
-    async def aevaluate(self, query: str | None = None, response: str | None = None,
-                        contexts: Sequence[str] | None = None, **kwargs: Any) -> EvaluationResult:
+    async def aevaluate(
+        self,
+        query: str | None = None,
+        response: str | None = None,
+        contexts: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> EvaluationResult:
         return await asyncio.to_thread(self.evaluate, query, response, contexts)
 
     def _get_prompts(self) -> dict:

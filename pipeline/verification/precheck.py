@@ -6,29 +6,69 @@ token named and no model call. A claim found verbatim in the context (after norm
 also without a model call. Everything else is left to the model. It errs on the side of not deciding:
 an entity counts as missing only when none of its words occurs in the context.
 """
+
 from __future__ import annotations
 
 import re
 import unicodedata
 from dataclasses import dataclass, field
 
-SMALL = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-         "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-         "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30,
-         "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-SCALES = {"hundred": 100, "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000,
-          "trillion": 1_000_000_000_000}
-NOT_ENTITIES = frozenset("""a an the this that these those it its he she they we i you his her their our my
+SMALL = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+SCALES = {
+    "hundred": 100,
+    "thousand": 1_000,
+    "million": 1_000_000,
+    "billion": 1_000_000_000,
+    "trillion": 1_000_000_000_000,
+}
+NOT_ENTITIES = frozenset(
+    """a an the this that these those it its he she they we i you his her their our my
 yes no not and or but if in on at of for to from by with as is are was were be been also however although
 after before during while when where which who what why how there here some many most all any each every
-both either neither one two three first second third new old other such than then thus so because""".split())
+both either neither one two three first second third new old other such than then thus so because""".split()
+)
 MONTHS = frozenset("january february march april may june july august september october november december".split())
 
-NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:\s*(%|percent|per cent))?"
-                    r"(?:\s+(hundred|thousand|million|billion|trillion))?", re.IGNORECASE)
+NUMBER = re.compile(
+    r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:\s*(%|percent|per cent))?"
+    r"(?:\s+(hundred|thousand|million|billion|trillion))?",
+    re.IGNORECASE,
+)
 _SMALL_WORD = "(?:" + "|".join(sorted(SMALL, key=len, reverse=True)) + ")"
-WORD_NUMBER = re.compile(rf"\b({_SMALL_WORD}(?:[\s-]+{_SMALL_WORD})*)(?:\s+(hundred|thousand|million|billion|trillion))?"
-                         r"(?:\s+(thousand|million|billion))?\b", re.IGNORECASE)
+WORD_NUMBER = re.compile(
+    rf"\b({_SMALL_WORD}(?:[\s-]+{_SMALL_WORD})*)(?:\s+(hundred|thousand|million|billion|trillion))?"
+    r"(?:\s+(thousand|million|billion))?\b",
+    re.IGNORECASE,
+)
 CAPITALISED = re.compile(r"\b([A-Z][\w'’\-]*(?:\s+(?:of|de|van|von|la|le|du|da|al)?\s*[A-Z][\w'’\-]*)*)")
 TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -75,7 +115,7 @@ def entities(claim: str) -> list[str]:
         words = [w for w in name.split() if w.lower() not in NOT_ENTITIES]
         if not words:
             continue
-        starts_sentence = match.start() == 0 or re.search(r"[.!?]\s*$", claim[:match.start()])
+        starts_sentence = match.start() == 0 or re.search(r"[.!?]\s*$", claim[: match.start()])
         if starts_sentence and len(name.split()) == 1 and not name.isupper():
             continue
         out.append(" ".join(words))

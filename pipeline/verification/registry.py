@@ -3,6 +3,7 @@
 Every module in pipeline/verification/verifiers/ is imported on first use, so a new verifier is one
 file there; the setting `verifier_chain` then names it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -29,6 +30,7 @@ def register_verifier(name: str) -> Callable[[V], V]:
         cls.name = name
         VERIFIERS[name] = cls
         return cls
+
     return register
 
 
@@ -42,6 +44,7 @@ def load_verifiers() -> dict[str, type[Verifier]]:
     with _loading:
         if not _loaded:
             from pipeline.verification import verifiers
+
             for module in pkgutil.iter_modules(verifiers.__path__):
                 importlib.import_module(f"{verifiers.__name__}.{module.name}")
             _loaded = True
@@ -55,6 +58,8 @@ def verifier_names() -> list[str]:
 def verifier_class(name: str) -> type[Verifier]:
     registered = load_verifiers()
     if name not in registered:
-        raise ConfigError(f"there is no verifier named {name!r}",
-                          fix=f"name registered verifiers in WORKBENCH_VERIFIER_CHAIN: {', '.join(registered)}")
+        raise ConfigError(
+            f"there is no verifier named {name!r}",
+            fix=f"name registered verifiers in WORKBENCH_VERIFIER_CHAIN: {', '.join(registered)}",
+        )
     return registered[name]

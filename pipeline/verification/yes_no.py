@@ -1,4 +1,5 @@
 """The Yes/No verification call in bespoke-minicheck's format, shared by the verifiers and context recall."""
+
 from __future__ import annotations
 
 import re

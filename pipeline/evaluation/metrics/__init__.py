@@ -5,8 +5,15 @@
 - context precision (retriever ranking) and context recall (retriever/chunking): retriever.py;
 - the judge's criteria on 1-5 (judge): judge_criteria.py.
 """
+
 from pipeline.evaluation.metrics.generator import NOT_APPLICABLE, answer_relevancy, faithfulness
 from pipeline.evaluation.metrics.retriever import average_precision, context_precision, context_recall
 
-__all__ = ["NOT_APPLICABLE", "answer_relevancy", "average_precision", "context_precision", "context_recall",
-           "faithfulness"]
+__all__ = [
+    "NOT_APPLICABLE",
+    "answer_relevancy",
+    "average_precision",
+    "context_precision",
+    "context_recall",
+    "faithfulness",
+]

@@ -4,6 +4,7 @@
 - answer relevancy (generator/prompt): questions generated back from the answer, compared with the
   question by embedding similarity; an evasive answer scores 0.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,36 +23,53 @@ def faithfulness(result: AnswerResult) -> MetricScore:
     claims = result.final_claims
     if result.faithfulness is None:
         status = "invalid" if result.status == "unverified" else NOT_APPLICABLE
-        why = {"abstained": "the answer abstains, so it makes no claims", "no_claims": "the answer makes no "
-               "checkable claims", "unverified": "the claims could not be verified"}.get(result.status, result.status)
+        why = {
+            "abstained": "the answer abstains, so it makes no claims",
+            "no_claims": "the answer makes no checkable claims",
+            "unverified": "the claims could not be verified",
+        }.get(result.status, result.status)
         return MetricScore("faithfulness", None, status, why)
     supported = sum(c.verdict == "supported" for c in claims)
     failed = [c.text for c in claims if c.verdict in ("contradicted", "unsupported")]
-    return MetricScore("faithfulness", result.faithfulness, "ok",
-                       f"{supported} of {len(claims)} claims supported" +
-                       (f"; not supported: {'; '.join(failed)}" if failed else ""), {"failed_claims": failed})
+    return MetricScore(
+        "faithfulness",
+        result.faithfulness,
+        "ok",
+        f"{supported} of {len(claims)} claims supported" + (f"; not supported: {'; '.join(failed)}" if failed else ""),
+        {"failed_claims": failed},
+    )
 
 
 def answer_relevancy(llm: LLM, model: str, question: str, result: AnswerResult) -> MetricScore:
     if result.status == "abstained":
         return MetricScore("answer_relevancy", None, NOT_APPLICABLE, "the answer abstains")
-    reply = ask(llm, "metric_answer_relevancy", model, prompts.GENERATE_QUESTIONS,
-                prompts.answer_questions_input(result.answer or ""))
+    reply = ask(
+        llm,
+        "metric_answer_relevancy",
+        model,
+        prompts.GENERATE_QUESTIONS,
+        prompts.answer_questions_input(result.answer or ""),
+    )
     pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=prompts.GENERATE_QUESTIONS.version)
     if reply.value is None:
         return MetricScore("answer_relevancy", None, "invalid", reply.invalid_reason, **pin)
     generated = [q.strip() for q in reply.value.questions if q.strip()][:3]
     if reply.value.noncommittal:
-        return MetricScore("answer_relevancy", 0.0, "ok", "the answer is noncommittal",
-                           {"questions": generated}, **pin)
+        return MetricScore("answer_relevancy", 0.0, "ok", "the answer is noncommittal", {"questions": generated}, **pin)
     if not generated:
         return MetricScore("answer_relevancy", None, "invalid", "no questions were generated from the answer", **pin)
     target = _unit(llm.embed_query(question))
     similarities = [max(0.0, float(_unit(llm.embed_query(q)) @ target)) for q in generated]
     value = float(np.mean(similarities))
-    listed = "; ".join(f"{q} ({s:.2f})" for q, s in zip(generated, similarities))
-    return MetricScore("answer_relevancy", value, "ok", f"questions the answer answers: {listed}",
-                       {"questions": generated, "similarities": similarities}, **pin)
+    listed = "; ".join(f"{q} ({s:.2f})" for q, s in zip(generated, similarities, strict=False))
+    return MetricScore(
+        "answer_relevancy",
+        value,
+        "ok",
+        f"questions the answer answers: {listed}",
+        {"questions": generated, "similarities": similarities},
+        **pin,
+    )
 
 
 @register_metric("faithfulness", component="generator")

@@ -1,5 +1,6 @@
 """The judge's criteria as metrics on 1-5, named judge_<criterion> so that the judge's faithfulness
 never collides with the component metric `faithfulness`. The rubrics are in pipeline/answering/prompts.py."""
+
 from __future__ import annotations
 
 from pipeline.calibration.agreement import relevant_corrections
@@ -10,15 +11,27 @@ from pipeline.verification.claims import context_block
 
 def judge_criterion(criterion: str):
     """The compute function of one criterion; its prompt carries the people's most relevant corrections."""
+
     def compute(inputs: MetricInput) -> MetricScore:
-        corrections = relevant_corrections(getattr(inputs.pin, "corrections", []), criterion, inputs.item.question,
-                                           inputs.settings.judge_corrections_k)
-        return judge(inputs.llm, inputs.settings, inputs.item.question, inputs.result.answer or "",
-                     context_block(inputs.result.passages), inputs.item.reference, inputs.pin,
-                     criteria=(criterion,), corrections=corrections)[0]
+        corrections = relevant_corrections(
+            getattr(inputs.pin, "corrections", []), criterion, inputs.item.question, inputs.settings.judge_corrections_k
+        )
+        return judge(
+            inputs.llm,
+            inputs.settings,
+            inputs.item.question,
+            inputs.result.answer or "",
+            context_block(inputs.result.passages),
+            inputs.item.reference,
+            inputs.pin,
+            criteria=(criterion,),
+            corrections=corrections,
+        )[0]
+
     return compute
 
 
 for _criterion in CRITERIA:
-    register_metric(f"judge_{_criterion}", component="judge", scale=JUDGE_SCALE,
-                    label=f"judge {_criterion}")(judge_criterion(_criterion))
+    register_metric(f"judge_{_criterion}", component="judge", scale=JUDGE_SCALE, label=f"judge {_criterion}")(
+        judge_criterion(_criterion)
+    )

@@ -4,6 +4,7 @@
   (average precision);
 - context recall (retriever/chunking): the reference's statements found in the retrieved context.
 """
+
 from __future__ import annotations
 
 from pipeline.answering import prompts
@@ -17,21 +18,30 @@ from pipeline.verification.claims import Passage, context_block
 from pipeline.verification.yes_no import ask_verifier, parse_yes_no
 
 
-def context_precision(llm: LLM, model: str, question: str, reference: str | None,
-                      passages: list[Passage]) -> MetricScore:
+def context_precision(
+    llm: LLM, model: str, question: str, reference: str | None, passages: list[Passage]
+) -> MetricScore:
     if not reference:
         return MetricScore("context_precision", None, NOT_APPLICABLE, "no reference answer to judge chunks by")
     pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=prompts.CHUNK_RELEVANCE.version)
     verdicts = []
     for passage in passages:
-        reply = ask(llm, "metric_context_precision", model, prompts.CHUNK_RELEVANCE,
-                    prompts.chunk_relevance_input(question, reference, passage.text))
+        reply = ask(
+            llm,
+            "metric_context_precision",
+            model,
+            prompts.CHUNK_RELEVANCE,
+            prompts.chunk_relevance_input(question, reference, passage.text),
+        )
         if reply.value is None:
-            return MetricScore("context_precision", None, "invalid",
-                               f"chunk {passage.n}: {reply.invalid_reason}", **pin)
+            return MetricScore(
+                "context_precision", None, "invalid", f"chunk {passage.n}: {reply.invalid_reason}", **pin
+            )
         verdicts.append(reply.value.relevant)
     value = average_precision(verdicts)
-    marks = ", ".join(f"[{p.n}] {'relevant' if v else 'not relevant'}" for p, v in zip(passages, verdicts))
+    marks = ", ".join(
+        f"[{p.n}] {'relevant' if v else 'not relevant'}" for p, v in zip(passages, verdicts, strict=False)
+    )
     return MetricScore("context_precision", value, "ok", f"by rank: {marks}", {"relevant": verdicts}, **pin)
 
 
@@ -56,21 +66,28 @@ def context_recall(llm: LLM, verifier_model: str, reference: str | None, passage
         reply = ask_verifier(llm, verifier_model, document, statement, stage="metric_context_recall")
         verdict = parse_yes_no(reply.text)
         if verdict is None:
-            return MetricScore("context_recall", None, "invalid",
-                               f"verifier reply {reply.text[:40]!r} is neither Yes nor No", **pin)
+            return MetricScore(
+                "context_recall", None, "invalid", f"verifier reply {reply.text[:40]!r} is neither Yes nor No", **pin
+            )
         found.append(verdict)
-    missing = [s for s, ok in zip(statements, found) if not ok]
+    missing = [s for s, ok in zip(statements, found, strict=False) if not ok]
     value = sum(found) / len(found)
-    return MetricScore("context_recall", value, "ok",
-                       f"{sum(found)} of {len(found)} reference statements found in the retrieved context" +
-                       (f"; missing: {'; '.join(missing)}" if missing else ""),
-                       {"statements": statements, "found": found}, **pin)
+    return MetricScore(
+        "context_recall",
+        value,
+        "ok",
+        f"{sum(found)} of {len(found)} reference statements found in the retrieved context"
+        + (f"; missing: {'; '.join(missing)}" if missing else ""),
+        {"statements": statements, "found": found},
+        **pin,
+    )
 
 
 @register_metric("context_precision", component="retriever ranking")
 def _context_precision(inputs: MetricInput) -> MetricScore:
-    return context_precision(inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.item.reference,
-                             inputs.result.passages)
+    return context_precision(
+        inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.item.reference, inputs.result.passages
+    )
 
 
 @register_metric("context_recall", component="retriever/chunking")

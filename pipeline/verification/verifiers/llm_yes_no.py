@@ -1,5 +1,6 @@
 """A general model (the NLI model) asked Yes/No with an instruction, per chunk: for comparing a general
 LLM with bespoke-minicheck."""
+
 from __future__ import annotations
 
 from pipeline.verification.registry import register_verifier

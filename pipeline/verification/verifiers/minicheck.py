@@ -1,4 +1,5 @@
 """bespoke-minicheck (`Document: ...\nClaim: ...` -> Yes/No), per chunk or on the whole context."""
+
 from __future__ import annotations
 
 from pipeline.text import best_sentence, overlap, short_source
@@ -10,6 +11,7 @@ from pipeline.verification.yes_no import ask_verifier, parse_yes_no
 
 class YesNoVerifier(Verifier):
     """A verifier that asks a model Yes or No; `instructed` adds a system instruction for general models."""
+
     instructed = False
 
     @property
@@ -40,11 +42,23 @@ class MiniCheckChunk(YesNoVerifier):
             elif supported:
                 sentence = best_sentence(passage.text, claim)
                 span = (sentence.start, sentence.end) if sentence else None
-                return CheckedClaim(claim_no, claim, SUPPORTED, self.label, passage, span,
-                                    f"supported by [{passage.n}] {short_source(passage.source)}")
+                return CheckedClaim(
+                    claim_no,
+                    claim,
+                    SUPPORTED,
+                    self.label,
+                    passage,
+                    span,
+                    f"supported by [{passage.n}] {short_source(passage.source)}",
+                )
         if len(unreadable) == len(passages):
-            return CheckedClaim(claim_no, claim, UNDECIDED, self.label,
-                                reason=f"the verifier's replies could not be read as Yes/No: {unreadable[0]!r}")
+            return CheckedClaim(
+                claim_no,
+                claim,
+                UNDECIDED,
+                self.label,
+                reason=f"the verifier's replies could not be read as Yes/No: {unreadable[0]!r}",
+            )
         return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason="no passage supports it")
 
 
@@ -55,13 +69,26 @@ class MiniCheckContext(YesNoVerifier):
     def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
         supported, text = self.ask(context_block(passages), claim)
         if supported is None:
-            return CheckedClaim(claim_no, claim, UNDECIDED, self.label,
-                                reason=f"the verifier's reply could not be read as Yes/No: {text[:40]!r}")
+            return CheckedClaim(
+                claim_no,
+                claim,
+                UNDECIDED,
+                self.label,
+                reason=f"the verifier's reply could not be read as Yes/No: {text[:40]!r}",
+            )
         if not supported:
-            return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label,
-                                reason="the retrieved context does not support it")
+            return CheckedClaim(
+                claim_no, claim, UNSUPPORTED, self.label, reason="the retrieved context does not support it"
+            )
         scored = [(p, best_sentence(p.text, claim)) for p in passages]
         passage, sentence = max(scored, key=lambda ps: overlap(claim, ps[1].text) if ps[1] else -1.0)
         span = (sentence.start, sentence.end) if sentence else None
-        return CheckedClaim(claim_no, claim, SUPPORTED, self.label, passage if span else None, span,
-                            "supported by the retrieved context")
+        return CheckedClaim(
+            claim_no,
+            claim,
+            SUPPORTED,
+            self.label,
+            passage if span else None,
+            span,
+            "supported by the retrieved context",
+        )

@@ -1,4 +1,5 @@
 """The deterministic grounding pre-check as a verifier: no model call."""
+
 from __future__ import annotations
 
 from pipeline.text import find_span, short_source, strip_citations
@@ -12,6 +13,7 @@ from pipeline.verification.registry import register_verifier
 class PrecheckVerifier(Verifier):
     """Unsupported when the claim names a number, year or name no passage contains; supported when it
     stands verbatim in a passage; undecided otherwise."""
+
     classify_rejected = False
 
     def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
@@ -22,8 +24,20 @@ class PrecheckVerifier(Verifier):
             for passage in passages:
                 span = find_span(passage.text, strip_citations(claim).rstrip(".!?;:"))
                 if span:
-                    return CheckedClaim(claim_no, claim, SUPPORTED, self.label, passage, span,
-                                        f"found verbatim in [{passage.n}] {short_source(passage.source)}")
-        return CheckedClaim(claim_no, claim, UNDECIDED, self.label,
-                            reason="the pre-check found every number and name it states in the sources, "
-                                   "but not the claim verbatim in one passage")
+                    return CheckedClaim(
+                        claim_no,
+                        claim,
+                        SUPPORTED,
+                        self.label,
+                        passage,
+                        span,
+                        f"found verbatim in [{passage.n}] {short_source(passage.source)}",
+                    )
+        return CheckedClaim(
+            claim_no,
+            claim,
+            UNDECIDED,
+            self.label,
+            reason="the pre-check found every number and name it states in the sources, "
+            "but not the claim verbatim in one passage",
+        )
