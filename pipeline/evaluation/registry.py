@@ -9,16 +9,14 @@ bench/ all read the names, scales and components from here.
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.evaluation.judge import MetricScore
+from pipeline.plugins import import_package_modules
 
 if TYPE_CHECKING:
     from pipeline.answering.events import AnswerResult
@@ -81,8 +79,6 @@ class Metric:
 
 
 METRICS: dict[str, Metric] = {}
-_loaded = False
-_loading = threading.RLock()  # evaluation workers may ask first at the same time
 
 
 def register_metric(name: str, component: str, scale: tuple[float, float] = UNIT, label: str | None = None):
@@ -110,14 +106,7 @@ def unregister_metric(name: str) -> None:
 
 def load_metrics() -> dict[str, Metric]:
     """Import every module of the metrics package once; returns the registry."""
-    global _loaded
-    with _loading:
-        if not _loaded:
-            from pipeline.evaluation import metrics
-
-            for module in pkgutil.iter_modules(metrics.__path__):
-                importlib.import_module(f"{metrics.__name__}.{module.name}")
-            _loaded = True
+    import_package_modules("pipeline.evaluation.metrics")
     return METRICS
 
 

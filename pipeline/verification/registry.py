@@ -6,19 +6,15 @@ file there; the setting `verifier_chain` then names it.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import threading
 from collections.abc import Callable
 from typing import TypeVar
 
 from pipeline.errors import ConfigError
+from pipeline.plugins import import_package_modules
 from pipeline.verification.base import Verifier
 
 VERIFIERS: dict[str, type[Verifier]] = {}
 V = TypeVar("V", bound=type[Verifier])
-_loaded = False
-_loading = threading.RLock()  # evaluation workers may ask first at the same time
 
 
 def register_verifier(name: str) -> Callable[[V], V]:
@@ -40,14 +36,7 @@ def unregister_verifier(name: str) -> None:
 
 def load_verifiers() -> dict[str, type[Verifier]]:
     """Import every module of the verifiers package once; returns the registry."""
-    global _loaded
-    with _loading:
-        if not _loaded:
-            from pipeline.verification import verifiers
-
-            for module in pkgutil.iter_modules(verifiers.__path__):
-                importlib.import_module(f"{verifiers.__name__}.{module.name}")
-            _loaded = True
+    import_package_modules("pipeline.verification.verifiers")
     return VERIFIERS
 
 
