@@ -367,6 +367,8 @@ def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_incl
     at = open_runs_page(str(again.run_id))
     labels = [e.label for e in at.expander if e.label[:1].isdigit()]
     assert labels and all("cached" in label for label in labels)
+    calls = next(d.value for d in at.dataframe if "cache_hit" in d.value.columns)
+    assert len(calls) == len(labels) and calls["cache_hit"].all() and set(calls["origin"]) == {"chat"}
     codes = [c.value for c in at.code]
     assert any("[system]" in c and "[user]" in c and QUESTION in c for c in codes)
     assert any("<b>bold</b> The RAG index held" in c for c in codes)  # shown as code: text, never HTML

@@ -124,6 +124,12 @@ def show_calls(calls: list[dict]) -> None:
         return
     cached = sum(bool(c["cache_hit"]) for c in calls)
     st.subheader(f"LLM calls ({len(calls)}, {cached} from the cache)")
+    table = pd.DataFrame(calls)[
+        ["stage", "model", "origin", "cache_hit", "prompt_tokens", "completion_tokens", "latency_ms", "error"]
+    ]
+    table.insert(0, "#", range(1, len(calls) + 1))
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.caption("Open a call to read its prompt and completion.")
     for n, call in enumerate(calls, start=1):
         tokens = f"{call['prompt_tokens'] or 0}+{call['completion_tokens'] or 0} tokens"
         label = (
