@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import answer_cost, evaluation, overhead, retrieval, scale, verification
+from bench import answer_cost, evaluation, overhead, regression, retrieval, scale, verification
 from bench.common import print_table
 
 SUITES = {
@@ -13,11 +13,17 @@ SUITES = {
     "verification": verification.run,
     "evaluation": evaluation.run,
     "answer_cost": answer_cost.run,
+    "regression": regression.run,
     "scale": scale.run,
 }
 
 
 def main(names: list[str]) -> int:
+    if "--json" in names:
+        if [n for n in names if n != "--json"] != ["regression"]:
+            print("--json goes with one benchmark: python -m bench regression --json", file=sys.stderr)
+            return 2
+        return regression.main(names)
     unknown = [n for n in names if n not in SUITES]
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(SUITES)}", file=sys.stderr)

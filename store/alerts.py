@@ -26,15 +26,17 @@ ALERT_COLUMNS = [
 ]
 
 
-def item_scores(db: Database, eval_run_id: int, metric: str) -> dict[str, tuple[float, int, list[str]]]:
-    """item id -> (value, run id, tags) of the item's valid score for the metric."""
+def item_scores(db: Database, eval_run_id: int, metric: str) -> dict[str, tuple[float, int, list[str], int | None]]:
+    """item id -> (value, run id, tags, claims) of the item's valid score for the metric; claims is the
+    number of claims the score was computed over, where its details record it (faithfulness), else None."""
     with db.cursor() as cur:
         rows = cur.execute(
-            "SELECT s.item_id, s.value, s.run_id, i.tags FROM scores s JOIN eval_items i "
-            "USING (eval_run_id, item_id) WHERE s.eval_run_id = ? AND s.metric = ? AND s.status = 'ok'",
+            "SELECT s.item_id, s.value, s.run_id, i.tags, TRY_CAST(json_extract(s.details, '$.claims') AS INTEGER) "
+            "FROM scores s JOIN eval_items i USING (eval_run_id, item_id) "
+            "WHERE s.eval_run_id = ? AND s.metric = ? AND s.status = 'ok'",
             [eval_run_id, metric],
         ).fetchall()
-    return {item: (value, run_id, list(tags or [])) for item, value, run_id, tags in rows}
+    return {item: (value, run_id, list(tags or []), claims) for item, value, run_id, tags, claims in rows}
 
 
 def replace_open_alerts(db: Database, eval_run_id: int, baseline_run_id: int | None, alerts: list[dict]) -> None:

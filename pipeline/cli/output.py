@@ -147,7 +147,7 @@ def print_detector(summaries: dict[str, dict], out: Console) -> None:
 
 def print_gate(run, baseline, comparisons, out: Console) -> None:
     out.print(Text(f"{run.name} vs " + (baseline.name if baseline else "no baseline (floors only)"), style="bold"))
-    table = Table("metric", "slice", "baseline", "new", "change", "95% interval", "n", "verdict")
+    table = Table("metric", "slice", "baseline", "new", "change", "95% interval", "p", "Holm p", "n", "verdict")
     for c in comparisons:
         interval = f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]" if c.ci_low is not None else ""
         verdict = Text(
@@ -163,11 +163,21 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
             _num(c.new_value),
             "" if c.delta is None else f"{c.delta:+.3f}",
             interval,
+            "" if c.p_value is None else f"{c.p_value:.4f}",
+            "" if c.p_adjusted is None else f"{c.p_adjusted:.4f}",
             str(c.n or ""),
             verdict,
         )
     out.print(table)
     regressions = [c for c in comparisons if c.regression]
+    family = max((c.family_size for c in comparisons), default=0)
+    if family:
+        out.print(
+            Text(
+                f"drops: one-sided paired tests, {family} metric × slice tests under Holm's family-wise control "
+                "(5%); floors are checked separately"
+            )
+        )
     out.print(
         Text(
             f"{len(regressions)} regression(s)" if regressions else "no regression",

@@ -1,9 +1,11 @@
 """Regression detection: a run against its baseline, per metric and per tag slice.
 
-- floors: a metric's mean below its floor (settings `floors`, e.g. faithfulness=0.70,context_recall=0.75);
-- drops: the paired bootstrap 95% interval of the mean per-item difference (new - baseline), over the
-  items both runs scored, lies wholly below -min_effect × the width of the metric's scale (1 on 0-1,
-  4 for 1-5 judge scores).
+- floors: a metric's mean below its floor (settings `floors`, e.g. faithfulness=0.70,context_recall=0.75),
+  a separate, explicit check outside the family below;
+- drops: a one-sided paired test per metric × slice over the items both runs scored (claim-weighted for
+  faithfulness), the whole family under Holm's control so that equal runs raise any drop alert in at most
+  5% of comparisons; a rejected test is an alert when its change is at least min_effect × the width of the
+  metric's scale (1 on 0-1, 4 for 1-5 judge scores). The statistics are in pipeline.regression.family.
 Every registered metric is compared (pipeline.evaluation.registry). Runs under different judge pins are
 never compared.
 """
@@ -13,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import bootstrap
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.evaluation.diagnosis import diagnose
 from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, span_of
+from pipeline.regression import family
 from store import alerts as alert_store
 from store import evals
 from store.db import Database
@@ -41,6 +43,10 @@ class Comparison:
     regression: bool = False
     message: str = ""
     worst_items: list[dict] = field(default_factory=list)
+    p_value: float | None = None  # one-sided, of a drop
+    p_adjusted: float | None = None  # Holm-adjusted over the comparison's family
+    adjusted_high: float | None = None  # the change's one-sided upper bound at the test's share of alpha
+    family_size: int = 0
 
 
 def parse_floors(text: str) -> dict[str, float]:
@@ -59,72 +65,96 @@ def parse_floors(text: str) -> dict[str, float]:
     return floors
 
 
-def paired_interval(diffs: np.ndarray, seed: int = 0) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of the mean of paired differences."""
-    if np.allclose(diffs, diffs[0]):
-        return float(diffs[0]), float(diffs[0])
-    result = bootstrap(
-        (diffs,),
-        np.mean,
-        n_resamples=2000,
-        confidence_level=0.95,
-        method="percentile",
-        random_state=np.random.default_rng(seed),
+def _worst(items: list[str], base: dict, new: dict) -> list[dict]:
+    rows = (
+        {
+            "item_id": i,
+            "baseline": base[i][0],
+            "new": new[i][0],
+            "delta": new[i][0] - base[i][0],
+            "run_id": new[i][1],
+            "baseline_run_id": base[i][1],
+        }
+        for i in items
     )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return sorted(rows, key=lambda d: d["delta"])[:5]
 
 
-def compare_metric(metric: str, slice_name: str, base: dict, new: dict, min_effect: float) -> Comparison:
-    """base/new: item id -> (value, run id, tags)."""
-    shared = sorted(set(base) & set(new))
-    base_mean = float(np.mean([v[0] for v in base.values()])) if base else None
-    new_mean = float(np.mean([v[0] for v in new.values()])) if new else None
-    if len(shared) < MIN_PAIRS:
-        return Comparison(
-            metric,
-            slice_name,
-            "too_few",
-            base_mean,
-            new_mean,
-            n=len(shared),
-            message=f"{len(shared)} shared items: too few for a paired test",
-        )
-    diffs = np.array([new[i][0] - base[i][0] for i in shared])
-    low, high = paired_interval(diffs)
-    effect = min_effect * span_of(metric)
-    dropped = high < -effect
-    worst = sorted(
-        (
-            {
-                "item_id": i,
-                "baseline": base[i][0],
-                "new": new[i][0],
-                "delta": new[i][0] - base[i][0],
-                "run_id": new[i][1],
-                "baseline_run_id": base[i][1],
-            }
-            for i in shared
-        ),
-        key=lambda d: d["delta"],
-    )[:5]
+def _comparison(test: family.Test, base: dict, new: dict, min_effect: float) -> Comparison:
+    """A family's test as a comparison: a drop when the family rejects it and its change is at least
+    min_effect × the metric's scale width."""
+    items = test.items
+    base_mean = float(np.mean([base[i][0] for i in items]))
+    new_mean = float(np.mean([new[i][0] for i in items]))
+    effect = min_effect * span_of(test.metric)
+    dropped = test.rejected and test.delta is not None and test.delta <= -effect
+    what = "claim-weighted mean change" if test.weighted else "mean change"
     message = (
-        f"{metric} on {slice_name}: mean change {diffs.mean():+.3f} over {len(shared)} shared items, "
-        f"95% interval [{low:+.3f}, {high:+.3f}]" + (f", wholly below -{effect:g}" if dropped else "")
+        f"{test.metric} on {test.slice}: {what} {test.delta:+.3f} over {test.n} shared items, "
+        f"95% interval [{test.ci_low:+.3f}, {test.ci_high:+.3f}]; p = {test.p_raw:.4f}, "
+        f"Holm-adjusted p = {test.p_adjusted:.4f} over {test.family_size} tests"
+        + (f", change beyond -{effect:g}" if dropped else "")
     )
     return Comparison(
-        metric,
-        slice_name,
+        test.metric,
+        test.slice,
         "drop" if dropped else "ok",
         base_mean,
         new_mean,
-        float(diffs.mean()),
-        low,
-        high,
-        len(shared),
+        test.delta,
+        test.ci_low,
+        test.ci_high,
+        test.n,
         dropped,
         message,
-        worst if dropped else [],
+        _worst(items, base, new) if dropped else [],
+        test.p_raw,
+        test.p_adjusted,
+        test.adjusted_high,
+        test.family_size,
     )
+
+
+def compare_family(base: dict[str, dict], new: dict[str, dict], min_effect: float) -> list[Comparison]:
+    """Every metric × slice of two runs' item scores (metric -> item id -> (value, run id, tags, claims)),
+    tested together under Holm's control (pipeline.regression.family). Overall slices with too few shared
+    items are reported as too_few; tag slices below family.MIN_SLICE are not tested."""
+    tests = family.family_tests(base, new, min_overall=MIN_PAIRS)
+    tested = {t.metric for t in tests if t.slice == family.OVERALL}
+    results = []
+    for metric in new:
+        if metric in tested or not (base.get(metric) or new[metric]):
+            continue
+        shared = len(set(base.get(metric, {})) & set(new[metric]))
+        results.append(
+            Comparison(
+                metric,
+                family.OVERALL,
+                "too_few",
+                _mean(base.get(metric, {})),
+                _mean(new[metric]),
+                n=shared,
+                message=f"{shared} shared items: too few for a paired test",
+            )
+        )
+    for test in tests:
+        results.append(_comparison(test, base[test.metric], new[test.metric], min_effect))
+    return results
+
+
+def _mean(scores: dict) -> float | None:
+    return float(np.mean([v[0] for v in scores.values()])) if scores else None
+
+
+def compare_metric(metric: str, slice_name: str, base: dict, new: dict, min_effect: float) -> Comparison:
+    """One metric on one slice as a family of one (no correction): base/new: item id -> (value, run id, tags[,
+    claims])."""
+    results = compare_family({metric: base}, {metric: new}, min_effect)
+    found = [c for c in results if c.slice == family.OVERALL]
+    comparison = found[0]
+    comparison.slice = slice_name
+    comparison.message = comparison.message.replace(f"{metric} on all:", f"{metric} on {slice_name}:", 1)
+    return comparison
 
 
 def check_floors(means: dict[str, float | None], floors: dict[str, float]) -> list[Comparison]:
@@ -188,17 +218,9 @@ def compare(db: Database, settings: Settings, run: evals.EvalRun, baseline: eval
     results = check_floors(means, parse_floors(settings.floors))
     if baseline is None:
         return results
-    for metric in metric_names():
-        base, new = alert_store.item_scores(db, baseline.id, metric), alert_store.item_scores(db, run.id, metric)
-        if not base and not new:
-            continue
-        results.append(compare_metric(metric, "all", base, new, settings.min_effect))
-        tags = sorted({t for v in new.values() for t in v[2]})
-        for tag in tags:
-            sliced = [{k: v for k, v in d.items() if tag in v[2]} for d in (base, new)]
-            comparison = compare_metric(metric, tag, sliced[0], sliced[1], settings.min_effect)
-            if comparison.regression:
-                results.append(comparison)
+    base = {m: alert_store.item_scores(db, baseline.id, m) for m in metric_names()}
+    new = {m: alert_store.item_scores(db, run.id, m) for m in metric_names()}
+    results += compare_family(base, new, settings.min_effect)
     return results
 
 

@@ -36,7 +36,8 @@ def faithfulness(result: AnswerResult) -> MetricScore:
         result.faithfulness,
         "ok",
         f"{supported} of {len(claims)} claims supported" + (f"; not supported: {'; '.join(failed)}" if failed else ""),
-        {"failed_claims": failed},
+        # claims: the claims with a verdict (the score's denominator); regression weighs items by it
+        {"failed_claims": failed, "claims": sum(c.verdict != "unverified" for c in claims), "supported": supported},
     )
 
 
