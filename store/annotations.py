@@ -20,6 +20,7 @@ class Correction:
     human_score: int
     judge_score: int | None
     why: str
+    item_id: str | None = None  # the golden item of the corrected run, when it came from an evaluation
 
 
 def save_rating(
@@ -136,11 +137,22 @@ def current_corrections(db: Database) -> tuple[int | None, list[Correction]]:
         if not row:
             return None, []
         rows = cur.execute(
-            "SELECT id, criterion, run_id, question, answer_excerpt, human_score, judge_score, why "
-            "FROM corrections WHERE list_contains(?::BIGINT[], id) ORDER BY id",
+            "SELECT c.id, c.criterion, c.run_id, c.question, c.answer_excerpt, c.human_score, c.judge_score, "
+            "c.why, (SELECT min(i.item_id) FROM eval_items i WHERE i.run_id = c.run_id) "
+            "FROM corrections c WHERE list_contains(?::BIGINT[], c.id) ORDER BY c.id",
             [list(row[1])],
         ).fetchall()
     return row[0], [Correction(*r) for r in rows]
+
+
+def golden_ids(db: Database, run_ids: list[int]) -> dict[int, str]:
+    """run id -> the golden item id it answered, for runs that belong to an evaluation."""
+    with db.cursor() as cur:
+        rows = cur.execute(
+            "SELECT run_id, min(item_id) FROM eval_items WHERE list_contains(?::BIGINT[], run_id) GROUP BY run_id",
+            [run_ids],
+        ).fetchall()
+    return dict(rows)
 
 
 def save_rejudged(db: Database, version: int, rows: list[dict]) -> None:

@@ -1,5 +1,6 @@
 """Agreement statistics on known pairs, ratings, corrections and leave-one-out re-judging."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -215,3 +216,69 @@ def test_a_correction_set_version_enters_the_evaluation_judge_pin(fake, settings
             ],
         )
     assert json.dumps(versions)
+
+
+def judge_prompts(fake, since: int, criterion: str = "Correctness:") -> list[tuple[str, str]]:
+    """(system, user) of every judge request of the criterion since the index."""
+    bodies = [
+        r["body"]
+        for r in fake.requests[since:]
+        if r["body"] and "score" in ((r["body"].get("format") or {}).get("properties") or {})
+    ]
+    return [
+        (b["messages"][0]["content"], b["messages"][1]["content"])
+        for b in bodies
+        if criterion in b["messages"][0]["content"]
+    ]
+
+
+def test_leave_one_out_is_by_question_across_runs_when_rejudging_and_when_evaluating(fake, settings, evaluated, kb_db):
+    """Two evaluations rated the same questions: a correction of a question in one run is never shown to the
+    judge scoring that question in the other, neither when re-judging nor in a new evaluation."""
+    settings = dataclasses.replace(settings, cache_enabled=False)  # every judge prompt reaches the fake
+    run_evaluation(settings, kb_db, dataset(), "cal-again")
+    second = run_ids_of(kb_db, 2)
+    for run_id in evaluated + second:
+        save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 2, "faithfulness": 5})
+    first_pairs = judged_pairs(kb_db, evaluated, "correctness")
+    rag = next(p for p in first_pairs if "RAG paper" in p["question"])
+    add_corrections(
+        kb_db,
+        [
+            {
+                "criterion": "correctness",
+                "run_id": rag["run_id"],
+                "question": rag["question"],
+                "answer_excerpt": (rag["answer"] or "")[:100],
+                "human_score": 1,
+                "judge_score": rag["judge"],
+                "why": "MARKER-RAG",
+            }
+        ],
+    )
+    before = len(fake.requests)
+    rejudge(settings, kb_db, second)
+    prompts = judge_prompts(fake, before)
+    assert len(prompts) == len(second)
+    same = [system for system, user in prompts if rag["question"] in user]
+    others = [system for system, user in prompts if rag["question"] not in user]
+    assert len(same) == 1 and "MARKER-RAG" not in same[0]
+    assert others and all("MARKER-RAG" in system for system in others)
+
+    before = len(fake.requests)
+    run_evaluation(settings, kb_db, dataset(), "with-corrections")
+    prompts = judge_prompts(fake, before)
+    same = [system for system, user in prompts if rag["question"] in user]
+    others = [system for system, user in prompts if rag["question"] not in user]
+    assert len(same) == 1 and "MARKER-RAG" not in same[0]
+    assert others and all("MARKER-RAG" in system for system in others)
+
+
+def test_the_same_question_is_recognised_through_case_punctuation_and_its_golden_id():
+    corrections = [
+        Correction(1, "correctness", 10, "How many passages did RAG use?", "x", 1, 4, "a", item_id="rag-1"),
+        Correction(2, "correctness", 11, "What is a passage index?", "y", 2, 5, "b", item_id="rag-2"),
+    ]
+    chosen = relevant_corrections(corrections, "correctness", "  how many PASSAGES did rag use ", 3)
+    assert [c.id for c in chosen] == [2]
+    assert [c.id for c in relevant_corrections(corrections, "correctness", "RAG passages", 3, item_id="rag-2")] == [1]

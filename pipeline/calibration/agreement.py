@@ -8,6 +8,7 @@ by zero.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -137,13 +138,32 @@ def claim_agreement(db: Database, run_ids: list[int]) -> dict:
     }
 
 
+def same_question_key(question: str) -> str:
+    """A question's text normalised for leave-one-out: case, punctuation and spacing do not make it another."""
+    return " ".join(re.findall(r"\w+", question.casefold()))
+
+
 def relevant_corrections(
-    corrections: list[Correction], criterion: str, question: str, k: int, exclude_run: int | None = None
+    corrections: list[Correction],
+    criterion: str,
+    question: str,
+    k: int,
+    exclude_run: int | None = None,
+    item_id: str | None = None,
 ) -> list[Correction]:
-    """The k corrections of this criterion whose questions share the most words with this one;
-    a run's own correction is never among them (no leakage)."""
-    words = content_words(question)
-    pool = [c for c in corrections if c.criterion == criterion and c.run_id != exclude_run]
+    """The k corrections of this criterion whose questions share the most words with this one. Leave-one-out
+    by question: a correction of this run, of the same golden item (item_id) or of the same question (its
+    normalised text) in any other run is never among them, so a score is never steered by a person's verdict
+    on the very question it scores."""
+    words, key = content_words(question), same_question_key(question)
+    pool = [
+        c
+        for c in corrections
+        if c.criterion == criterion
+        and c.run_id != exclude_run
+        and not (item_id is not None and c.item_id == item_id)
+        and same_question_key(c.question) != key
+    ]
     return sorted(pool, key=lambda c: (-len(words & content_words(c.question)), c.id))[:k]
 
 
@@ -154,21 +174,28 @@ def corrections_pin(base: JudgePin, version: int | None) -> JudgePin:
 
 
 def rejudge(settings: Settings, db: Database, run_ids: list[int], on_progress=None) -> int:
-    """Re-score every rated run with the current corrections, each without its own correction; return the
-    correction set's version the scores are stored under."""
+    """Re-score every rated run with the current corrections, each without any correction of its own question
+    (leave-one-out by golden item and question text, not just by run); return the correction set's version
+    the scores are stored under."""
     version, corrections = annotations.current_corrections(db)
     if version is None:
         raise InputError("there are no corrections yet", fix="turn some disagreements into corrections first")
     llm = LLM(settings, db, origin="rejudge")
     pin = corrections_pin(judge_pin(llm, settings), version)
     rated = sorted({r["run_id"] for r in annotations.ratings_for(db, run_ids)})
+    items = annotations.golden_ids(db, rated)
     rows = []
     for done, run_id in enumerate(rated, start=1):
         result = load_result(db, run_id)
         reference = reference_of(db, run_id)
         for criterion in CRITERIA:
             chosen = relevant_corrections(
-                corrections, criterion, result.question, settings.judge_corrections_k, exclude_run=run_id
+                corrections,
+                criterion,
+                result.question,
+                settings.judge_corrections_k,
+                exclude_run=run_id,
+                item_id=items.get(run_id),
             )
             score = judge(
                 llm,

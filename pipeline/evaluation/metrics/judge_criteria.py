@@ -13,8 +13,12 @@ def judge_criterion(criterion: str):
     """The compute function of one criterion; its prompt carries the people's most relevant corrections."""
 
     def compute(inputs: MetricInput) -> MetricScore:
-        corrections = relevant_corrections(
-            getattr(inputs.pin, "corrections", []), criterion, inputs.item.question, inputs.settings.judge_corrections_k
+        corrections = relevant_corrections(  # never a correction of this golden item or question
+            getattr(inputs.pin, "corrections", []),
+            criterion,
+            inputs.item.question,
+            inputs.settings.judge_corrections_k,
+            item_id=inputs.item.id,
         )
         return judge(
             inputs.llm,
