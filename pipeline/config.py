@@ -40,6 +40,8 @@ class Settings:
     abstain_below: float = 0.5
     verify_concurrency: int = 4
     precheck_enabled: bool = True
+    precheck_novel_share: float = 0.75
+    precheck_novel_words: int = 8
     verify_scope: str = "chunk"
     verifier_chain: str = "precheck,minicheck_chunk"
     max_question_chars: int = 2000
@@ -142,6 +144,8 @@ def _validate(s: Settings) -> Settings:
         (0 <= s.chunk_overlap < s.chunk_size, "chunk_overlap", "between 0 and chunk_size - 1"),
         (0.0 <= s.faithfulness_threshold <= 1.0, "faithfulness_threshold", "between 0 and 1"),
         (0.0 <= s.abstain_below <= 1.0, "abstain_below", "between 0 and 1"),
+        (0.0 < s.precheck_novel_share <= 1.0, "precheck_novel_share", "above 0 and at most 1"),
+        (s.precheck_novel_words >= 1, "precheck_novel_words", "at least 1"),
         (s.max_retries >= 0, "max_retries", "0 or more"),
         (s.verify_concurrency >= 1, "verify_concurrency", "at least 1"),
         (s.request_timeout_s > 0, "request_timeout_s", "above 0"),

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -126,7 +127,10 @@ def test_answer_claims_need_no_model_and_runs_are_stored(fake, db, labelled, cap
 
     assert main(["bench-detector", str(labelled), "--verifier", "precheck", "--claims", "answer"]) == 0
     out = capsys.readouterr().out
-    assert "pre-check flags truly hallucinated │ 1.000" in out
+    assert re.search(r"pre-check flags truly hallucinated\s+│ 1\.000", out)
+    # 1 of 1 flagged is truly hallucinated; 1 of 2 hallucinated found: Wilson 95% intervals printed
+    assert re.search(r"precision \(hallucinated\) \[95% Wilson\]\s+│ 1\.000 \[0\.21, 1\.00\]", out)
+    assert re.search(r"recall \(hallucinated\) \[95% Wilson\]\s+│ 0\.500 \[0\.09, 0\.91\]", out)
     assert not [r for r in fake.requests if r["path"] == "/api/chat"]
     run = list_detector_runs(db)[0]
     assert (run["verifier"], run["claims_from"], run["n"]) == ("precheck", "answer", 4)
@@ -135,3 +139,23 @@ def test_answer_claims_need_no_model_and_runs_are_stored(fake, db, labelled, cap
     h2 = json.loads(results["h2"]["verdicts"])
     assert [(v["verdict"], v["by"]) for v in h2] == [("unverified", "precheck")]  # left to a model: not flagged
     assert results["h2"]["predicted"] == 0 and results["h2"]["faithfulness"] is None
+
+
+def test_wilson_interval_and_figures_per_writing_model():
+    from pipeline.detector.bench import by_model, wilson
+
+    assert wilson(0, 0) is None
+    assert wilson(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    assert wilson(10, 10)[1] == 1.0 and wilson(0, 10)[0] == 0.0
+    rows = [
+        {"model": "a", "label": 1, "predicted": 1},
+        {"model": "a", "label": 0, "predicted": 1},
+        {"model": "a", "label": 1, "predicted": 0},
+        {"model": "b", "label": 0, "predicted": 0},
+        {"model": None, "label": 1, "predicted": 1},
+    ]
+    models = by_model(rows)
+    assert list(models) == ["a", "b"]
+    assert (models["a"]["n"], models["a"]["hallucinated"], models["a"]["tp"], models["a"]["fp"]) == (3, 2, 1, 1)
+    assert models["a"]["precision"] == 0.5 and models["a"]["precision_ci"] == wilson(1, 2)
+    assert models["b"]["recall_ci"] is None  # no hallucinated answer: no recall to state

@@ -112,8 +112,8 @@ def print_detector(summaries: dict[str, dict], out: Console) -> None:
     rows = [
         ("answers scored", "n", "{:d}"),
         ("balanced accuracy", "balanced_accuracy", "{:.3f}"),
-        ("precision (hallucinated)", "precision", "{:.3f}"),
-        ("recall (hallucinated)", "recall", "{:.3f}"),
+        ("precision (hallucinated) [95% Wilson]", "precision", "{:.3f}"),
+        ("recall (hallucinated) [95% Wilson]", "recall", "{:.3f}"),
         ("F1 (hallucinated)", "f1", "{:.3f}"),
         ("TP / FP / TN / FN", None, None),
         ("latency per answer (median ms)", "latency_ms_per_answer", "{:.1f}"),
@@ -130,10 +130,15 @@ def print_detector(summaries: dict[str, dict], out: Console) -> None:
                 cells.append(f"{m['tp']} / {m['fp']} / {m['tn']} / {m['fn']}")
             elif label.startswith("claims"):
                 cells.append(f"{m['claims']} / {m['claims_decided_by_precheck']}")
+            elif key in ("precision", "recall"):
+                cells.append(with_interval(m[key], m.get(f"{key}_ci")))
             else:
                 cells.append("n/a" if m.get(key) is None else fmt.format(m[key]))
         table.add_row(label, *cells)
     out.print(table)
+    for verifier, m in summaries.items():
+        if m.get("by_model"):
+            print_by_model(verifier, m["by_model"], out)
     for verifier, m in summaries.items():
         best = max(m["sweep"], key=lambda row: row["f1"])
         out.print(
@@ -143,6 +148,37 @@ def print_detector(summaries: dict[str, dict], out: Console) -> None:
                 f"({len(m['sweep'])} thresholds)"
             )
         )
+
+
+def with_interval(value: float | None, interval) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.3f} [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else f"{value:.3f} [n/a]"
+
+
+def print_by_model(verifier: str, models: dict[str, dict], out: Console) -> None:
+    """Per writing model, for information: some have very few hallucinated answers."""
+    table = Table(
+        "meta.model",
+        "n",
+        "pos",
+        "TP/FP/FN",
+        "precision [95%]",
+        "recall [95%]",
+        title=f"{verifier} by writing model (for information: small counts; pos = hallucinated)",
+    )
+    for column in table.columns:
+        column.no_wrap = True
+    for model, m in models.items():
+        table.add_row(
+            model,
+            str(m["n"]),
+            str(m["hallucinated"]),
+            f"{m['tp']} / {m['fp']} / {m['fn']}",
+            with_interval(m["precision"], m["precision_ci"]) if m["tp"] + m["fp"] else "n/a (none flagged)",
+            with_interval(m["recall"], m["recall_ci"]) if m["tp"] + m["fn"] else "n/a (none)",
+        )
+    out.print(table)
 
 
 def print_gate(run, baseline, comparisons, out: Console) -> None:

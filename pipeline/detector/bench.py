@@ -10,6 +10,7 @@ are the answer's own sentences (`answer`, deterministic).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.evaluation.dataset import BadRow
 from pipeline.models.llm import LLM
-from pipeline.text import sentences
+from pipeline.text import is_meta_statement, sentences
 from pipeline.verification.chain import effective_chain
 from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage
 from pipeline.verification.registry import verifier_names
@@ -53,6 +54,7 @@ class LabelledRecord(BaseModel):
     context: str
     answer: str
     label: int
+    meta: dict | None = None
 
     @field_validator("label")
     @classmethod
@@ -91,8 +93,9 @@ def context_passages(context: str, per_chunk: int = 2) -> list[Passage]:
 
 
 def answer_claims(answer: str) -> list[str]:
-    parts = [s.text for s in sentences(answer) if s.text.strip()]
-    return parts or ([answer.strip()] if answer.strip() else [])
+    """The answer's own sentences and list items as claims; headings, lead-ins ("follow these steps:")
+    and statements about the sources or the answer ("Passage 3 does not say") are not claims."""
+    return [s.text for s in sentences(answer) if s.kind != "heading" and not is_meta_statement(s.text)]
 
 
 def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list[str], claims_from: str) -> dict:
@@ -101,14 +104,16 @@ def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list
     llm = LLM(settings, db, origin="detector")
     checker = FaithfulnessChecker(llm, settings, classify=False, chain=chain)
     start = time.perf_counter()
-    result = {"record_id": record.id, "label": record.label, "error": None, "verdicts": []}
+    model = str((record.meta or {}).get("model") or "") or None
+    result = {"record_id": record.id, "label": record.label, "model": model, "error": None, "verdicts": []}
     if claims_from == "llm":
         extraction = checker.extract_claims(record.question or "", record.answer)
         claims = extraction.claims
         result["error"] = extraction.invalid_reason
     else:
         claims = answer_claims(record.answer)
-    checked = checker.verify_claims(claims, context_passages(record.context)) if claims else []
+    passages = context_passages(record.context)
+    checked = checker.verify_claims(claims, passages, question=record.question or "") if claims else []
     decided = [c for c in checked if c.verdict != UNVERIFIED]
     result.update(
         predicted=int(any(c.verdict in ("unsupported", "contradicted") for c in checked)),
@@ -125,7 +130,30 @@ def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list
     return result
 
 
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """Wilson score interval (95% by default) of a proportion; None when there is nothing to count."""
+    if n <= 0:
+        return None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+
+
 def classification(labels: list[int], predicted: list[int]) -> dict:
+    if not labels:
+        return {
+            "tp": 0,
+            "fp": 0,
+            "tn": 0,
+            "fn": 0,
+            "precision": 0.0,
+            "recall": 0.0,
+            "f1": 0.0,
+            "balanced_accuracy": None,
+            "precision_ci": None,
+            "recall_ci": None,
+        }
     tn, fp, fn, tp = confusion_matrix(labels, predicted, labels=[0, 1]).ravel().tolist()
     precision, recall, f1, _ = precision_recall_fscore_support(
         labels, predicted, pos_label=1, average="binary", zero_division=0
@@ -136,10 +164,26 @@ def classification(labels: list[int], predicted: list[int]) -> dict:
         "tn": tn,
         "fn": fn,
         "precision": float(precision),
+        "precision_ci": wilson(tp, tp + fp),
         "recall": float(recall),
+        "recall_ci": wilson(tp, tp + fn),
         "f1": float(f1),
-        "balanced_accuracy": float(balanced_accuracy_score(labels, predicted)),
+        "balanced_accuracy": float(balanced_accuracy_score(labels, predicted)) if len(set(labels)) > 1 else None,
     }
+
+
+def by_model(results: list[dict]) -> dict[str, dict]:
+    """Per writer (`meta.model`): counts, precision and recall with their Wilson intervals."""
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        if r.get("model"):
+            groups.setdefault(r["model"], []).append(r)
+    out = {}
+    for model, rows in sorted(groups.items()):
+        labels, predicted = [r["label"] for r in rows], [r["predicted"] for r in rows]
+        figures = classification(labels, predicted)
+        out[model] = {"n": len(rows), "hallucinated": sum(labels), **figures}
+    return out
 
 
 def sweep(labels: list[int], faithfulness: list[float | None]) -> list[dict]:
@@ -157,6 +201,7 @@ def summarise(results: list[dict]) -> dict:
     n = max(len(scored), 1)
     return {
         **classification(labels, predicted),
+        "by_model": by_model(scored),
         "n": len(scored),
         "invalid": len(results) - len(scored),
         "threshold": "faithfulness < 1 (any claim not supported)",

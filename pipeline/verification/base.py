@@ -30,14 +30,14 @@ class Verifier(ABC):
         """What a claim's `verifier` column says: the model for model verifiers."""
         return self.name
 
-    def verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+    def verify(self, claim_no: int, claim: str, passages: list[Passage], question: str = "") -> CheckedClaim:
         if not claim or not claim.strip():
             raise ValueError(f"{self.name}: claim {claim_no} is empty")
         if not passages:
             return CheckedClaim(
                 claim_no, claim, UNSUPPORTED, self.label, reason="there is no passage to check it against"
             )
-        checked = self._verify(claim_no, claim, passages)
+        checked = self._verify_for(question, claim_no, claim, passages)
         if checked.verdict not in VERIFIER_VERDICTS:
             raise ValueError(
                 f"verifier {self.name} returned {checked.verdict!r}; a verifier says one of "
@@ -46,6 +46,10 @@ class Verifier(ABC):
         if (checked.claim_no, checked.text) != (claim_no, claim):
             raise ValueError(f"verifier {self.name} answered for another claim than claim {claim_no}")
         return checked
+
+    def _verify_for(self, question: str, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        """`_verify` knowing the question asked; a verifier that reads the question overrides this."""
+        return self._verify(claim_no, claim, passages)
 
     @abstractmethod
     def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:

@@ -35,11 +35,13 @@ class VerifierChain:
     def names(self) -> list[str]:
         return [v.name for v in self.verifiers]
 
-    def verify(self, claim_no: int, claim: str, passages: list[Passage]) -> tuple[CheckedClaim, Verifier]:
+    def verify(
+        self, claim_no: int, claim: str, passages: list[Passage], question: str = ""
+    ) -> tuple[CheckedClaim, Verifier]:
         """(the first decided verdict, the verifier that gave it); when none decides, the claim is
         unverified with the last verifier's reason."""
         for verifier in self.verifiers:
-            checked = verifier.verify(claim_no, claim, passages)
+            checked = verifier.verify(claim_no, claim, passages, question)
             if checked.verdict != UNDECIDED:
                 return checked, verifier
         reason = (

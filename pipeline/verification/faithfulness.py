@@ -74,11 +74,17 @@ class FaithfulnessChecker(BaseEvaluator):
 
     # step 2
     def verify_claims(
-        self, claims: list[str], passages: list[Passage], on_verdict: Callable[[CheckedClaim], None] | None = None
+        self,
+        claims: list[str],
+        passages: list[Passage],
+        on_verdict: Callable[[CheckedClaim], None] | None = None,
+        question: str = "",
     ) -> list[CheckedClaim]:
+        """Each claim down the chain; `question` lets the pre-check accept names the user asked about."""
+
         def check(claim_no: int, claim: str) -> CheckedClaim:
             with tracing.step(f"verify claim {claim_no}"):
-                verdict = self.verify_claim(claim_no, claim, passages)
+                verdict = self.verify_claim(claim_no, claim, passages, question)
                 tracing.annotate(verdict=verdict.verdict, verifier=verdict.verifier)
             if on_verdict:
                 on_verdict(verdict)
@@ -88,8 +94,8 @@ class FaithfulnessChecker(BaseEvaluator):
             futures = [tracing.submit(pool, check, n, claim) for n, claim in enumerate(claims, start=1)]
             return [future.result() for future in futures]
 
-    def verify_claim(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
-        checked, verifier = self.chain.verify(claim_no, claim, passages)
+    def verify_claim(self, claim_no: int, claim: str, passages: list[Passage], question: str = "") -> CheckedClaim:
+        checked, verifier = self.chain.verify(claim_no, claim, passages, question)
         if checked.verdict == UNSUPPORTED and verifier.classify_rejected and self.classify and passages:
             return self.classify_rejected(checked, passages)
         return checked
@@ -155,7 +161,7 @@ class FaithfulnessChecker(BaseEvaluator):
                 invalid_result=True,
                 invalid_reason=f"claims could not be extracted: {extraction.invalid_reason}",
             )
-        checked = self.verify_claims(extraction.claims, passages)
+        checked = self.verify_claims(extraction.claims, passages, question=query or "")
         faithfulness, status = self.score(checked)
         feedback = (
             "\n".join(f"{c.verdict}: {c.text} ({c.reason})" for c in checked)

@@ -17,7 +17,16 @@ class PrecheckVerifier(Verifier):
     classify_rejected = False
 
     def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
-        result = precheck(claim, "\n\n".join(p.text for p in passages))
+        return self._verify_for("", claim_no, claim, passages)
+
+    def _verify_for(self, question: str, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        result = precheck(
+            claim,
+            "\n\n".join(p.text for p in passages),
+            question,
+            self.settings.precheck_novel_share,
+            self.settings.precheck_novel_words,
+        )
         if result.verdict == UNSUPPORTED:
             return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason=result.reason)
         if result.verdict == SUPPORTED:
