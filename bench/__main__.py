@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import answer_cost, evaluation, overhead, regression, retrieval, scale, verification
+from bench import answer_cost, detector, evaluation, overhead, regression, retrieval, scale, verification
 from bench.common import print_table
 
 SUITES = {
@@ -13,6 +13,7 @@ SUITES = {
     "verification": verification.run,
     "evaluation": evaluation.run,
     "answer_cost": answer_cost.run,
+    "detector": detector.run,
     "regression": regression.run,
     "scale": scale.run,
 }
