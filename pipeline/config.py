@@ -67,6 +67,8 @@ class Settings:
     store_path: str = str(PROJECT_ROOT / "data" / "workbench.duckdb")
     store_lock_timeout_s: float = 15.0
     store_idle_release_s: float = 0.5
+    store_save_wait_s: float = 3.0
+    ingest_file_timeout_s: float = 60.0
     kb_path: str = str(PROJECT_ROOT / "data" / "kb")
 
     def public_items(self) -> list[tuple[str, str, str]]:

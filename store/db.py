@@ -8,6 +8,7 @@ process holds the lock, then fails with a message that says what to do.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -15,14 +16,64 @@ from pathlib import Path
 
 import duckdb
 
-from store.errors import StoreLocked, StoreUnavailable
-from store.migrations import migrate
+from store.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly, StoreTooNew, StoreUnavailable
+from store.migrations import migrate, unknown_migrations
 
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "lock on file")
+CORRUPT_MARKERS = ("not a valid DuckDB database file", "Corrupt database file", "checksum", "database file is")
+REQUIRED_TABLES = ("runs", "claims", "attempts", "retrievals", "chunks", "documents", "schema_migrations")
 
 
 def _is_lock_error(exc: Exception) -> bool:
     return any(marker in str(exc) for marker in LOCK_MARKERS)
+
+
+def _fault(path: str, exc: Exception) -> StoreError | None:
+    """The store error a duckdb error means, or None when it is a bug (bad SQL) that must raise as is."""
+    text = str(exc)
+    if any(marker in text for marker in CORRUPT_MARKERS) or isinstance(exc, duckdb.InternalException):
+        return StoreCorrupt(path, text.splitlines()[0][:300])
+    if isinstance(exc, duckdb.IOException):
+        if "read-only" in text or "Permission denied" in text or "Read-only" in text:
+            return StoreReadOnly(path, text.splitlines()[0][:300])
+        return StoreUnavailable(path, text.splitlines()[0][:300])
+    return None
+
+
+def _store_error(path: str, exc: Exception) -> StoreError:
+    return _fault(path, exc) or StoreUnavailable(path, str(exc).splitlines()[0][:300])
+
+
+def _read_only_reason(path: Path) -> str | None:
+    """Why the store must be opened read-only (the file or its folder cannot be written), else None."""
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is not writable"
+    if path.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
+        return "its folder is not writable"
+    return None
+
+
+def _check_schema(con, path: str) -> None:
+    """A store opened read-only is not migrated; it must still be one this version can read."""
+    try:
+        unknown = unknown_migrations(applied_names(con))
+    except duckdb.Error as exc:
+        raise _store_error(path, exc) from None
+    if unknown:
+        raise StoreTooNew(path, unknown)
+    check_tables(con, path)
+
+
+def applied_names(con) -> list[str]:
+    return [row[0] for row in con.execute("SELECT name FROM schema_migrations").fetchall()]
+
+
+def check_tables(con, path: str) -> None:
+    """A file that opens but lacks the workbench's tables (damaged, or not a workbench store)."""
+    present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    missing = [t for t in REQUIRED_TABLES if t not in present]
+    if missing:
+        raise StoreCorrupt(path, f"its tables {', '.join(missing)} are missing")
 
 
 class Database:
@@ -37,37 +88,77 @@ class Database:
         self._last_used = 0.0
         self._write_lock = threading.Lock()
         self._migrated = False
+        self.read_only_reason: str | None = None
+        self.lock_wait_s = 0.0  # time spent waiting for another process's lock, in total
+        self.replayed = 0  # journal entries this process wrote into the store
 
-    def _open(self) -> duckdb.DuckDBPyConnection:
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log into the file, so a copy of the file alone is complete."""
+        with self._guard:
+            if self._con is not None and not self.read_only:
+                self._con.execute("CHECKPOINT")
+
+    def _open(self, lock_timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + self.lock_timeout_s
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnavailable(self.path, f"its folder cannot be created ({exc.strerror})") from None
+            self.read_only_reason = _read_only_reason(Path(self.path))
+        timeout = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+        deadline = time.monotonic() + timeout
         delay = 0.05
+        waited_from = time.monotonic()
         while True:
             try:
-                con = duckdb.connect(self.path)
+                con = duckdb.connect(self.path, read_only=self.read_only)
                 break
             except duckdb.Error as exc:
                 if not _is_lock_error(exc):
-                    raise StoreUnavailable(self.path, str(exc)) from None
+                    raise _store_error(self.path, exc) from None
                 if time.monotonic() >= deadline:
-                    raise StoreLocked(self.path, self.lock_timeout_s) from None
+                    self.lock_wait_s += time.monotonic() - waited_from
+                    raise StoreLocked(self.path, timeout) from None
                 time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-        if not self._migrated:
-            migrate(con)
-            self._migrated = True
+                delay = min(delay * 2, 0.25)
+        self.lock_wait_s += time.monotonic() - waited_from
+        try:
+            if self.read_only:
+                _check_schema(con, self.path)
+            else:
+                if not self._migrated:
+                    migrate(con)
+                    check_tables(con, self.path)
+                    self._migrated = True
+                from store.journal import replay
+
+                self.replayed += replay(con, self.path)
+        except StoreError:
+            con.close()
+            raise
+        except duckdb.Error as exc:
+            con.close()
+            raise _store_error(self.path, exc) from None
         return con
 
+    @property
+    def read_only(self) -> bool:
+        return self.read_only_reason is not None
+
     @contextmanager
-    def cursor(self):
+    def cursor(self, lock_timeout_s: float | None = None):
         with self._guard:
             if self._con is None:
-                self._con = self._open()
+                self._con = self._open(lock_timeout_s)
             self._users += 1
             cur = self._con.cursor()
         try:
             yield cur
+        except duckdb.Error as exc:
+            error = _fault(self.path, exc)
+            if error is None:
+                raise
+            raise error from None
         finally:
             cur.close()
             with self._guard:
@@ -77,10 +168,13 @@ class Database:
                     self._schedule_release()
 
     @contextmanager
-    def transaction(self):
+    def transaction(self, lock_timeout_s: float | None = None):
         """One write transaction at a time in this process: DuckDB would otherwise abort one of two
-        concurrent transactions that insert the same key (two items caching the same LLM reply)."""
-        with self._write_lock, self.cursor() as cur:
+        concurrent transactions that insert the same key (two items caching the same LLM reply).
+        A read-only store raises StoreReadOnly before anything is begun."""
+        with self._write_lock, self.cursor(lock_timeout_s) as cur:
+            if self.read_only:
+                raise StoreReadOnly(self.path, self.read_only_reason)
             cur.begin()
             try:
                 yield cur

@@ -40,3 +40,34 @@ class StoreLocked(StoreError):
             "or point WORKBENCH_DB at another file",
         )
         self.path = path
+
+
+class StoreReadOnly(StoreError):
+    def __init__(self, path: str, why: str):
+        super().__init__(
+            f"the store {path} is read-only ({why}): it can be browsed, but nothing can be written to it",
+            fix="make the file and its folder writable, or point WORKBENCH_DB at a writable file; "
+            "results computed meanwhile are kept in the journal and saved on the next writable open",
+        )
+        self.path = path
+
+
+class StoreTooNew(StoreError):
+    def __init__(self, path: str, unknown: list[str]):
+        super().__init__(
+            f"the store {path} was written by a newer version of the workbench "
+            f"(unknown migrations: {', '.join(unknown)})",
+            fix="update the workbench (`git pull`, then `make run`), or point WORKBENCH_DB at another file",
+        )
+        self.path = path
+        self.unknown = unknown
+
+
+class StoreCorrupt(StoreError):
+    def __init__(self, path: str, detail: str):
+        super().__init__(
+            f"the store {path} is damaged: {detail}",
+            fix=f"move it aside (`mv {path} {path}.damaged`) and start a fresh store "
+            "(`python -m pipeline ingest data/kb`); results that could not be saved are kept in the journal",
+        )
+        self.path = path

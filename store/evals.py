@@ -116,37 +116,65 @@ def save_item(
     """The item's question run, its row and its scores, in one transaction; replace=False skips removing
     an earlier attempt of the item (the runner knows there is none)."""
     with db.transaction() as cur:
-        run_id = insert_run(cur, log) if log is not None else None
-        if replace:
-            cur.execute("DELETE FROM eval_items WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
-            cur.execute("DELETE FROM scores WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
-        cur.execute(
-            "INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, reference, tags, "
-            "error, wall_ms) VALUES (?,?,?,?,?,?,?,?,?)",
-            [eval_run_id, item.id, run_id, status, item.question, item.reference, item.tags, error, wall_ms],
-        )
-        insert_rows(
-            cur,
-            "scores",
-            SCORE_COLUMNS,
+        return insert_item(cur, eval_run_id, item, status, log, scores, error, wall_ms, replace)
+
+
+def insert_item(cur, eval_run_id, item, status, log, scores, error, wall_ms, replace=True) -> int | None:
+    """save_item with an open cursor (the journal replays items through it). Replacing an earlier attempt
+    removes its question run too, so a retried item leaves no superseded run behind."""
+    if replace:
+        _delete_item_runs(cur, eval_run_id, item.id)
+    run_id = insert_run(cur, log) if log is not None else None
+    if replace:
+        cur.execute("DELETE FROM eval_items WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
+        cur.execute("DELETE FROM scores WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
+    cur.execute(
+        "INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, reference, tags, "
+        "error, wall_ms) VALUES (?,?,?,?,?,?,?,?,?)",
+        [eval_run_id, item.id, run_id, status, item.question, item.reference, item.tags, error, wall_ms],
+    )
+    insert_rows(
+        cur,
+        "scores",
+        SCORE_COLUMNS,
+        [
             [
-                [
-                    eval_run_id,
-                    item.id,
-                    run_id,
-                    s.metric,
-                    s.value,
-                    s.status,
-                    s.explanation,
-                    json.dumps(s.details),
-                    s.scorer_model,
-                    s.scorer_digest,
-                    s.prompt_version,
-                ]
-                for s in scores
-            ],
-        )
+                eval_run_id,
+                item.id,
+                run_id,
+                s.metric,
+                s.value,
+                s.status,
+                s.explanation,
+                json.dumps(s.details),
+                s.scorer_model,
+                s.scorer_digest,
+                s.prompt_version,
+            ]
+            for s in scores
+        ],
+    )
     return run_id
+
+
+RUN_CHILD_TABLES = ("context_grades", "retrievals", "attempts", "claims", "spans")
+
+
+def _delete_item_runs(cur, eval_run_id: int, item_id: str) -> None:
+    ids = [
+        row[0]
+        for row in cur.execute(
+            "SELECT run_id FROM eval_items WHERE eval_run_id = ? AND item_id = ? AND run_id IS NOT NULL",
+            [eval_run_id, item_id],
+        ).fetchall()
+    ]
+    if not ids:
+        return
+    marks = ", ".join("?" * len(ids))
+    for table in RUN_CHILD_TABLES:
+        cur.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", ids)
+    cur.execute(f"UPDATE llm_calls SET run_id = NULL WHERE run_id IN ({marks})", ids)
+    cur.execute(f"DELETE FROM runs WHERE id IN ({marks})", ids)
 
 
 def list_eval_runs(db: Database) -> list[dict]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import duckdb
 
+from store.errors import StoreTooNew
+
 
 def m001_knowledge_base(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
@@ -329,6 +331,18 @@ def m009_call_texts_and_spans(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m010_journal_entries(con: duckdb.DuckDBPyConnection) -> None:
+    """Entries of the local journal already written to the store, so a replay is idempotent."""
+    con.execute("""
+        CREATE TABLE journal_entries (
+            id VARCHAR PRIMARY KEY,
+            kind VARCHAR NOT NULL,
+            created_at TIMESTAMP,
+            replayed_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+    """)
+
+
 MIGRATIONS = [
     m001_knowledge_base,
     m002_run_log,
@@ -339,6 +353,7 @@ MIGRATIONS = [
     m007_search_text_and_zonemaps,
     m008_annotations_and_corrections,
     m009_call_texts_and_spans,
+    m010_journal_entries,
 ]
 
 
@@ -350,9 +365,23 @@ def applied(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [row[0] for row in con.execute("SELECT name FROM schema_migrations ORDER BY applied_at, name").fetchall()]
 
 
+def unknown_migrations(done) -> list[str]:
+    known = {m.__name__ for m in MIGRATIONS}
+    return sorted(set(done) - known)
+
+
+def database_path(con: duckdb.DuckDBPyConnection) -> str:
+    row = con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    return (row[0] if row else None) or ":memory:"
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Apply every migration not yet recorded; return the names applied now."""
+    """Apply every migration not yet recorded; return the names applied now. A store that records a migration
+    this version does not know was written by a newer version: StoreTooNew, before anything is changed."""
     done = set(applied(con))
+    unknown = unknown_migrations(done)
+    if unknown:
+        raise StoreTooNew(database_path(con), unknown)
     new = []
     for migration in MIGRATIONS:
         if migration.__name__ in done:

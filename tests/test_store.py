@@ -34,6 +34,7 @@ TABLES = {
     "ratings",
     "claim_ratings",
     "corrections",
+    "journal_entries",
     "correction_sets",
     "rejudged",
     "llm_texts",

@@ -32,9 +32,10 @@ from pipeline.verification.faithfulness import (
     Passage,
     context_block,
 )
+from pipeline.verification.placement import place_claims
 from store.db import Database
+from store.journal import save_run
 from store.records import AttemptRecord, GradeRecord, RetrievalRecord, RunLog
-from store.runs import save_run
 
 PROMPTS = (
     prompts.GRADE_CONTEXT,
@@ -298,7 +299,7 @@ class QuestionRun:
         yield Event(
             "claims", f"extracted {len(extraction.claims)} claims", {"attempt": attempt_no, "claims": extraction.claims}
         )
-        attempt.claims = yield from self._verify(attempt_no, extraction.claims, passages)
+        attempt.claims = place_claims(answer, (yield from self._verify(attempt_no, extraction.claims, passages)))
         faith, record.status = self.checker.score(attempt.claims)
         record.faithfulness = faith
         record.n_claims = len(attempt.claims)
@@ -379,8 +380,9 @@ class QuestionRun:
             self.llm.take_cache_entries(),
             spans=self.trace.records(),
         )
-        if self.persist:
-            self.result.run_id = save_run(self.db, self.log)
+        if self.persist:  # a locked, read-only, newer or damaged store: the run is kept in the journal
+            self.result.run_id, kept = save_run(self.db, self.log, self.settings.store_save_wait_s)
+            self.result.journal = str(kept) if kept else None
 
 
 def _decision_message(status: str, record: AttemptRecord) -> str:

@@ -56,6 +56,7 @@ class AnswerResult:
     started_at: datetime | None = None
     generator_model: str | None = None
     config: dict = field(default_factory=dict)
+    journal: str | None = None  # the journal file that keeps the run when the store could not take it
 
     @property
     def final_record(self) -> AttemptRecord | None:

@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out, err = Console(), Console(stderr=True)
+    db = None
     try:
         settings, db = open_workbench()
         return COMMANDS[args.command](args, settings, db, out, err)
@@ -108,6 +109,20 @@ def main(argv: list[str] | None = None) -> int:
     except WorkbenchError as exc:
         err.print(Text(f"error: {exc}", style="red"))
         return 1
+    finally:
+        if db is not None:
+            finish_store(db, err)
+
+
+def finish_store(db, err: Console) -> None:
+    """When a command ends: fold the write-ahead log into the file (a copied store file is then complete)
+    and say how many journal entries were saved."""
+    try:
+        db.checkpoint()
+    except WorkbenchError:
+        pass  # the store is locked, read-only or damaged: nothing of ours is in its write-ahead log
+    if db.replayed:
+        err.print(Text(f"saved {db.replayed} result(s) kept in the journal into the store", style="dim"))
 
 
 def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
@@ -135,6 +150,7 @@ def result_json(result: AnswerResult) -> dict:
         "abstain_reason": result.abstain_reason,
         "error": result.error,
         "fix": result.fix,
+        "journal": result.journal,
         "claims": [
             {
                 "claim": c.text,
@@ -151,6 +167,14 @@ def result_json(result: AnswerResult) -> dict:
 
 
 def print_result(result: AnswerResult, out: Console) -> None:
+    if result.journal:
+        out.print(
+            Text(
+                f"note: the store could not take this run now; it is kept in the journal ({result.journal}) "
+                "and saved the next time the store opens",
+                style="yellow",
+            )
+        )
     if result.status == "failed":
         out.print(Text(f"run {result.run_id} failed: {result.error}", style="red"))
         if result.fix:
@@ -223,13 +247,33 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
             outcome = run_evaluation(settings, db, dataset, args.name, concurrency, on_progress=on_progress)
         except KeyboardInterrupt:
             err.print(Text(f"cancelled: finished items are kept; run the same command to resume {args.name!r}"))
-            return 130
+            exit_now(db, 130)
     result = report(settings, db, args.name)
     if args.json:
         out.print_json(json.dumps(report_json(result, outcome), default=str))
     else:
         print_report(result, outcome, out)
+    if outcome.progress.failed:
+        p = outcome.progress
+        err.print(Text(f"{p.failed} of {p.total} items failed; run the same command to retry them. Why:", style="red"))
+        for error, count in sorted(p.errors.items(), key=lambda kv: -kv[1]):
+            err.print(Text(f"  {count} item(s): {error}"))
     return 0 if outcome.progress.failed == 0 else 1
+
+
+def exit_now(db, code: int) -> None:
+    """Leave at once: items still waiting on a model call are dropped (they rerun on resume) instead of
+    being waited for; what finished is already committed."""
+    import os
+    import sys
+
+    try:
+        db.checkpoint()
+    except WorkbenchError:
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def cmd_bench_detector(args, settings, db, out: Console, err: Console) -> int:

@@ -28,7 +28,7 @@ from pipeline.evaluation.diagnosis import Diagnosis, diagnose
 from pipeline.evaluation.judge import JudgePin, MetricScore, judge_pin
 from pipeline.models.llm import LLM
 from pipeline.regression import compare as regression
-from store import evals
+from store import evals, journal
 from store.annotations import current_corrections
 from store.db import Database
 
@@ -41,6 +41,7 @@ class Progress:
     failed: int = 0
     started: float = field(default_factory=time.monotonic)
     last_error: str | None = None
+    errors: dict[str, int] = field(default_factory=dict)  # each distinct error of a failed item, with its count
 
     @property
     def finished(self) -> int:
@@ -59,7 +60,7 @@ class Progress:
 class EvalOutcome:
     eval_run_id: int
     name: str
-    status: str  # finished | cancelled
+    status: str  # finished | finished with N failures | cancelled
     progress: Progress
     regressions: list | str = field(default_factory=list)
 
@@ -182,7 +183,7 @@ def run_evaluation(
                 settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel, set(stored)
             )
         )
-        status = "cancelled" if cancel.is_set() else "finished"
+        status = "cancelled" if cancel.is_set() else finished_status(progress.failed)
     except KeyboardInterrupt:
         status = "cancelled"
         raise
@@ -192,6 +193,11 @@ def run_evaluation(
     if status == "finished":
         outcome.regressions = check_regressions(settings, db, name)
     return outcome
+
+
+def finished_status(failed: int) -> str:
+    """A run whose items all finished is "finished"; one with failed items says how many, never plain finished."""
+    return "finished" if failed == 0 else f"finished with {failed} failure{'s' if failed != 1 else ''}"
 
 
 def check_regressions(settings: Settings, db: Database, name: str) -> list | str:
@@ -228,10 +234,10 @@ async def _run_items(
                 except WorkbenchError as exc:
                     status, log, scores, error = "failed", None, [], str(exc)
                 wall_ms = (time.perf_counter() - start) * 1000
-                try:
+                try:  # a store that stays locked: the item is kept in the journal and saved on the next open
                     await loop.run_in_executor(
                         pool,
-                        evals.save_item,
+                        journal.save_item,
                         db,
                         eval_run_id,
                         item,
@@ -241,8 +247,9 @@ async def _run_items(
                         error,
                         wall_ms,
                         item.id in stored,
+                        settings.store_save_wait_s,
                     )
-                except WorkbenchError as exc:  # the store stayed locked: the item runs again on resume
+                except WorkbenchError as exc:  # nowhere to keep it: the item runs again on resume
                     status, error = "failed", f"not saved: {exc}"
                 with lock:
                     if status == "done":
@@ -250,6 +257,7 @@ async def _run_items(
                     else:
                         progress.failed += 1
                         progress.last_error = f"{item.id}: {error}"
+                        progress.errors[str(error)] = progress.errors.get(str(error), 0) + 1
                 if on_progress:
                     on_progress(progress)
 

@@ -8,7 +8,7 @@ from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.backends import OpenAIChat
 from pipeline.models.ollama_models import normalise_model, pulled_models
-from store import kb
+from store import journal, kb
 from store.db import Database
 
 
@@ -89,7 +89,28 @@ def check_store(settings: Settings, db: Database) -> list[Check]:
         documents = len(kb.list_documents(db))
     except WorkbenchError as exc:
         return [Check("store", False, exc.message, exc.fix)]
-    checks = [Check("store", True, f"{settings.store_path} opens and is migrated")]
+    if db.read_only:
+        checks = [
+            Check(
+                "store",
+                False,
+                f"{settings.store_path} opens read-only ({db.read_only_reason}): runs can be browsed, "
+                "new results wait in the journal",
+                "make the file and its folder writable, or point WORKBENCH_DB at a writable file",
+            )
+        ]
+    else:
+        checks = [Check("store", True, f"{settings.store_path} opens, is migrated and is writable")]
+    pending = len(journal.pending(settings.store_path))
+    if pending:
+        checks.append(
+            Check(
+                "journal",
+                False,
+                f"{pending} result(s) wait in the journal to be saved into the store",
+                "they are saved the next time the store opens writable; fix the store check above",
+            )
+        )
     if chunks:
         checks.append(
             Check(

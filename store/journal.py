@@ -1,0 +1,232 @@
+"""The local journal: a computed result that cannot be written to the store now is kept here and replayed.
+
+Each entry is one JSON file, written atomically (a temporary file renamed into place) in a folder beside the
+store (`<store>.journal/`) when that folder is writable, else in the user's state directory
+(platformdirs). Replay writes an entry and records its id in `journal_entries` in one transaction, then
+deletes the file; an id already recorded is skipped, so replaying twice, or from the app and the CLI at once
+(DuckDB lets one process write at a time), stores every entry exactly once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import uuid
+from dataclasses import fields, is_dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import platformdirs
+
+from store.records import (
+    AttemptRecord,
+    CacheEntry,
+    ClaimRecord,
+    GradeRecord,
+    LLMCallRecord,
+    RetrievalRecord,
+    RunLog,
+    RunRecord,
+    SpanRecord,
+)
+
+APP_NAME = "rag-quality-workbench"
+
+
+def _writable_dir(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".probe-")
+        os.close(fd)
+        os.unlink(probe)
+        return True
+    except OSError:
+        return False
+
+
+def journal_dirs(store_path: str) -> list[Path]:
+    """Where entries of this store may lie: beside the store first, then the user's state directory."""
+    path = Path(store_path).resolve()
+    key = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    state = Path(os.environ.get("WORKBENCH_STATE_DIR") or platformdirs.user_state_dir(APP_NAME)) / "journal"
+    return [path.parent / f"{path.name}.journal", state / f"{path.stem}-{key}"]
+
+
+def _encode(value):
+    if is_dataclass(value):
+        return {f.name: _encode(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, datetime):
+        return {"__datetime__": value.isoformat()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    return value
+
+
+def _decode(value):
+    if isinstance(value, dict):
+        if set(value) == {"__datetime__"}:
+            return datetime.fromisoformat(value["__datetime__"])
+        return {k: _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def decode_log(data: dict) -> RunLog:
+    data = _decode(data)
+    return RunLog(
+        run=RunRecord(**data["run"]),
+        grades=[GradeRecord(**r) for r in data["grades"]],
+        retrievals=[RetrievalRecord(**r) for r in data["retrievals"]],
+        attempts=[AttemptRecord(**r) for r in data["attempts"]],
+        claims=[ClaimRecord(**r) for r in data["claims"]],
+        calls=[LLMCallRecord(**r) for r in data["calls"]],
+        cache_entries=[CacheEntry(**r) for r in data["cache_entries"]],
+        spans=[SpanRecord(**r) for r in data["spans"]],
+    )
+
+
+def write_entry(store_path: str, kind: str, payload: dict) -> Path:
+    """Keep one entry; the path it was written to. OSError when no journal folder is writable."""
+    entry = {
+        "id": uuid.uuid4().hex,
+        "kind": kind,
+        "created_at": datetime.now(timezone.utc).isoformat(),
+        "store": str(Path(store_path).resolve()),
+        "payload": _encode(payload),
+    }
+    last: OSError | None = None
+    for folder in journal_dirs(store_path):
+        if not _writable_dir(folder):
+            continue
+        try:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(entry, f)
+                f.flush()
+                os.fsync(f.fileno())
+            final = folder / f"{entry['created_at'][:19].replace(':', '')}-{entry['id']}.json"
+            os.replace(tmp, final)
+            return final
+        except OSError as exc:
+            last = exc
+    raise last or OSError(f"no writable journal folder for {store_path}")
+
+
+def pending(store_path: str) -> list[Path]:
+    """Entry files waiting to be replayed, oldest first."""
+    found = []
+    for folder in journal_dirs(store_path):
+        if folder.is_dir():
+            found += [p for p in folder.glob("*.json") if not p.name.startswith(".")]
+    return sorted(found, key=lambda p: p.name)
+
+
+def _apply(cur, entry: dict) -> None:
+    from store.evals import insert_item
+    from store.runs import insert_run
+
+    payload = entry["payload"]
+    if entry["kind"] == "run":
+        insert_run(cur, decode_log(payload["log"]))
+    elif entry["kind"] == "eval_item":
+        payload = _decode(payload)
+        log = decode_log(payload["log"]) if payload["log"] is not None else None
+        insert_item(
+            cur,
+            payload["eval_run_id"],
+            SimpleNamespace(**payload["item"]),
+            payload["status"],
+            log,
+            [SimpleNamespace(**s) for s in payload["scores"]],
+            payload["error"],
+            payload["wall_ms"],
+            payload["replace"],
+        )
+    else:
+        raise ValueError(f"unknown journal entry kind {entry['kind']!r}")
+
+
+def replay(con, store_path: str) -> int:
+    """Write every pending entry with an open, writable connection; the number written now. An entry
+    that cannot be read is left in place (renamed *.bad) so nothing is deleted unread."""
+    written = 0
+    for path in pending(store_path):
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:  # another process replayed it meanwhile
+            continue
+        except (OSError, ValueError):
+            path.rename(path.with_suffix(".bad"))
+            continue
+        con.begin()
+        try:
+            if not con.execute("SELECT 1 FROM journal_entries WHERE id = ?", [entry["id"]]).fetchall():
+                _apply(con, entry)
+                con.execute(
+                    "INSERT INTO journal_entries (id, kind, created_at) VALUES (?, ?, ?)",
+                    [entry["id"], entry["kind"], datetime.fromisoformat(entry["created_at"])],
+                )
+                written += 1
+        except (KeyError, TypeError, ValueError):  # an entry this version cannot read: kept aside, not lost
+            con.rollback()
+            path.rename(path.with_suffix(".bad"))
+            continue
+        except BaseException:
+            con.rollback()
+            raise
+        con.commit()
+        path.unlink(missing_ok=True)
+    return written
+
+
+def save_or_keep(db, kind: str, payload: dict, write, lock_timeout_s: float | None = None):
+    """(write's result, None) when the store takes it now, else (None, the journal file that keeps it).
+    A store that is locked past lock_timeout_s, read-only, newer or damaged never loses the result; the
+    store's error is raised only when no journal folder is writable either."""
+    from store.errors import StoreError
+
+    try:
+        return write(lock_timeout_s), None
+    except StoreError as exc:
+        try:
+            return None, write_entry(db.path, kind, payload)
+        except OSError:
+            raise exc from None
+
+
+def save_run(db, log: RunLog, lock_timeout_s: float | None = None):
+    """A question's run written now, or kept in the journal: (run id or None, journal file or None)."""
+    from store.runs import insert_run
+
+    def write(timeout):
+        with db.transaction(timeout) as cur:
+            return insert_run(cur, log)
+
+    return save_or_keep(db, "run", {"log": log}, write, lock_timeout_s)
+
+
+def save_item(db, eval_run_id, item, status, log, scores, error, wall_ms, replace=True, lock_timeout_s=None):
+    """An evaluation item written now, or kept in the journal: (run id or None, journal file or None)."""
+    from store.evals import insert_item
+
+    def write(timeout):
+        with db.transaction(timeout) as cur:
+            return insert_item(cur, eval_run_id, item, status, log, scores, error, wall_ms, replace)
+
+    payload = {
+        "eval_run_id": eval_run_id,
+        "item": {"id": item.id, "question": item.question, "reference": item.reference, "tags": item.tags},
+        "status": status,
+        "log": log,
+        "scores": scores,
+        "error": error,
+        "wall_ms": wall_ms,
+        "replace": replace,
+    }
+    return save_or_keep(db, "eval_item", payload, write, lock_timeout_s)

@@ -1,0 +1,296 @@
+"""Faults of the store and of Ollama: no computed result is lost, every fault is a clear message.
+
+A second process holds the store (DuckDB lets one process write a file at a time); read-only files and
+folders are made with chmod, or `chattr +i` when the tests run as root (root ignores permission bits)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import reset_process_state
+
+from pipeline.answering.engine import QuestionRun, VerifiedQueryEngine, final_result
+from pipeline.cli.main import main
+from pipeline.config import load_settings
+from pipeline.evaluation.dataset import Dataset, GoldenItem
+from pipeline.evaluation.runner import report, run_evaluation
+from pipeline.history.runs import RunFilter, list_runs
+from pipeline.models.health import check_store
+from store import db as store_db
+from store import journal
+
+QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+
+
+@contextmanager
+def holding(path: str, seconds: float = 60):
+    """Another process with the store open (and so locked) until the block ends."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                import duckdb, time
+                con = duckdb.connect({path!r})
+                print("locked", flush=True)
+                time.sleep({seconds})
+            """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _immutable(path: Path, on: bool) -> bool:
+    return subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True).returncode == 0
+
+
+@contextmanager
+def read_only(path: Path):
+    """path (a file or a folder) unwritable for this process, whoever runs the tests."""
+    mode = path.stat().st_mode
+    os.chmod(path, 0o555 if path.is_dir() else 0o444)
+    chattr = False
+    if os.access(path, os.W_OK):  # root: permission bits do not bind
+        chattr = _immutable(path, True)
+        if not chattr:
+            os.chmod(path, mode)
+            pytest.skip("cannot make a path read-only here (root without chattr)")
+    try:
+        yield
+    finally:
+        if chattr:
+            _immutable(path, False)
+        os.chmod(path, mode)
+
+
+def ask(settings, db, question=QUESTION):
+    return final_result(VerifiedQueryEngine(settings=settings, db=db).stream(question))
+
+
+def count_runs(path: str) -> int:
+    con = duckdb.connect(path)
+    try:
+        return con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "state"
+    monkeypatch.setenv("WORKBENCH_STATE_DIR", str(folder))
+    return folder
+
+
+def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_next_open(kb_db, settings):
+    settings = dataclasses.replace(settings, store_save_wait_s=0.3)
+    run = QuestionRun(settings, kb_db, QUESTION, "chat")
+    events = run.events()
+    result = None
+    for event in events:
+        if event.kind == "decide":  # computed; only the final save is left
+            with holding(settings.store_path):
+                result = final_result(events)
+            break
+    assert result.status == "accepted" and "21 million" in result.answer
+    assert result.run_id is None and result.journal
+    entry = json.loads(Path(result.journal).read_text())
+    assert entry["kind"] == "run" and entry["payload"]["log"]["run"]["question"] == QUESTION
+    assert Path(result.journal).parent == Path(settings.store_path).parent / "workbench.duckdb.journal"
+    assert kb_db.lock_wait_s < 2  # waited store_save_wait_s, not the 2 s lock timeout of reads
+
+    rows = list_runs(kb_db, RunFilter(), 10)  # the next open replays the journal first
+    assert [r["question"] for r in rows] == [QUESTION] and rows[0]["status"] == "accepted"
+    assert not Path(result.journal).exists() and kb_db.replayed == 1
+
+
+def test_replay_is_idempotent_by_entry_id_also_from_two_processes_at_once(kb_db, settings, tmp_path):
+    log = QuestionRun(settings, kb_db, QUESTION, "chat", persist=False)
+    final_result(log.events())
+    kept = journal.write_entry(settings.store_path, "run", {"log": log.log})
+    copy = kept.with_name("copy-" + kept.name)
+    copy.write_bytes(kept.read_bytes())  # the same entry twice, as if a replay died after its commit
+    kb_db.close()
+    script = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+        from store.db import Database
+        db = Database({settings.store_path!r}, lock_timeout_s=20, idle_release_s=0)
+        with db.cursor() as cur:
+            pass
+        print(db.replayed)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    replayed = [int(p.communicate(timeout=60)[0].strip() or -1) for p in procs]
+    assert sorted(replayed) == [0, 1]
+    assert count_runs(settings.store_path) == 1
+    assert journal.pending(settings.store_path) == []
+
+
+def test_an_evaluation_item_is_kept_when_the_store_is_locked_at_its_save(kb_db, settings, monkeypatch):
+    from pipeline.evaluation import runner
+
+    settings = dataclasses.replace(settings, store_save_wait_s=0.2)
+    real = journal.save_item
+
+    def locked_save(db, *args):
+        with holding(settings.store_path):
+            return real(db, *args)
+
+    monkeypatch.setattr(runner.journal, "save_item", locked_save)
+    items = [GoldenItem(id="rag", question=QUESTION, reference="21 million passages", tags=["numeric"])]
+    outcome = run_evaluation(settings, kb_db, Dataset("g.jsonl", items, [], "h"), "held", concurrency=1)
+    assert outcome.progress.done == 1 and outcome.status == "finished"
+    rows = report(settings, kb_db, "held").items  # replayed on this open
+    assert [(r["item_id"], r["item_status"]) for r in rows] == [("rag", "done")]
+    assert rows[0]["faithfulness"] == 1.0
+
+
+def test_a_read_only_store_file_is_browsed_and_new_runs_wait_in_the_journal(kb_db, settings, state_dir, capsys):
+    ask(settings, kb_db)
+    kb_db.close()
+    path = Path(settings.store_path)
+    with read_only(path):
+        reset_process_state()
+        assert main(["runs"]) == 0
+        out = capsys.readouterr().out
+        assert QUESTION[:40] in out
+        assert main(["show", "1"]) == 0 and "21 million" in capsys.readouterr().out
+        assert main(["ask", QUESTION]) == 0
+        out = capsys.readouterr().out
+        assert "21 million" in out and "kept in the journal" in out
+        assert [p.parent for p in journal.pending(settings.store_path)] == [Path(settings.store_path + ".journal")]
+        assert store_db.get_database(settings).read_only
+    reset_process_state()
+    assert main(["runs", "--json"]) == 0  # writable again: the journal is replayed
+    assert len(json.loads(capsys.readouterr().out)) == 2
+    assert journal.pending(settings.store_path) == []
+
+
+def test_a_read_only_folder_keeps_the_store_browsable(kb_db, settings, state_dir, capsys):
+    ask(settings, kb_db)
+    kb_db.close()
+    folder = Path(settings.store_path).parent / "ro"
+    folder.mkdir()
+    target = folder / "store.duckdb"
+    os.replace(settings.store_path, target)
+    settings = dataclasses.replace(settings, store_path=str(target))
+    with read_only(folder):
+        db = store_db.Database(str(target), 1, 0)
+        assert len(list_runs(db, RunFilter(), 10)) == 1
+        assert db.read_only_reason == "its folder is not writable"
+        result = ask(settings, db)
+        assert result.journal and Path(result.journal).is_relative_to(state_dir)
+        db.close()
+
+
+def test_a_store_from_a_newer_version_is_named_and_nothing_is_lost(kb_db, settings, capsys):
+    with kb_db.transaction() as cur:
+        cur.execute("INSERT INTO schema_migrations (name) VALUES ('m999_from_the_future')")
+    reset_process_state()
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "written by a newer version of the workbench (unknown migrations: m999_from_the_future)" in out
+    assert "git pull" in out and "Traceback" not in out
+    assert main(["runs"]) == 1
+    assert "newer version" in capsys.readouterr().err
+
+
+def test_a_damaged_store_is_named_by_doctor_ask_and_runs_without_a_traceback(fake, settings, capsys):
+    Path(settings.store_path).write_bytes(b"not a database" * 1000)
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "is damaged" in out and ".damaged" in out
+    assert main(["runs"]) == 1
+    err = capsys.readouterr().err
+    assert "is damaged" in err and "Traceback" not in err
+    assert main(["ask", QUESTION]) == 1  # retrieval needs the store: a failed run, kept in the journal
+    out = capsys.readouterr().out
+    assert "is damaged" in out and "kept in the journal" in out
+    assert len(journal.pending(settings.store_path)) == 1
+    assert Path(settings.store_path).read_bytes().startswith(b"not a database")  # nothing written into it
+
+
+def test_a_store_that_lost_its_tables_is_damaged(fake, settings):
+    con = duckdb.connect(settings.store_path)
+    con.execute("CREATE TABLE schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
+    from store.migrations import MIGRATIONS
+
+    for m in MIGRATIONS:
+        con.execute("INSERT INTO schema_migrations VALUES (?, now())", [m.__name__])
+    con.close()
+    checks = check_store(settings, store_db.get_database(settings))
+    assert not checks[0].ok and "its tables runs, claims" in checks[0].detail
+
+
+def test_doctor_says_whether_the_store_is_writable(kb_db, settings, state_dir):
+    checks = {c.name: c for c in check_store(settings, kb_db)}
+    assert checks["store"].ok and "writable" in checks["store"].detail
+    kb_db.close()
+    with read_only(Path(settings.store_path)):
+        reset_process_state()
+        checks = {c.name: c for c in check_store(settings, store_db.get_database(load_settings()))}
+        assert not checks["store"].ok and "read-only" in checks["store"].detail
+        assert "writable" in checks["store"].fix
+
+
+def test_ollama_killed_mid_evaluation_is_not_plain_finished_and_the_cli_says_why(fake, kb_db, settings, capsys):
+    items = "".join(
+        json.dumps({"id": f"q{i}", "question": f"{QUESTION} ({i})", "reference": "21 million"}) + "\n" for i in range(4)
+    )
+    path = Path(settings.store_path).parent / "g.jsonl"
+    path.write_text(items)
+    served = {"n": 0}
+    from pipeline.evaluation import runner  # Ollama goes away after the first item: the rest cannot reach it
+
+    original = runner.evaluate_item
+
+    def then_kill(*args, **kwargs):
+        outcome = original(*args, **kwargs)
+        if served["n"] == 0:
+            fake.stop()
+        served["n"] += 1
+        return outcome
+
+    runner.evaluate_item = then_kill
+    try:
+        code = main(["eval", str(path), "--name", "killed", "--concurrency", "1"])
+    finally:
+        runner.evaluate_item = original
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "evaluation 'killed' finished with 3 failures" in out
+    assert "3 of 4 items failed" in err and "Ollama is not reachable" in err and "Traceback" not in err
+    row = store_db.get_database(settings)
+    with row.cursor() as cur:
+        assert cur.execute("SELECT status FROM eval_runs WHERE name = 'killed'").fetchone()[0] == (
+            "finished with 3 failures"
+        )
+
+
+def test_a_retried_item_leaves_no_superseded_run(fake, kb_db, settings):
+    items = [GoldenItem(id="rag", question=QUESTION, reference="21 million passages")]
+    fake.inject("500", model="llama3.2", path="/api/chat", times=1000)
+    first = run_evaluation(settings, kb_db, Dataset("g.jsonl", items, [], "h"), "retry", concurrency=1)
+    assert first.status == "finished with 1 failure"
+    fake.clear()
+    run_evaluation(settings, kb_db, Dataset("g.jsonl", items, [], "h"), "retry", concurrency=1)
+    with kb_db.cursor() as cur:
+        runs = cur.execute("SELECT id, status FROM runs").fetchall()
+        linked = cur.execute("SELECT run_id FROM eval_items").fetchall()
+    assert len(runs) == 1 and [r[0] for r in runs] == [linked[0][0]] and runs[0][1] == "accepted"
