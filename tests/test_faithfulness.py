@@ -143,3 +143,38 @@ def test_model_output_with_html_and_markdown_is_escaped():
     assert "<" not in escaped.replace("\\<", "") and "[" not in escaped.replace("\\[", "")
     assert "**" not in escaped and "$" not in escaped.replace("\\$", "")
     assert escaped.replace("\\", "") == hostile.replace("\\", "")
+
+
+def test_a_claim_sharing_one_word_is_not_pinned_on_a_sentence():
+    from pipeline.history.present import placement
+
+    answer = "The index holds 21 million passages [1]. Retrieval uses dense vectors [2]."
+    claims = [
+        CheckedClaim(1, "The index holds 21 million passages.", "supported", "m"),
+        CheckedClaim(2, "The index was rebuilt by volunteers every winter.", "unsupported", "m"),
+    ]
+    placed = placement(answer, claims)
+    assert [(s.verdict, s.claim_nos) for s in placed.segments] == [("supported", [1]), (None, [])]
+    assert [c.claim_no for c in placed.unplaced] == [2]
+    markdown = annotated_markdown(answer, claims)
+    # an unsupported claim that is not placed: listed, and no sentence painted green
+    assert "green-background" not in markdown
+    assert "**Not placed**" in markdown and "claim 2 (unsupported): The index was rebuilt" in markdown
+
+
+def test_claims_land_on_list_items_and_carry_their_answer_span():
+    from pipeline.verification.placement import place_claims
+
+    answer = "To bake bread:\n1. Mix flour and water.\n2. Bake it at 220 degrees for 40 minutes [1]."
+    claims = place_claims(
+        answer,
+        [
+            CheckedClaim(1, "Bread is baked at 220 degrees.", "unsupported", "m"),
+            CheckedClaim(2, "Flour and water are mixed.", "supported", "m"),
+        ],
+    )
+    assert answer[claims[0].answer_span[0] : claims[0].answer_span[1]].startswith("Bake it at 220")
+    assert answer[claims[1].answer_span[0] : claims[1].answer_span[1]] == "Mix flour and water."
+    markdown = annotated_markdown(answer, claims)
+    assert ":orange-background[Bake it at 220 degrees" in markdown
+    assert ":green-background[Mix flour and water\\.]" in markdown and "Not placed" not in markdown

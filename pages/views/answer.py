@@ -5,8 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from pages.views.common import escape_keeping_code
 from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown
 from pipeline.answering.events import AnswerResult, Event
+from pipeline.history.present import placement
 from pipeline.text import short_source
 
 STATUS_TEXT = {
@@ -20,13 +22,35 @@ STATUS_TEXT = {
 }
 
 
+def unsupported_banner(answer: str, claims) -> str:
+    """How many claims are not supported, and where they are: marked in the answer or listed as not placed."""
+    bad = [c for c in claims if c.verdict != "supported"]
+    unplaced = {c.claim_no for c in placement(answer, claims).unplaced_problems}
+    marked = len(bad) - len(unplaced)
+    where = []
+    if marked:
+        where.append(f"{marked} marked in the answer")
+    if unplaced:
+        where.append(f"{len(unplaced)} listed below it as not placed")
+    return f"{len(bad)} of {len(claims)} claims are not supported by the sources: {' and '.join(where)}."
+
+
 def step_line(event: Event) -> str:
     return escape_markdown(event.message)
 
 
 def show_answer(result: AnswerResult) -> None:
+    if result.journal:
+        st.info(
+            "The store could not take this run just now: it is kept in the local journal and saved the next "
+            "time the store opens.",
+            icon="💾",
+        )
     if result.status == "failed":
-        st.error(f"{result.error}" + (f"  \nFix: {result.fix}" if result.fix else ""), icon="🚫")
+        st.error(
+            escape_markdown(result.error or "") + (f"  \nFix: {escape_keeping_code(result.fix)}" if result.fix else ""),
+            icon="🚫",
+        )
         return
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
     st.markdown(
@@ -39,9 +63,9 @@ def show_answer(result: AnswerResult) -> None:
         st.caption(escape_markdown(f"Why: {result.abstain_reason}"))
     else:
         st.markdown(annotated_markdown(result.answer or "", claims))
-    if result.status == "flagged":
-        bad = [c for c in claims if c.verdict != "supported"]
-        st.warning(f"{len(bad)} of {len(claims)} claims are not supported by the sources; they are marked.")
+    bad = [c for c in claims if c.verdict != "supported"]
+    if bad and result.status != "abstained":
+        st.warning(unsupported_banner(result.answer or "", claims))
     cited = sorted({c.passage.n for c in claims if c.passage and c.verdict == "supported"})
     if cited:
         sources = {p.n: short_source(p.source) for p in result.passages}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.history.present import annotate
+from pipeline.history.present import placement
 from pipeline.verification.faithfulness import CheckedClaim
 
 VERDICT_COLOR = {"supported": "green", "contradicted": "red", "unsupported": "orange", "unverified": "violet"}
@@ -19,19 +19,32 @@ def escape_markdown(text: str) -> str:
 
 
 def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
-    """Markdown of the answer with each sentence coloured by its verdict; all model text escaped."""
+    """Markdown of the answer with each sentence coloured by its verdict, then the claims that could not be
+    placed on a sentence, listed as "not placed"; all model text escaped. While a claim that is not
+    supported is not placed, no sentence is painted green: the answer must not look verified."""
+    placed = placement(answer, claims)
+    hold_green = bool(placed.unplaced_problems)
     out = []
-    for segment in annotate(answer, claims):
+    for segment in placed.segments:
         text = escape_markdown(segment.text)
-        if segment.verdict:
-            numbers = ", ".join(str(n) for n in segment.claim_nos)
+        numbers = ", ".join(str(n) for n in segment.claim_nos)
+        if segment.verdict and not (hold_green and segment.verdict == "supported"):
             out.append(
                 f":{VERDICT_COLOR[segment.verdict]}-background[{text}] "
                 f"{VERDICT_ICON[segment.verdict]} :gray[claim {numbers}]"
             )
+        elif segment.verdict:
+            out.append(f"{text} :gray[claim {numbers}, supported]")
         else:
             out.append(text)
-    return " ".join(out)
+    markdown = " ".join(out)
+    if placed.unplaced:
+        listed = "  \n".join(
+            f"{VERDICT_ICON.get(c.verdict, '')} claim {c.claim_no} ({c.verdict}): {escape_markdown(c.text)}"
+            for c in placed.unplaced
+        )
+        markdown += f"\n\n**Not placed** (no sentence of the answer holds these claims):  \n{listed}"
+    return markdown
 
 
 def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = "supported") -> str:

@@ -32,6 +32,7 @@ class CheckedClaim:
     passage: Passage | None = None
     span: tuple[int, int] | None = None
     reason: str = ""
+    answer_span: tuple[int, int] | None = None  # the answer sentence the claim came from (None: not placed)
 
     @property
     def evidence(self) -> str | None:
