@@ -69,7 +69,7 @@ for alert in alerts:
         f"{'🔴' if alert['status'] == 'open' else '✔️'} {alert['run_name']}: {alert['metric']} "
         f"({alert['slice']}) — {alert['kind']}"
     )
-    with st.expander(title):
+    with st.expander(escape_markdown(title)):
         st.markdown(escape_markdown(alert["message"]))
         st.caption(
             escape_markdown(

@@ -3,6 +3,7 @@ as bound parameters; the filter builds the WHERE clause from fixed fragments."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -123,9 +124,31 @@ def filter_choices(db: Database) -> dict[str, list[str]]:
 
 
 EXPORT_SQL = """
-    SELECT r.id, r.kind, r.status, r.question, r.answer, r.faithfulness, r.n_attempts, r.generator_model,
+    SELECT r.id, {kind}, {status}, {question}, {answer}, r.faithfulness, r.n_attempts, {generator_model},
            r.latency_ms, r.started_at{claims}
     FROM runs r{where} ORDER BY r.id DESC"""
+TEXT_COLUMNS = ("kind", "status", "question", "answer", "generator_model")
+# OWASP's advice on CSV injection: a text cell that a spreadsheet would read as a formula (starting with =, +,
+# - or @, also after blanks, or with a tab or carriage return) gets a leading apostrophe; numbers are untouched.
+FORMULA_START = r"^(\s*[=+\-@]|[\t\r])"
+
+
+def _text_column(name: str, neutralise: bool) -> str:
+    if not neutralise:
+        return f"r.{name}"
+    quoted = "''''"  # SQL for a string holding one apostrophe
+    return (
+        f"CASE WHEN regexp_matches(r.{name}, '{FORMULA_START}') THEN {quoted} || r.{name} ELSE r.{name} END AS {name}"
+    )
+
+
+def neutralise_formula(value):
+    """The same rule in Python, for CSV written elsewhere: text that would start a formula gets an apostrophe."""
+    if isinstance(value, str) and re.match(FORMULA_START, value):
+        return "'" + value
+    return value
+
+
 CLAIMS_SQL = """,
            (SELECT list(struct_pack(claim_no := c.claim_no, text := c.text, verdict := c.verdict,
                                     verifier := c.verifier, evidence := c.evidence, reason := c.reason)
@@ -139,7 +162,8 @@ def export_runs(db: Database, run_filter: RunFilter, fmt: str, path: str) -> int
     if fmt not in formats:
         raise ValueError(f"unknown export format {fmt!r}")
     where, params = run_filter.where()
-    sql = EXPORT_SQL.format(claims=CLAIMS_SQL if fmt == "jsonl" else "", where=where)
+    columns = {name: _text_column(name, fmt == "csv") for name in TEXT_COLUMNS}
+    sql = EXPORT_SQL.format(claims=CLAIMS_SQL if fmt == "jsonl" else "", where=where, **columns)
     with db.cursor() as cur:
         return cur.execute(f"COPY ({sql}) TO '{_quote_path(path)}' {formats[fmt]}", params).fetchone()[0]
 

@@ -7,6 +7,8 @@ import streamlit as st
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
+from pages.views.markup import escape_markdown
+
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
 
@@ -233,7 +235,8 @@ def test_every_page_says_when_the_store_cannot_be_opened(fake, monkeypatch, tmp_
         at = app(page)
         errors = [e.value for e in at.error]
         assert any(
-            e.startswith(f"cannot open the store {tmp_path}") and "Fix: check the path in WORKBENCH_DB" in e
+            e.startswith(escape_markdown(f"cannot open the store {tmp_path}"))
+            and "Fix: " + escape_markdown("check the path in WORKBENCH_DB") in e
             for e in errors
         ), errors
 

@@ -294,3 +294,56 @@ def test_a_retried_item_leaves_no_superseded_run(fake, kb_db, settings):
         runs = cur.execute("SELECT id, status FROM runs").fetchall()
         linked = cur.execute("SELECT run_id FROM eval_items").fetchall()
     assert len(runs) == 1 and [r[0] for r in runs] == [linked[0][0]] and runs[0][1] == "accepted"
+
+
+PAGES = [
+    None,
+    "pages/evaluate.py",
+    "pages/runs.py",
+    "pages/annotate.py",
+    "pages/calibration.py",
+    "pages/trends.py",
+    "pages/detector.py",
+    "pages/knowledge_base.py",
+    "pages/settings.py",
+]
+
+
+def _page(page):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    reset_process_state()
+    at = AppTest.from_file(str(Path(__file__).parent.parent / "streamlit_app.py"), default_timeout=60)
+    at.run()
+    if page:
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def test_every_page_says_the_store_is_locked_and_keeps_its_navigation(kb_db, settings, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_STORE_LOCK_TIMEOUT_S", "0.3")
+    kb_db.close()
+    with holding(settings.store_path):
+        for page in PAGES:
+            at = _page(page)
+            assert not at.exception, (page, at.exception)
+            assert any("stayed locked by another process" in e.value for e in at.error), page
+            assert len(at.sidebar.get("page_link")) == 9, page
+
+
+def test_every_page_browses_a_read_only_store_with_a_banner(kb_db, settings, state_dir):
+    ask(settings, kb_db)
+    kb_db.close()
+    with read_only(Path(settings.store_path)):
+        for page in PAGES:
+            at = _page(page)
+            assert not at.exception, (page, at.exception)
+            assert any(w.value.startswith("**Read-only mode.**") for w in at.warning), (
+                page,
+                [w.value for w in at.warning],
+                [e.value for e in at.error],
+            )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
+from pages.views.markup import escape_markdown
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.health import Check, check_ollama
@@ -54,6 +57,15 @@ def page_setup(title: str) -> tuple[Settings, Database]:
     except WorkbenchError as exc:  # the store is locked by another process too long, or cannot be opened
         show_error(exc)
         st.stop()
+    if db.read_only:
+        st.warning(
+            "**Read-only mode.** "
+            + escape_markdown(
+                f"The store {settings.store_path} cannot be written ({db.read_only_reason}). "
+                "Runs can be browsed; new answers are kept in the journal and saved once it is writable again."
+            ),
+            icon="🔒",
+        )
     with st.sidebar:
         if open_alerts:
             st.warning(f"{open_alerts} open regression alert(s): see Trends", icon="🔔")
@@ -62,13 +74,26 @@ def page_setup(title: str) -> tuple[Settings, Database]:
     return settings, db
 
 
+def escape_keeping_code(text: str) -> str:
+    """A fix as Markdown: its `code` spans stay code (shown literally by Markdown itself), the rest escaped."""
+    return "".join(
+        part if part.startswith("`") and part.endswith("`") and len(part) > 1 else escape_markdown(part)
+        for part in re.split(r"(`[^`\n]*`)", text)
+    )
+
+
 def show_error(exc: WorkbenchError) -> None:
-    st.error(f"{exc.message}" + (f"  \nFix: {exc.fix}" if exc.fix else ""), icon="🚫")
+    """An expected failure with its fix; both escaped (a message may echo a path, a name or a URL's value)."""
+    st.error(escape_markdown(exc.message) + (f"  \nFix: {escape_keeping_code(exc.fix)}" if exc.fix else ""), icon="🚫")
 
 
 def show_failed_checks(checks: list[Check]) -> bool:
     """Show each failed check with its fix; True when everything is fine."""
     failed = [c for c in checks if not c.ok]
     for check in failed:
-        st.error(f"{check.name}: {check.detail}" + (f"  \nFix: {check.fix}" if check.fix else ""), icon="🚫")
+        st.error(
+            escape_markdown(f"{check.name}: {check.detail}")
+            + (f"  \nFix: {escape_keeping_code(check.fix)}" if check.fix else ""),
+            icon="🚫",
+        )
     return not failed

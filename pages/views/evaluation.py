@@ -40,7 +40,7 @@ def choose_dataset(folder: Path) -> Dataset | None:
 def start_form(settings, db, dataset: Dataset) -> None:
     if dataset.bad_rows:
         listed = "; ".join(f"line {b.line}: {b.reason}" for b in dataset.bad_rows[:10])
-        st.warning(f"{len(dataset.bad_rows)} bad rows skipped ({listed})")
+        st.warning(escape_markdown(f"{len(dataset.bad_rows)} bad rows skipped ({listed})"))
     default_name = f"{Path(dataset.name).stem}-{time.strftime('%Y%m%d-%H%M')}"
     with st.form("start"):
         name = st.text_input("Run name (the same name resumes a run)", value=default_name)
@@ -71,7 +71,7 @@ def job_progress(job: EvalJob) -> None:
     if p and p.last_error:
         st.caption(escape_markdown(f"Last failure: {p.last_error}"))
     if job.error:
-        st.error(job.error)
+        st.error(escape_markdown(job.error))
     if job.running and st.button("Cancel", key=f"cancel-{job.name}"):
         job.cancel.set()
         st.info("Cancelling: items in progress finish, then the run stops. Start it again to resume.")
@@ -84,7 +84,7 @@ def live_progress() -> None:
         job_progress(job)
     for job in [j for j in jobs() if not j.running and j.outcome and not j.announced]:
         job.announced = True
-        st.success(f"{job.name}: {job.outcome.status}")
+        st.success(escape_markdown(f"{job.name}: {job.outcome.status}"))
 
 
 def show_report(result: EvalReport) -> None:
@@ -130,7 +130,7 @@ def show_slices(result: EvalReport) -> None:
     frame = pd.DataFrame(result.slices).pivot(index="tag", columns="metric", values="mean")
     st.dataframe(frame.round(2), width="stretch")
     for tag, metric, mean in weak_slices(result):
-        with st.expander(f"Weak slice: {tag} on {metric} ({mean:.2f})"):
+        with st.expander(escape_markdown(f"Weak slice: {tag} on {metric} ({mean:.2f})")):
             worst = pd.DataFrame(worst_items(result, tag, metric))
             st.dataframe(
                 with_links(worst)[["item_id", metric, "question", "link"]],

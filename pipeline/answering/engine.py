@@ -4,6 +4,7 @@ retry with a stricter prompt, decide; every step streams out as an Event and lan
 from __future__ import annotations
 
 import queue
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -48,8 +49,19 @@ PROMPTS = (
 _DONE = object()
 
 
+INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
 def clean_question(question: str | None, settings: Settings) -> str:
-    text = one_line(question or "")
+    """The question on one line without control, zero-width or direction characters; InputError when nothing
+    visible is left or it is too long."""
+    raw = question or ""
+    text = one_line(INVISIBLE.sub(" ", raw))
+    if not text and raw.strip():
+        raise InputError(
+            "the question has no visible characters (only control, zero-width or blank ones)",
+            fix="type a question in words",
+        )
     if not text:
         raise InputError("the question is empty", fix="type a question about the knowledge base")
     if len(text) > settings.max_question_chars:

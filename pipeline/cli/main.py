@@ -8,6 +8,8 @@ import argparse
 import dataclasses
 import json
 from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -16,11 +18,12 @@ from rich.text import Text
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.events import AnswerResult
 from pipeline.cli.output import evaluation_progress, print_detector, print_gate, print_report, report_json
+from pipeline.cli.terminal import SafeConsole
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.evaluation.runner import report, run_evaluation
-from pipeline.history.runs import RunFilter, list_runs, load_run
+from pipeline.history.runs import RunFilter, export_runs, list_runs, load_run
 from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.models.health import check_all
@@ -54,10 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, default=None, help="only the first N items")
     ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
     ev.add_argument("--json", action="store_true", help="print the summary as JSON")
-    runs = sub.add_parser("runs", help="list runs, newest first")
-    runs.add_argument("--status", default=None, help="only runs with this status (accepted, flagged, ...)")
+    runs = sub.add_parser("runs", help="list runs, newest first, filtered as on the Runs page; or export them")
+    runs.add_argument("--status", action="append", help="only runs with this status (accepted, flagged...); repeatable")
+    runs.add_argument("--kind", action="append", help="only runs of this kind (chat, eval); repeatable")
+    runs.add_argument("--model", action="append", help="only runs answered by this generator model; repeatable")
+    runs.add_argument("--tag", action="append", help="only evaluation runs of items with this tag; repeatable")
+    runs.add_argument("--since", type=_date, help="only runs started on or after this date (YYYY-MM-DD)")
+    runs.add_argument("--until", type=_date, help="only runs started before this date (YYYY-MM-DD)")
+    runs.add_argument("--min-faithfulness", type=float, help="only runs with at least this faithfulness (0-1)")
+    runs.add_argument("--max-faithfulness", type=float, help="only runs with at most this faithfulness (0-1)")
+    runs.add_argument("--text", default="", help="only runs whose question or answer contains this text")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--json", action="store_true")
+    runs.add_argument(
+        "--export", metavar="FILE", help="write every matching run (unpaged) to FILE: .csv, .parquet or .jsonl"
+    )
     show = sub.add_parser("show", help="show one run: answer, claims with evidence, attempts, LLM calls")
     show.add_argument("run_id", type=int)
     show.add_argument("--json", action="store_true")
@@ -98,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    out, err = Console(), Console(stderr=True)
+    out, err = SafeConsole(), SafeConsole(stderr=True)  # stored text cannot send escape sequences
     db = None
     try:
         settings, db = open_workbench()
@@ -300,8 +314,49 @@ def cmd_bench_detector(args, settings, db, out: Console, err: Console) -> int:
     return 0
 
 
+def _date(text: str) -> datetime:
+    try:
+        return datetime.strptime(text, "%Y-%m-%d")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date: write it as YYYY-MM-DD") from None
+
+
+def runs_filter(args) -> RunFilter:
+    return RunFilter(
+        since=args.since,
+        until=args.until,
+        kinds=args.kind or [],
+        statuses=args.status or [],
+        faithfulness_min=args.min_faithfulness,
+        faithfulness_max=args.max_faithfulness,
+        models=args.model or [],
+        tags=args.tag or [],
+        text=args.text,
+    )
+
+
+EXPORT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".jsonl": "jsonl"}
+
+
+def export_to(db, run_filter: RunFilter, target: str, out: Console) -> int:
+    fmt = EXPORT_FORMATS.get(Path(target).suffix.lower())
+    if fmt is None:
+        raise InputError(
+            f"cannot tell the export format of {target!r} from its extension",
+            fix="name the file .csv, .parquet or .jsonl",
+        )
+    if not Path(target).resolve().parent.is_dir():
+        raise InputError(f"the folder of {target!r} does not exist", fix="create it, or export somewhere else")
+    n = export_runs(db, run_filter, fmt, target)
+    out.print(Text(f"exported {n} run(s) to {target} ({fmt})"))
+    return 0
+
+
 def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
-    rows = list_runs(db, RunFilter(statuses=[args.status] if args.status else []), args.limit)
+    run_filter = runs_filter(args)
+    if args.export:
+        return export_to(db, run_filter, args.export, out)
+    rows = list_runs(db, run_filter, args.limit)
     if args.json:
         out.print_json(json.dumps(rows, default=str))
         return 0
