@@ -347,3 +347,36 @@ def test_every_page_browses_a_read_only_store_with_a_banner(kb_db, settings, sta
                 [w.value for w in at.warning],
                 [e.value for e in at.error],
             )
+
+
+def test_a_file_whose_splitting_hangs_or_raises_is_skipped_and_the_rest_ingested(
+    fake, db, tmp_path, monkeypatch, capsys
+):
+    import time
+
+    from pipeline.knowledge import ingest
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nAlpha is the first letter. It opens the alphabet.\n")
+    (folder / "b-huge.md").write_text("x" * 50_000)
+    (folder / "c-raises.md").write_text("# C\n\nThis one makes the splitter raise.\n")
+    (folder / "d.md").write_text("# D\n\nDelta is the fourth letter.\n")
+    real = ingest.split
+
+    def pathological(text, settings):
+        if text.startswith("xxx"):
+            time.sleep(3)  # as NLTK's sentence splitter on megabytes without sentence ends
+        if "splitter raise" in text:
+            raise TimeoutError("nltk gave up")
+        return real(text, settings)
+
+    monkeypatch.setattr(ingest, "split", pathological)
+    monkeypatch.setenv("WORKBENCH_INGEST_FILE_TIMEOUT_S", "0.5")
+    started = time.monotonic()
+    assert main(["ingest", str(folder)]) == 0
+    assert time.monotonic() - started < 3
+    out = capsys.readouterr().out
+    assert "b-huge.md: splitting it into chunks took longer than 0.5 s (50,000 characters)" in out
+    assert "c-raises.md: it could not be split into chunks (TimeoutError: nltk gave up)" in out
+    assert "2 files ingested or unchanged, 2 skipped" in out and "Traceback" not in out

@@ -132,3 +132,22 @@ def test_a_fix_keeps_its_code_and_escapes_everything_else():
     shown = escape_keeping_code("move ![x](http://evil.example/i.png) aside: `mv a b`")
     assert shown.endswith("`mv a b`")
     assert "!\\[x\\]\\(http\\:" in shown and "](http://" not in shown
+
+
+def test_golden_sets_with_a_byte_order_mark_lose_no_row(tmp_path):
+    from pipeline.evaluation.dataset import load_dataset
+
+    (tmp_path / "g.csv").write_text("\ufeffid,question,reference\nq1,What is RAG?,retrieval\nq2,Why?,\n")
+    (tmp_path / "g.jsonl").write_text(
+        '\ufeff{"id": "q1", "question": "What is RAG?"}\n{"id": "q2", "question": "Why?"}\n'
+    )
+    for name in ("g.csv", "g.jsonl"):
+        dataset = load_dataset(tmp_path / name)
+        assert [i.id for i in dataset.items] == ["q1", "q2"] and dataset.bad_rows == [], name
+
+
+def test_an_unterminated_csv_quote_is_refused_with_where_it_is(tmp_path, capsys):
+    (tmp_path / "g.csv").write_text('id,question\nq1,What is RAG?\nq2,"What is\nq3,Other\n')
+    assert main(["eval", str(tmp_path / "g.csv"), "--name", "quote"]) == 2
+    err = capsys.readouterr().err
+    assert "the CSV file is malformed after line 2" in err and "never closed" in err and "Traceback" not in err

@@ -95,7 +95,21 @@ def _rows_jsonl(text: str):
 
 
 def _rows_csv(text: str):
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(text), strict=True)
+    read_up_to = 0
+    try:
+        for row in _csv_rows(reader):
+            read_up_to = reader.line_num
+            yield row
+    except csv.Error as exc:  # strict: an unterminated quote would otherwise swallow the rest of the file
+        raise InputError(
+            f"the CSV file is malformed after line {max(read_up_to, 1)} ({exc}): "
+            "a quoted field there is never closed, or a quote is misplaced",
+            fix='close every quoted field; a quote inside a quoted field is written twice ("")',
+        ) from None
+
+
+def _csv_rows(reader: csv.DictReader):
     if not reader.fieldnames or not {"id", "question"} <= {f.strip() for f in reader.fieldnames}:
         raise InputError(
             "the CSV file needs a header row with at least the columns id and question",
@@ -106,7 +120,8 @@ def _rows_csv(text: str):
 
 
 def parse_dataset(text: str, name: str, fmt: str) -> Dataset:
-    """fmt: 'jsonl' or 'csv'."""
+    """fmt: 'jsonl' or 'csv'. A byte-order mark at the start (Excel and Notepad write one) is ignored."""
+    text = text.removeprefix("\ufeff")
     rows = _rows_csv(text) if fmt == "csv" else _rows_jsonl(text)
     items, bad, seen = [], [], set()
     for number, row, problem in rows:

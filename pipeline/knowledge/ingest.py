@@ -7,6 +7,7 @@ replaces its chunks; a file that cannot be read as text is skipped with its reas
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +100,37 @@ def split(text: str, settings: Settings) -> list[tuple[str, int | None, int | No
     return out
 
 
+class SplitFailed(Exception):
+    pass
+
+
+def split_within(text: str, settings: Settings, timeout_s: float) -> list[tuple[str, int | None, int | None]]:
+    """split() in a worker thread that may take at most timeout_s; SplitFailed (with the reason) when it takes
+    longer or raises. A pathological file (megabytes of text with no sentence ends make NLTK's sentence
+    splitter crawl, then raise TimeoutError) is then skipped instead of stopping the batch. The worker is a
+    daemon thread: one that overruns is left to finish on its own and never holds up the process's exit."""
+    outcome: dict = {}
+
+    def work():
+        try:
+            outcome["pieces"] = split(text, settings)
+        except Exception as exc:  # noqa: BLE001 - any failure of the splitter skips this one file
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="ingest-split", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise SplitFailed(
+            f"splitting it into chunks took longer than {timeout_s:g} s ({len(text):,} characters); "
+            "split the file into smaller ones, or raise WORKBENCH_INGEST_FILE_TIMEOUT_S"
+        )
+    if "error" in outcome:
+        exc = outcome["error"]
+        raise SplitFailed(f"it could not be split into chunks ({type(exc).__name__}: {exc})")
+    return outcome["pieces"]
+
+
 def ingest_file(path: Path, settings: Settings, db: Database, llm: LLM) -> IngestResult:
     key = str(path.resolve())
     try:
@@ -110,7 +142,10 @@ def ingest_file(path: Path, settings: Settings, db: Database, llm: LLM) -> Inges
     wanted = kb.DocumentState(digest, settings.embed_model, settings.chunk_size, settings.chunk_overlap)
     if state == wanted:
         return IngestResult(key, "unchanged")
-    pieces = split(text, settings)
+    try:
+        pieces = split_within(text, settings, settings.ingest_file_timeout_s)
+    except SplitFailed as exc:
+        return IngestResult(key, "skipped", reason=str(exc))
     vectors = llm.embed_documents([p[0] for p in pieces])
     chunks = [
         kb.NewChunk(i, piece, start, end, vector)
