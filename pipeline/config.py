@@ -38,6 +38,7 @@ class Settings:
     faithfulness_threshold: float = 0.8
     max_retries: int = 2
     abstain_below: float = 0.5
+    when_unverified: str = "abstain"
     verify_concurrency: int = 4
     precheck_enabled: bool = True
     precheck_novel_share: float = 0.75
@@ -146,6 +147,7 @@ def _validate(s: Settings) -> Settings:
         (0 <= s.chunk_overlap < s.chunk_size, "chunk_overlap", "between 0 and chunk_size - 1"),
         (0.0 <= s.faithfulness_threshold <= 1.0, "faithfulness_threshold", "between 0 and 1"),
         (0.0 <= s.abstain_below <= 1.0, "abstain_below", "between 0 and 1"),
+        (s.when_unverified in ("abstain", "show_best"), "when_unverified", "abstain or show_best"),
         (0.0 < s.precheck_novel_share <= 1.0, "precheck_novel_share", "above 0 and at most 1"),
         (s.precheck_novel_words >= 1, "precheck_novel_words", "at least 1"),
         (s.max_retries >= 0, "max_retries", "0 or more"),

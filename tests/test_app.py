@@ -41,7 +41,7 @@ def test_chat_answers_with_claims_marked(kb_db):
     at.chat_input[0].set_value(QUESTION).run()
     assert not at.exception, at.exception
     text = markdown_text(at)
-    assert "✅ verified" in text and "faithfulness **1.00**" in text
+    assert "✅ accepted" in text and "faithfulness **1.00**" in text
     assert ":green-background[" in text and "21 million passages" in text
     claims = at.dataframe[0].value
     assert list(claims["verdict"]) == ["✅ supported"] * len(claims)

@@ -266,3 +266,48 @@ def test_instructions_inside_a_document_are_treated_as_data(fake, settings, kb_d
     assert [c.verdict for c in obeyed.claims] == ["unsupported"]
     assert result.final_attempt == 2 and "instructions" not in result.answer
     assert result.status == "accepted"
+
+
+# Labels that agree (issue 11)
+
+HALF_INVENTED = "The RAG index held 21 million passages [1]. The RAG paper won the best paper award at ICML 2019 [1]."
+
+
+def test_an_attempt_below_the_threshold_is_flagged_like_the_run(fake, settings, kb_db):
+    fake.enqueue(HALF_INVENTED, model="llama3.2", match=is_generation, times=3)
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert [a.record.faithfulness for a in result.attempts] == [0.5, 0.5, 0.5]
+    assert [a.record.status for a in result.attempts] == ["flagged", "flagged", "flagged"]
+    assert result.status == "flagged" and result.answer.startswith("The RAG index held")
+    stored = get_run(kb_db, result.run_id)
+    assert stored["status"] == "flagged" and {a["status"] for a in stored["attempts"]} == {"flagged"}
+
+
+def test_relevant_sources_without_a_verified_answer_do_not_say_the_kb_does_not_cover_it(fake, settings, kb_db):
+    fake.enqueue("The RAG paper won the best paper award at ICML 2019 [1].", match=is_generation, times=3)
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert result.status == "abstained"
+    assert (
+        result.answer
+        == "The retrieved sources are relevant to this question, but no answer could be verified against them."
+    )
+    assert "does not cover" not in result.answer and "best reached 0.00" in result.abstain_reason
+    assert "when_unverified = abstain" in result.abstain_reason
+
+
+def test_when_unverified_show_best_shows_the_best_attempt_marked(fake, settings, kb_db):
+    fake.enqueue("The RAG paper won the best paper award at ICML 2019 [1].", match=is_generation, times=3)
+    _, result = ask(kb_db, dataclasses.replace(settings, when_unverified="show_best"), RAG_QUESTION)
+    assert result.status == "flagged" and "ICML 2019" in result.answer
+    assert [c.verdict for c in result.final_claims] == ["unsupported"]
+    assert result.final_claims[0].answer_span == (0, len(result.answer))
+
+
+def test_a_meta_statement_is_not_scored_as_a_claim(fake, settings, kb_db):
+    fake.enqueue(
+        "The RAG index held 21 million passages [1]. The passages do not mention who funded the work.",
+        match=is_generation,
+    )
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert [c.text for c in result.final_claims] == ["The RAG index held 21 million passages."]
+    assert result.status == "accepted" and result.faithfulness == 1.0

@@ -124,7 +124,7 @@ def test_cli_runs_and_show(fake, kb_db, capsys):
     assert len(rows) == 1 and rows[0]["status"] == "accepted"
     assert main(["show", str(rows[0]["id"])]) == 0
     out = capsys.readouterr().out
-    assert "attempt 1: verified, faithfulness 1.00" in out and "21 million passages" in out
+    assert "attempt 1: accepted, faithfulness 1.00" in out and "21 million passages" in out
     assert main(["show", "--json", str(rows[0]["id"])]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["status"] == "accepted" and shown["scores"] == []

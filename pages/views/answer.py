@@ -8,18 +8,9 @@ import streamlit as st
 from pages.views.common import escape_keeping_code
 from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown
 from pipeline.answering.events import AnswerResult, Event
+from pipeline.answering.status import status_label
 from pipeline.history.present import placement
 from pipeline.text import short_source
-
-STATUS_TEXT = {
-    "accepted": "✅ verified",
-    "flagged": "⚠️ not fully supported: unsupported claims are marked",
-    "abstained": "🤐 abstained",
-    "no_claims": "ℹ️ no checkable claims",
-    "unverified": "❔ could not be verified",
-    "failed": "🚫 failed",
-    "cancelled": "⏹️ cancelled",
-}
 
 
 def unsupported_banner(answer: str, claims) -> str:
@@ -54,7 +45,7 @@ def show_answer(result: AnswerResult) -> None:
         return
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
     st.markdown(
-        f"**{STATUS_TEXT.get(result.status, result.status)}** · faithfulness **{faith}** · "
+        f"**{escape_markdown(status_label(result.status))}** · faithfulness **{faith}** · "
         f"{len(result.attempts)} attempt(s) · run {result.run_id}"
     )
     claims = result.final_claims
@@ -115,7 +106,7 @@ def show_attempts(result: AnswerResult) -> None:
             faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
             st.markdown(
                 f"**Attempt {r.attempt_no}**{' (stricter prompt)' if r.strict else ''} · "
-                f"faithfulness {faith} · {r.status}"
+                f"faithfulness {faith} · {escape_markdown(status_label(r.status))}"
             )
             st.markdown(escape_markdown(r.answer))
             if r.failed_claims:

@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from pages.views.answer import STATUS_TEXT
 from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk
 from pipeline.answering.events import AnswerResult
+from pipeline.answering.status import status_label
 from pipeline.history.runs import StoredRun
 from pipeline.text import short_source
 from pipeline.tracing import tree
@@ -23,7 +23,7 @@ def show_drilldown(stored: StoredRun) -> None:
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
     st.markdown(
         f"**Run {result.run_id}** · {escape_markdown(result.kind)} · "
-        f"{STATUS_TEXT.get(result.status, escape_markdown(result.status))} · "
+        f"{escape_markdown(status_label(result.status))} · "
         f"faithfulness **{faith}** · {len(result.attempts)} attempt(s) · "
         f"{escape_markdown(str(result.generator_model))} · {(result.latency_ms or 0) / 1000:.1f} s · "
         f"{result.started_at:%Y-%m-%d %H:%M:%S}"
@@ -57,7 +57,7 @@ def show_attempts(result: AnswerResult) -> None:
         final = " · shown" if r.attempt_no == result.final_attempt else ""
         with st.expander(
             f"Attempt {r.attempt_no}{' (stricter prompt)' if r.strict else ''} · faithfulness "
-            f"{faith} · {r.status}{final}",
+            f"{faith} · {escape_markdown(status_label(r.status))}{final}",
             expanded=r.attempt_no == result.final_attempt,
         ):
             st.markdown(annotated_markdown(r.answer or "", attempt.claims))

@@ -16,7 +16,7 @@ from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from pipeline import tracing
-from pipeline.answering import prompts
+from pipeline.answering import prompts, status
 from pipeline.answering.events import AnswerResult, Attempt, Event
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.config import Settings
@@ -134,6 +134,7 @@ class QuestionRun:
             config=run_config(settings),
         )
         self.grades: list[GradeRecord] = []
+        self.relevant: bool | None = None  # the context grade that let the question through
         self.retrievals: list[RetrievalRecord] = []
         self.log: RunLog | None = None
 
@@ -164,18 +165,23 @@ class QuestionRun:
         passages = yield from self._retrieve(1, self.question)
         if not passages:
             yield from self._abstain(
-                "the knowledge base is empty: ingest documents first (`python -m pipeline ingest data/kb`)"
+                "the knowledge base is empty: ingest documents first (`python -m pipeline ingest data/kb`)",
+                answer=status.EMPTY_KB,
             )
             return
         relevant, reason = yield from self._grade(1, passages)
+        self.relevant = relevant
         if relevant is False:
             query = yield from self._rewrite()
             if query:
                 passages = yield from self._retrieve(2, query)
                 relevant, reason = (yield from self._grade(2, passages)) if passages else (False, "nothing found")
             if relevant is False:
-                yield from self._abstain(f"the knowledge base does not cover this question ({reason})")
+                yield from self._abstain(
+                    f"the knowledge base does not cover this question ({reason})", answer=status.NOT_COVERED
+                )
                 return
+            self.relevant = relevant
         yield from self._answer(passages)
 
     # -- retrieval, grading, rewriting -----------------------------------------------------------
@@ -255,9 +261,9 @@ class QuestionRun:
         failed: list[str] = []
         for attempt_no in range(1, self.settings.max_retries + 2):
             attempt = yield from self._attempt(attempt_no, passages, failed)
-            status, faith = attempt.record.status, attempt.record.faithfulness
-            if status != "verified" or faith >= self.settings.faithfulness_threshold:
+            if attempt.record.status != status.FLAGGED:
                 break
+            faith = attempt.record.faithfulness
             failed = attempt.record.failed_claims
             if attempt_no <= self.settings.max_retries:
                 yield Event(
@@ -292,7 +298,7 @@ class QuestionRun:
             + (" with the stricter prompt" if strict else ""),
             {"attempt": attempt_no, "strict": strict, "answer": answer},
         )
-        record = AttemptRecord(attempt_no, strict, answer, "verified", None, 0, 0)
+        record = AttemptRecord(attempt_no, strict, answer, status.UNVERIFIED, None, 0, 0)
         attempt = Attempt(record)
         self.result.attempts.append(attempt)
         if is_abstention(answer) or not answer:
@@ -312,7 +318,8 @@ class QuestionRun:
             "claims", f"extracted {len(extraction.claims)} claims", {"attempt": attempt_no, "claims": extraction.claims}
         )
         attempt.claims = place_claims(answer, (yield from self._verify(attempt_no, extraction.claims, passages)))
-        faith, record.status = self.checker.score(attempt.claims)
+        faith, scored = self.checker.score(attempt.claims)
+        record.status = status.attempt_status(faith, scored, self.settings.faithfulness_threshold)
         record.faithfulness = faith
         record.n_claims = len(attempt.claims)
         record.n_supported = sum(c.verdict == SUPPORTED for c in attempt.claims)
@@ -333,7 +340,7 @@ class QuestionRun:
         """Verify claims concurrently and stream each verdict as it arrives."""
         arrived: queue.Queue = queue.Queue()
         with tracing.step("verify", claims=len(claims)), ThreadPoolExecutor(max_workers=1) as runner:
-            future = tracing.submit(runner, self.checker.verify_claims, claims, passages, arrived.put)
+            future = tracing.submit(runner, self.checker.verify_claims, claims, passages, arrived.put, self.question)
             future.add_done_callback(lambda _: arrived.put(_DONE))
             while (item := arrived.get()) is not _DONE:
                 yield Event("verdict", f"claim {item.claim_no}: {item.verdict}", {"attempt": attempt_no, "claim": item})
@@ -350,25 +357,29 @@ class QuestionRun:
         record = best.record
         threshold = self.settings.faithfulness_threshold
         if record.status == "abstained":
-            yield from self._abstain("the generator found no answer in the retrieved passages", best)
-            return
-        if record.faithfulness is None:
-            status = record.status  # no_claims | unverified
-        elif record.faithfulness >= threshold:
-            status = "accepted"
-        elif record.faithfulness < self.settings.abstain_below:
             yield from self._abstain(
-                f"no attempt reached faithfulness {threshold:.2f}; the best reached {record.faithfulness:.2f}", best
+                "the generator found no answer in the retrieved passages", best, status.NO_ANSWER_IN_SOURCES
             )
             return
-        else:
-            status = "flagged"
-        self._finish(status, best, record.answer)
-        yield Event("decide", _decision_message(status, record), {"status": status})
+        final = record.status  # accepted | flagged | no_claims | unverified: the attempt's own label
+        if (
+            final == status.FLAGGED
+            and record.faithfulness < self.settings.abstain_below
+            and self.settings.when_unverified == "abstain"
+        ):
+            yield from self._abstain(
+                f"no attempt reached faithfulness {threshold:.2f}; the best reached {record.faithfulness:.2f}, "
+                f"below abstain_below {self.settings.abstain_below:.2f} (when_unverified = abstain)",
+                best,
+                status.NOT_VERIFIED_RELEVANT if self.relevant else status.NOT_VERIFIED,
+            )
+            return
+        self._finish(final, best, record.answer)
+        yield Event("decide", _decision_message(final, record), {"status": final})
 
-    def _abstain(self, reason: str, best: Attempt | None = None):
+    def _abstain(self, reason: str, best: Attempt | None = None, answer: str = status.NOT_COVERED):
         self.result.abstain_reason = reason
-        self._finish("abstained", best, ABSTAIN_SENTENCE)
+        self._finish("abstained", best, answer)
         yield Event("abstain", f"abstained: {reason}", {"reason": reason})
 
     def _finish(self, status: str, attempt: Attempt | None, answer: str) -> None:

@@ -25,7 +25,7 @@ from pipeline.answering import prompts
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
-from pipeline.text import find_span
+from pipeline.text import find_span, is_meta_statement
 from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.claims import (  # noqa: F401 (re-exported)
     CONTRADICTED,
@@ -69,7 +69,7 @@ class FaithfulnessChecker(BaseEvaluator):
         )
         if result.value is None:
             return ClaimExtraction(None, result.invalid_reason)
-        claims = [" ".join(c.split()) for c in result.value.claims if c and c.strip()]
+        claims = [" ".join(c.split()) for c in result.value.claims if c and c.strip() and not is_meta_statement(c)]
         return ClaimExtraction(list(dict.fromkeys(claims)))
 
     # step 2

@@ -1,0 +1,48 @@
+"""One status vocabulary for runs and their attempts, shared by the command line and the pages.
+
+An attempt and the run use the same words and the same threshold: an attempt at or above
+`faithfulness_threshold` is accepted, one below it is flagged; an answer without checkable claims is
+no_claims, one whose claims got no verdict is unverified. The run adds abstained, failed, cancelled and
+running. Abstentions say why, each with its own answer text.
+"""
+
+from __future__ import annotations
+
+ACCEPTED, FLAGGED, NO_CLAIMS, UNVERIFIED = "accepted", "flagged", "no_claims", "unverified"
+ABSTAINED, FAILED, CANCELLED, RUNNING = "abstained", "failed", "cancelled", "running"
+
+STATUS_TEXT = {
+    ACCEPTED: "✅ accepted: faithfulness at or above the threshold",
+    FLAGGED: "⚠️ flagged: below the faithfulness threshold, unsupported claims marked",
+    ABSTAINED: "🤐 abstained",
+    NO_CLAIMS: "ℹ️ no checkable claims",
+    UNVERIFIED: "❔ could not be verified",
+    FAILED: "🚫 failed",
+    CANCELLED: "⏹️ cancelled",
+    RUNNING: "⏳ running",
+    "verified": "scored (stored before attempts were labelled accepted or flagged)",
+}
+
+# Why a run abstained -> the answer it shows.
+NOT_COVERED = "The knowledge base does not cover this question."
+EMPTY_KB = "The knowledge base is empty."
+NO_ANSWER_IN_SOURCES = "The retrieved sources do not answer this question."
+NOT_VERIFIED_RELEVANT = (
+    "The retrieved sources are relevant to this question, but no answer could be verified against them."
+)
+NOT_VERIFIED = "No answer could be verified against the retrieved sources."
+
+# The `when_unverified` setting: what a run shows when its best attempt is below `abstain_below`.
+WHEN_UNVERIFIED = ("abstain", "show_best")
+
+
+def attempt_status(faithfulness: float | None, scored_status: str, threshold: float) -> str:
+    """An attempt's label in the run's words: accepted or flagged by the same threshold as the run;
+    `scored_status` (no_claims or unverified) when there is no faithfulness to compare."""
+    if faithfulness is None:
+        return scored_status
+    return ACCEPTED if faithfulness >= threshold else FLAGGED
+
+
+def status_label(status: str) -> str:
+    return STATUS_TEXT.get(status, status)
