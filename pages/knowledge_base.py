@@ -8,7 +8,7 @@ import streamlit as st
 from pages.views.common import page_setup, show_error
 from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
-from pipeline.knowledge.documents import list_documents
+from pipeline.knowledge.documents import flagged_chunks, list_documents
 from pipeline.knowledge.ingest import PDF_SUFFIXES, TEXT_SUFFIXES, ingest_and_record, save_uploads
 
 settings, db = page_setup("Knowledge base")
@@ -29,6 +29,11 @@ def run_ingest(paths: list[str]) -> None:
         else:
             chunks = f", {result.chunks} chunks" if result.chunks else ""
             st.info(escape_markdown(f"{name}: {result.status}{chunks}"))
+            if result.flagged:
+                st.warning(
+                    escape_markdown(f"{name}: {result.flagged} chunk(s) read like instructions aimed at a model"),
+                    icon="🚩",
+                )
 
 
 uploads = st.file_uploader(
@@ -51,5 +56,19 @@ else:
     frame = pd.DataFrame(documents)
     frame["path"] = frame["path"].map(lambda p: Path(p).name)
     st.dataframe(
-        frame[["path", "title", "n_chunks", "n_chars", "embed_model", "ingested_at"]], hide_index=True, width="stretch"
+        frame[["path", "title", "n_chunks", "flagged_chunks", "n_chars", "embed_model", "ingested_at"]],
+        hide_index=True,
+        width="stretch",
     )
+    flagged = flagged_chunks(db)
+    st.subheader(f"Possible prompt injection ({len(flagged)} chunks)")
+    st.caption(
+        'Chunks whose text reads like instructions aimed at a model ("ignore previous instructions", '
+        '"you are now", chat-template tokens, …), found by fixed patterns at ingest. They are still retrieved '
+        "and checked; answers whose claims rest on them are marked."
+    )
+    if flagged:
+        flags = pd.DataFrame(flagged)
+        flags["path"] = flags["path"].map(lambda p: Path(p).name)
+        flags["flags"] = flags["flags"].map(", ".join)
+        st.dataframe(flags[["path", "ordinal", "flags", "excerpt"]], hide_index=True, width="stretch")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from store.db import Database, fetch_dicts
+from store.db import Database, fetch_dicts, insert_rows
 from store.records import Chunk
 
 
@@ -25,6 +25,8 @@ class NewChunk:
     start_char: int | None
     end_char: int | None
     embedding: list[float]
+    flags: list[str] = field(default_factory=list)  # prompt-injection patterns it matched
+    excerpt: str = ""
 
 
 def document_state(db: Database, path: str) -> DocumentState | None:
@@ -50,6 +52,7 @@ def replace_document(
     with db.transaction() as cur:
         old = cur.execute("SELECT id FROM documents WHERE path = ?", [path]).fetchone()
         if old:
+            cur.execute("DELETE FROM chunk_flags WHERE document_id = ?", [old[0]])
             cur.execute("DELETE FROM chunks WHERE document_id = ?", [old[0]])
             cur.execute("DELETE FROM documents WHERE id = ?", [old[0]])
         doc_id = cur.execute(
@@ -62,7 +65,52 @@ def replace_document(
                 "INSERT INTO chunks (document_id, ordinal, text, start_char, end_char, embedding) VALUES (?,?,?,?,?,?)",
                 [[doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.embedding] for c in chunks],
             )
+            ids = dict(cur.execute("SELECT ordinal, id FROM chunks WHERE document_id = ?", [doc_id]).fetchall())
+            _insert_flags(cur, doc_id, {ids[c.ordinal]: (c.flags, c.excerpt) for c in chunks if c.flags})
     return doc_id
+
+
+def _insert_flags(cur, doc_id: int, flags: dict[int, tuple[list[str], str]]) -> None:
+    cur.execute("DELETE FROM chunk_flags WHERE document_id = ?", [doc_id])
+    insert_rows(
+        cur,
+        "chunk_flags",
+        ["chunk_id", "document_id", "flags", "excerpt"],
+        [[chunk_id, doc_id, names, excerpt] for chunk_id, (names, excerpt) in flags.items()],
+    )
+
+
+def document_chunks(db: Database, path: str) -> tuple[int | None, list[tuple[int, str]]]:
+    """(document id, [(chunk id, text)]) of a stored document; (None, []) when it is not stored."""
+    with db.cursor() as cur:
+        row = cur.execute("SELECT id FROM documents WHERE path = ?", [path]).fetchone()
+        if row is None:
+            return None, []
+        return row[0], cur.execute(
+            "SELECT id, text FROM chunks WHERE document_id = ? ORDER BY ordinal", [row[0]]
+        ).fetchall()
+
+
+def set_chunk_flags(db: Database, doc_id: int, flags: dict[int, tuple[list[str], str]]) -> None:
+    """Replace the flags of one document's chunks: {chunk id: (pattern names, excerpt)}."""
+    with db.transaction() as cur:
+        _insert_flags(cur, doc_id, flags)
+
+
+def document_flags(db: Database, doc_id: int) -> list[dict]:
+    with db.cursor() as cur:
+        return fetch_dicts(cur, "SELECT chunk_id, flags, excerpt FROM chunk_flags WHERE document_id = ?", [doc_id])
+
+
+def flagged_chunks(db: Database) -> list[dict]:
+    """Every flagged chunk with its document, in path and chunk order."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            "SELECT d.path, d.title, c.ordinal, f.flags, f.excerpt FROM chunk_flags f "
+            "JOIN chunks c ON c.id = f.chunk_id JOIN documents d ON d.id = f.document_id ORDER BY d.path, c.ordinal",
+            [],
+        )
 
 
 def fingerprint(db: Database, embed_model: str) -> tuple:
@@ -110,7 +158,11 @@ def get_chunks(db: Database, ids: list[int]) -> dict[int, Chunk]:
 def list_documents(db: Database) -> list[dict]:
     with db.cursor() as cur:
         return fetch_dicts(
-            cur, "SELECT id, path, title, n_chunks, n_chars, embed_model, ingested_at FROM documents ORDER BY path", []
+            cur,
+            "SELECT d.id, d.path, d.title, d.n_chunks, d.n_chars, d.embed_model, d.ingested_at, "
+            "(SELECT count(*) FROM chunk_flags f WHERE f.document_id = d.id) AS flagged_chunks "
+            "FROM documents d ORDER BY d.path",
+            [],
         )
 
 

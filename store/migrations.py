@@ -343,6 +343,18 @@ def m010_journal_entries(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m011_chunk_flags(con: duckdb.DuckDBPyConnection) -> None:
+    """Prompt-injection flags of chunks (the names of the patterns a chunk matched), set at ingest."""
+    con.execute("""
+        CREATE TABLE chunk_flags (
+            chunk_id BIGINT PRIMARY KEY,
+            document_id BIGINT NOT NULL,
+            flags VARCHAR[] NOT NULL,
+            excerpt VARCHAR
+        );
+    """)
+
+
 MIGRATIONS = [
     m001_knowledge_base,
     m002_run_log,
@@ -354,6 +366,7 @@ MIGRATIONS = [
     m008_annotations_and_corrections,
     m009_call_texts_and_spans,
     m010_journal_entries,
+    m011_chunk_flags,
 ]
 
 

@@ -35,6 +35,7 @@ TABLES = {
     "claim_ratings",
     "corrections",
     "journal_entries",
+    "chunk_flags",
     "correction_sets",
     "rejudged",
     "llm_texts",

@@ -10,6 +10,7 @@ from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown
 from pipeline.answering.events import AnswerResult, Event
 from pipeline.answering.status import status_label
 from pipeline.history.present import placement
+from pipeline.knowledge.injection import flag_warning
 from pipeline.text import short_source
 
 
@@ -57,6 +58,9 @@ def show_answer(result: AnswerResult) -> None:
     bad = [c for c in claims if c.verdict != "supported"]
     if bad and result.status != "abstained":
         st.warning(unsupported_banner(result.answer or "", claims))
+    warning = flag_warning(claims)
+    if warning:
+        st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon="🚩")
     cited = sorted({c.passage.n for c in claims if c.passage and c.verdict == "supported"})
     if cited:
         sources = {p.n: short_source(p.source) for p in result.passages}

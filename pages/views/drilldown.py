@@ -14,6 +14,7 @@ from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
 from pipeline.history.runs import StoredRun
+from pipeline.knowledge.injection import flag_warning, injection_flags
 from pipeline.text import short_source
 from pipeline.tracing import tree
 
@@ -38,6 +39,9 @@ def show_drilldown(stored: StoredRun) -> None:
         st.markdown(escape_markdown(f"{result.answer} ({result.abstain_reason})"))
     else:
         st.markdown(annotated_markdown(result.answer or "", result.final_claims))
+    warning = flag_warning(result.final_claims)
+    if warning:
+        st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon="🚩")
     show_attempts(result)
     show_claims(result)
     show_chunks(stored.retrievals)
@@ -92,6 +96,7 @@ def show_chunks(retrievals: list[dict]) -> None:
     st.subheader("Retrieved chunks")
     frame = pd.DataFrame(retrievals)[["round", "query", "rank", "score", "cited", "source", "text"]]
     frame["source"] = frame["source"].map(short_source)
+    frame.insert(6, "injection flags", frame["text"].map(lambda text: ", ".join(injection_flags(text or ""))))
     st.dataframe(frame, hide_index=True, width="stretch")
 
 

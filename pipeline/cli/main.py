@@ -26,6 +26,7 @@ from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.history.runs import RunFilter, export_runs, list_runs, load_run
 from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
+from pipeline.knowledge.injection import flag_warning
 from pipeline.models.health import check_all
 from pipeline.regression import compare as regression
 from pipeline.session import open_workbench
@@ -204,6 +205,9 @@ def print_result(result: AnswerResult, out: Console) -> None:
     )
     if result.abstain_reason:
         out.print(Text(f"reason: {result.abstain_reason}"))
+    warning = flag_warning(result.final_claims)
+    if warning:
+        out.print(Text(f"warning: {warning}", style="yellow"))
     if result.final_claims:
         table = Table("#", "verdict", "claim", "evidence", "source", show_lines=True)
         for claim in result.final_claims:
@@ -226,6 +230,7 @@ def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
         line = f"{result.status:9} {result.path}"
         line += f" ({result.chunks} chunks)" if result.chunks else ""
         line += f": {result.reason}" if result.reason else ""
+        line += f"; {result.flagged} chunk(s) flagged as possible prompt injection" if result.flagged else ""
         out.print(Text(line, style="yellow" if result.status == "skipped" else ""))
 
     results = ingest_and_record(args.paths, settings, db, on_result=report)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from store.kb import count_chunks, list_documents
+from store.kb import count_chunks, flagged_chunks, list_documents
 
-__all__ = ["count_chunks", "list_documents"]
+__all__ = ["count_chunks", "flagged_chunks", "list_documents"]

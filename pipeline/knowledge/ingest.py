@@ -15,6 +15,7 @@ from llama_index.core.node_parser import SentenceSplitter
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.knowledge.injection import flagged_excerpt, injection_flags
 from pipeline.models.llm import LLM
 from store import kb
 from store.db import Database
@@ -30,6 +31,7 @@ class IngestResult:
     status: str  # added | replaced | unchanged | skipped
     chunks: int = 0
     reason: str = ""
+    flagged: int = 0  # chunks that look like instructions aimed at a model (knowledge/injection.py)
 
 
 def collect_files(paths: list[str]) -> list[Path]:
@@ -141,14 +143,15 @@ def ingest_file(path: Path, settings: Settings, db: Database, llm: LLM) -> Inges
     state = kb.document_state(db, key)
     wanted = kb.DocumentState(digest, settings.embed_model, settings.chunk_size, settings.chunk_overlap)
     if state == wanted:
-        return IngestResult(key, "unchanged")
+        refresh_flags(db, key)  # the patterns may be newer than the chunks
+        return IngestResult(key, "unchanged", flagged=len(_flags_of(kb.document_chunks(db, key)[1])))
     try:
         pieces = split_within(text, settings, settings.ingest_file_timeout_s)
     except SplitFailed as exc:
         return IngestResult(key, "skipped", reason=str(exc))
     vectors = llm.embed_documents([p[0] for p in pieces])
     chunks = [
-        kb.NewChunk(i, piece, start, end, vector)
+        kb.NewChunk(i, piece, start, end, vector, injection_flags(piece), flagged_excerpt(piece))
         for i, ((piece, start, end), vector) in enumerate(zip(pieces, vectors, strict=True))
     ]
     kb.replace_document(
@@ -162,7 +165,24 @@ def ingest_file(path: Path, settings: Settings, db: Database, llm: LLM) -> Inges
         len(text),
         chunks,
     )
-    return IngestResult(key, "replaced" if state else "added", chunks=len(chunks))
+    flagged = sum(1 for c in chunks if c.flags)
+    return IngestResult(key, "replaced" if state else "added", chunks=len(chunks), flagged=flagged)
+
+
+def _flags_of(chunks: list[tuple[int, str]]) -> dict[int, tuple[list[str], str]]:
+    return {chunk_id: (names, flagged_excerpt(text)) for chunk_id, text in chunks if (names := injection_flags(text))}
+
+
+def refresh_flags(db: Database, path: str) -> None:
+    """Flag the chunks of a stored document with the current patterns (a document ingested before them has
+    none); written only when they differ from what is stored."""
+    doc_id, chunks = kb.document_chunks(db, path)
+    if doc_id is None:
+        return
+    wanted = _flags_of(chunks)
+    stored = {r["chunk_id"]: (list(r["flags"]), r["excerpt"]) for r in kb.document_flags(db, doc_id)}
+    if wanted != stored:
+        kb.set_chunk_flags(db, doc_id, wanted)
 
 
 def ingest(paths: list[str], settings: Settings, db: Database, llm: LLM, on_result=None) -> list[IngestResult]:
