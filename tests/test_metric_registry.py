@@ -125,11 +125,13 @@ def test_the_diagnosis_names_the_weakest_registered_component_metric(length_metr
         "context_recall": 0.7,
         "context_precision": 0.7,
         "answer_relevancy": 0.7,
-        "answer_length": 0.2,
+        "answer_length": 0.55,
         "judge_correctness": 1.0,
     }
     diagnosis = diagnose(means)
-    assert diagnosis.component == "unknown" and "weakest metric is answer length (0.20)" in diagnosis.sentence
+    assert diagnosis.component == "unknown" and "weakest metric is answer length (0.55)" in diagnosis.sentence
+    means["answer_length"] = 0.2  # at least 0.2 below the next-lowest: it names the component
+    assert diagnose(means).component == "generator" and diagnose(means).sentence.startswith("answer length (0.20)")
 
 
 @pytest.mark.parametrize(

@@ -1,23 +1,67 @@
 """The diagnostic grid: from component metric means to the part of the pipeline to fix.
 
-The grid's rules read four metrics by name; when no rule applies, every registered component metric
-(all but the judge's) takes part in the "weakest metric" sentence.
+The grid's rules read four metrics by name; when no rule applies, a component metric at least `gap`
+below the next-lowest names the weakest component; otherwise every registered component metric (all but
+the judge's) takes part in the "weakest metric" sentence. The diagnosis knows what it does not know: it
+never reports health while a component metric could not be measured or more than `max_invalid` of the
+judge's replies were invalid, and it says which and why.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from pipeline.evaluation.registry import UNIT, label_of, ordered_metrics
+from pipeline.evaluation.registry import UNIT, get_metric, label_of, ordered_metrics
 
 
 @dataclass
 class Diagnosis:
-    component: str  # generator | retrieval | reranking | prompt | none | unknown
+    component: str  # generator | retrieval | reranking | prompt | none | unknown | a registered component
     sentence: str
+    unmeasured: list[str] = field(default_factory=list)  # what could not be measured, and why
 
 
-def diagnose(means: dict[str, float | None], low: float = 0.6, high: float = 0.75) -> Diagnosis:
+def diagnose(
+    means: dict[str, float | None],
+    low: float = 0.6,
+    high: float = 0.75,
+    judge_invalid_rate: float | None = None,
+    why_missing: dict[str, str] | None = None,
+    max_invalid: float = 0.2,
+    gap: float = 0.2,
+) -> Diagnosis:
+    """`why_missing` says, per metric without a mean, why (e.g. "8 invalid, 2 not applicable")."""
+    unmeasured = _unmeasured(means, judge_invalid_rate, why_missing or {}, max_invalid)
+    found = _grid(means, low, high, gap)
+    if unmeasured:
+        caveat = " Not measured: " + "; ".join(unmeasured) + "."
+        if found.component == "none":
+            found = Diagnosis(
+                "unknown",
+                f"Every measured component metric is at or above {high:.2f}, but health cannot be claimed.",
+            )
+        found = Diagnosis(found.component, found.sentence + caveat, unmeasured)
+    return found
+
+
+def _component_metrics():
+    return [m for m in ordered_metrics() if m.component != "judge" and m.scale == UNIT]
+
+
+def _unmeasured(means, judge_invalid_rate, why_missing, max_invalid) -> list[str]:
+    out = []
+    for m in _component_metrics():
+        if means.get(m.name) is None:
+            why = why_missing.get(m.name) or "no valid score"
+            out.append(f"{label_of(m.name)} ({why})")
+    if judge_invalid_rate is not None and judge_invalid_rate > max_invalid:
+        out.append(
+            f"the judge's scores ({judge_invalid_rate:.0%} of its replies were invalid, more than {max_invalid:.0%})"
+        )
+    return out
+
+
+def _grid(means: dict[str, float | None], low: float, high: float, gap: float) -> Diagnosis:
     f, r = means.get("faithfulness"), means.get("context_recall")
     p, a = means.get("context_precision"), means.get("answer_relevancy")
 
@@ -59,11 +103,17 @@ def diagnose(means: dict[str, float | None], low: float = 0.6, high: float = 0.7
             f"Both context recall ({r:.2f}) and faithfulness ({f:.2f}) are low. Fix "
             "retrieval first: a starved generator fills the gaps with unsupported claims.",
         )
-    known = {
-        m.name: means[m.name]
-        for m in ordered_metrics()
-        if m.component != "judge" and m.scale == UNIT and means.get(m.name) is not None
-    }
+    known = {m.name: means[m.name] for m in _component_metrics() if means.get(m.name) is not None}
+    ranked = sorted(known, key=known.get)
+    if len(ranked) >= 2 and known[ranked[1]] - known[ranked[0]] >= gap:
+        weakest, runner_up = ranked[0], ranked[1]
+        component = get_metric(weakest).component
+        return Diagnosis(
+            component,
+            f"{label_of(weakest)} ({known[weakest]:.2f}) is at least {gap:.1f} below the next-lowest metric "
+            f"({label_of(runner_up)}, {known[runner_up]:.2f}): the {component} is the weakest component. "
+            "Look at its worst items.",
+        )
     if not known:
         return Diagnosis("unknown", "No component metric could be computed for this run.")
     if all(v >= high for v in known.values()):

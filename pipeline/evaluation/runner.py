@@ -294,13 +294,25 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
     return EvalReport(
         eval_run,
         summary,
-        diagnose(means, settings.diagnosis_low, settings.diagnosis_high),
+        diagnose(
+            means,
+            settings.diagnosis_low,
+            settings.diagnosis_high,
+            judge_invalid_rate=invalid / total if total else None,
+            why_missing={row["metric"]: why_missing(row) for row in summary if row["mean"] is None},
+        ),
         evals.slice_summary(db, eval_run.id),
         items,
         evals.usage(db, eval_run.id),
         invalid,
         total,
     )
+
+
+def why_missing(row: dict) -> str:
+    """Why a metric has no mean: its invalid and not-applicable counts."""
+    parts = [f"{row[k]} {k.replace('_', ' ')}" for k in ("invalid", "not_applicable") if row.get(k)]
+    return ", ".join(parts) or "no score"
 
 
 def weak_slices(report_: EvalReport, margin: float = 0.1) -> list[tuple[str, str, float]]:
