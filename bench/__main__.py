@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import answer_cost, detector, evaluation, overhead, regression, retrieval, scale, verification
+from bench import answer_cost, detector, evaluation, kappa, overhead, regression, retrieval, scale, verification
 from bench.common import print_table
 
 SUITES = {
@@ -15,6 +15,7 @@ SUITES = {
     "answer_cost": answer_cost.run,
     "detector": detector.run,
     "regression": regression.run,
+    "kappa": kappa.run,
     "scale": scale.run,
 }
 

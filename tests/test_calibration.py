@@ -1,7 +1,6 @@
 """Agreement statistics on known pairs, ratings, corrections and leave-one-out re-judging."""
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
@@ -61,9 +60,43 @@ def test_perfect_and_degenerate_agreement_never_divide_by_zero():
     assert agreement([1, 2, 3, 4, 5] * 2, [1, 2, 3, 4, 5] * 2).kappa == pytest.approx(1.0)
     empty = agreement([], [])
     assert (empty.n, empty.exact, empty.kappa, empty.spearman) == (0, None, None, None)
-    constant = agreement([3, 3, 3], [3, 3, 3])
-    assert constant.exact == 1.0 and constant.kappa is None and constant.spearman is None
-    assert agreement([4], [2]).kappa_low is None
+    assert empty.why_not("kappa") == empty.why_not("exact") == "no pairs to compare"
+
+
+def test_undefined_agreement_figures_say_n_a_with_the_reason():
+    """A constant rater makes kappa 0 by construction (scikit-learn returns 0.0): n/a, not "no agreement"."""
+    from sklearn.metrics import cohen_kappa_score
+
+    assert cohen_kappa_score([4, 4, 4, 4], [3, 4, 5, 4], weights="quadratic", labels=[1, 2, 3, 4, 5]) == 0
+    constant_judge = agreement([4, 4, 4, 4], [3, 4, 5, 4])
+    assert constant_judge.exact == 0.5 and constant_judge.kappa is None and constant_judge.spearman is None
+    assert constant_judge.why_not("kappa").startswith("the judge gave every item 4: kappa is 0 by construction")
+    assert constant_judge.why_not("kappa_low") == constant_judge.why_not("kappa")
+    both = agreement([3, 3, 3], [3, 3, 3])
+    assert both.exact == 1.0 and both.why_not("spearman").startswith("the judge gave every item 3 and the people")
+    one = agreement([4], [2])
+    assert one.mean_abs_diff == 2 and one.kappa is None and one.kappa_low is None
+    assert one.why_not("kappa") == "one pair: kappa and Spearman need at least two"
+    assert agreement([1, 2, 3, 4, 5] * 2, [1, 2, 3, 4, 5] * 2).why_not("kappa") is None
+
+
+def test_the_kappa_standard_error_matches_the_spread_of_kappa_over_samples():
+    from pipeline.calibration.agreement import qwk_batch, qwk_with_se
+
+    rng = np.random.default_rng(8)
+    human = rng.choice(5, size=(4000, 200), p=[0.05, 0.1, 0.15, 0.3, 0.4]) + 1
+    judge = np.clip(human + rng.choice([-1, 0, 1], size=human.shape, p=[0.2, 0.6, 0.2]), 1, 5)
+    kappas, ses = qwk_with_se(judge, human)
+    assert np.allclose(kappas, qwk_batch(judge, human))
+    assert np.median(ses) == pytest.approx(np.std(kappas), rel=0.1)
+
+
+def test_the_kappa_interval_covers_the_true_kappa_about_95_percent_of_the_time():
+    from bench.kappa import coverage
+
+    result = coverage(0.7, datasets=300, draws=200_000)
+    assert abs(result["kappa"] - 0.7) < 0.005
+    assert 0.91 <= result["coverage"] <= 0.98
 
 
 @pytest.fixture
@@ -215,7 +248,6 @@ def test_a_correction_set_version_enters_the_evaluation_judge_pin(fake, settings
                 }
             ],
         )
-    assert json.dumps(versions)
 
 
 def judge_prompts(fake, since: int, criterion: str = "Correctness:") -> list[tuple[str, str]]:

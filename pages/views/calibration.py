@@ -41,17 +41,26 @@ def fmt(value, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def figure(s: Agreement, name: str) -> str:
+    """The statistic, or n/a with the reason it is undefined."""
+    value = getattr(s, name)
+    if value is not None:
+        return fmt(value)
+    reason = s.why_not(name)
+    return f"n/a ({reason})" if reason else "n/a"
+
+
 def stats_row(name: str, s: Agreement) -> dict:
-    interval = f"[{fmt(s.kappa_low)}, {fmt(s.kappa_high)}]" if s.kappa_low is not None else "n/a"
+    interval = f"[{fmt(s.kappa_low)}, {fmt(s.kappa_high)}]" if s.kappa_low is not None else figure(s, "kappa_low")
     return {
         "": name,
         "n": s.n,
-        "exact match": fmt(s.exact),
-        "within one": fmt(s.within_one),
-        "mean abs diff": fmt(s.mean_abs_diff),
-        "weighted kappa": fmt(s.kappa),
+        "exact match": figure(s, "exact"),
+        "within one": figure(s, "within_one"),
+        "mean abs diff": figure(s, "mean_abs_diff"),
+        "weighted kappa": figure(s, "kappa"),
         "95% interval": interval,
-        "Spearman": fmt(s.spearman),
+        "Spearman": figure(s, "spearman"),
     }
 
 

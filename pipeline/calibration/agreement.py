@@ -45,6 +45,11 @@ class Agreement:
     kappa_high: float | None = None
     spearman: float | None = None
     matrix: list[list[int]] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # statistic -> why it is n/a
+
+    def why_not(self, statistic: str) -> str | None:
+        """The reason a statistic (exact, kappa, kappa_interval, spearman, ...) is n/a; None when it has a value."""
+        return self.reasons.get(statistic) if getattr(self, statistic, None) is None else None
 
     @property
     def reliable(self) -> bool:
@@ -73,35 +78,92 @@ def qwk_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(disagreement > 0, 1 - (WEIGHTS * observed).sum((1, 2)) / disagreement, np.nan)
 
 
+AGREE = 1 - WEIGHTS / 16  # agreement weights of the quadratic kappa on 1-5
+
+
+def qwk_with_se(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Quadratic-weighted kappa and its large-sample standard error (Fleiss, Cohen & Everitt 1969) of each row
+    pair of a and b (shape resamples x n), all at once; NaN where kappa is undefined."""
+    rows, n = a.shape
+    p = np.zeros((rows, 5, 5))
+    np.add.at(p, (np.arange(rows)[:, None], a - 1, b - 1), 1)
+    p /= n
+    p_row, p_col = p.sum(2), p.sum(1)
+    observed = (AGREE * p).sum((1, 2))
+    expected = (AGREE * p_row[:, :, None] * p_col[:, None, :]).sum((1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappa = np.where(expected < 1, (observed - expected) / (1 - expected), np.nan)
+        mean_row = (AGREE[None] * p_col[:, None, :]).sum(2)  # w̄_i. = Σ_j p_.j w_ij
+        mean_col = (AGREE[None] * p_row[:, :, None]).sum(1)  # w̄_.j = Σ_i p_i. w_ij
+        spread = (
+            p * (AGREE[None] - (mean_row[:, :, None] + mean_col[:, None, :]) * (1 - kappa)[:, None, None]) ** 2
+        ).sum((1, 2))
+        variance = (spread - (kappa - expected * (1 - kappa)) ** 2) / (n * (1 - expected) ** 2)
+    return kappa, np.sqrt(np.maximum(variance, 0))
+
+
 def qwk_interval(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 0) -> tuple:
-    """95% percentile-bootstrap interval of the weighted kappa, resampling the pairs."""
-    index = np.random.default_rng(seed).integers(0, len(a), size=(resamples, len(a)))
-    kappas = qwk_batch(a[index], b[index])
-    kappas = kappas[~np.isnan(kappas)]
-    if not len(kappas):
+    """95% bootstrap-t interval of the weighted kappa: the pairs are resampled and each resample's kappa is
+    studentised by its own standard error. On simulated judge-like data sets of 40 pairs (skewed, mostly 4-5)
+    the percentile interval it replaces covered the true kappa in about 90-92% of them, this one in about
+    92-94% (`python -m bench kappa`); rare extreme scores that a sample of 40 may not contain at all are
+    what keeps any resampling interval a little short."""
+    a, b = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
+    kappa, se = (x[0] for x in qwk_with_se(a[None], b[None]))
+    if np.isnan(kappa):
         return None, None
-    low, high = np.percentile(kappas, [2.5, 97.5])
-    return float(low), float(high)
+    if se == 0:  # every pair agrees: every resample does too
+        return float(kappa), float(kappa)
+    index = np.random.default_rng(seed).integers(0, len(a), size=(resamples, len(a)))
+    kappas, ses = qwk_with_se(a[index], b[index])
+    usable = ~np.isnan(kappas) & (ses > 0)
+    if not usable.any():
+        return None, None
+    low_t, high_t = np.percentile((kappas[usable] - kappa) / ses[usable], [2.5, 97.5])
+    return float(max(-1.0, kappa - high_t * se)), float(min(1.0, kappa - low_t * se))
 
 
 def agreement(judge_scores: list[int], human_scores: list[int], seed: int = 0) -> Agreement:
+    """Agreement of two raters on 1-5. A statistic that is undefined is None with its reason in `reasons`:
+    no pairs; one pair (kappa, its interval and Spearman need two); a rater who gave every item the same score
+    (kappa is then 0 by construction, whatever the other rater did, and Spearman is undefined) — a figure
+    that would read as "no agreement" when it says nothing."""
     a, b = np.asarray(judge_scores, dtype=int), np.asarray(human_scores, dtype=int)
     n = len(a)
     if n == 0:
-        return Agreement(0, matrix=[[0] * 5 for _ in range(5)])
+        reason = "no pairs to compare"
+        return Agreement(
+            0,
+            matrix=[[0] * 5 for _ in range(5)],
+            reasons={k: reason for k in ("exact", "within_one", "mean_abs_diff", "kappa", "kappa_low", "spearman")},
+        )
     diff = np.abs(a - b)
     result = Agreement(
         n,
         float(np.mean(diff == 0)),
         float(np.mean(diff <= 1)),
         float(np.mean(diff)),
-        qwk(a, b),
         matrix=confusion_matrix(a, b, labels=SCALE).tolist(),
     )
-    if n >= 2 and result.kappa is not None:
-        result.kappa_low, result.kappa_high = qwk_interval(a, b, seed=seed)
-    if n >= 2 and len(set(a)) > 1 and len(set(b)) > 1:
-        result.spearman = float(spearmanr(a, b).statistic)
+    constant = [
+        f"the {who} gave every item {int(x[0])}" for who, x in (("judge", a), ("people", b)) if len(set(x)) == 1
+    ]
+    if n < 2:
+        reason = "one pair: kappa and Spearman need at least two"
+    elif constant:
+        reason = (
+            " and ".join(constant) + ": kappa is 0 by construction and Spearman undefined, so neither says anything"
+        )
+    else:
+        reason = None
+    if reason:
+        result.reasons = {"kappa": reason, "kappa_low": reason, "kappa_high": reason, "spearman": reason}
+        return result
+    result.kappa = qwk(a, b)
+    result.kappa_low, result.kappa_high = qwk_interval(a, b, seed=seed)
+    if result.kappa_low is None:
+        result.reasons["kappa_low"] = result.reasons["kappa_high"] = "no bootstrap resample had a defined kappa"
+    result.spearman = float(spearmanr(a, b).statistic)
     return result
 
 
