@@ -311,3 +311,26 @@ def test_a_meta_statement_is_not_scored_as_a_claim(fake, settings, kb_db):
     _, result = ask(kb_db, settings, RAG_QUESTION)
     assert [c.text for c in result.final_claims] == ["The RAG index held 21 million passages."]
     assert result.status == "accepted" and result.faithfulness == 1.0
+
+
+def test_claims_in_a_code_fence_or_prose_are_parsed_not_left_unverified(fake, settings, kb_db):
+    fenced = 'Here are the claims:\n```json\n{"claims": ["The RAG index held 21 million passages."]}\n```'
+    fake.enqueue(fenced, match=schema_has("claims"))
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert result.status == "accepted"
+    assert [c.text for c in result.final_claims] == ["The RAG index held 21 million passages."]
+
+
+def test_the_drilldown_counts_replies_that_stayed_invalid(fake, settings, kb_db):
+    from pipeline.history.present import invalid_line, invalid_replies
+    from pipeline.history.runs import load_run
+
+    fake.enqueue("I could not find claims.", match=schema_has("claims"), times=2)
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    assert result.status == "unverified"
+    stored = load_run(kb_db, result.run_id)
+    rows = {r.stage: (r.invalid, r.total) for r in invalid_replies(stored.result, stored.grades, stored.scores)}
+    assert rows == {"context grade": (0, 1), "claim extraction": (1, 1)}
+    assert invalid_line(invalid_replies(stored.result, stored.grades, stored.scores)).endswith(
+        "claim extraction 1 of 1 (100%)"
+    )

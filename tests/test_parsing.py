@@ -73,3 +73,25 @@ def test_prose_without_json_is_invalid():
 
 def test_balanced_objects_are_top_level_only():
     assert list(balanced_objects('a {"x": {"y": 1}} b {"z": "}"} c {')) == ['{"x": {"y": 1}}', '{"z": "}"}']
+
+
+@pytest.mark.parametrize(
+    "text, verdict",
+    [
+        ("Yes", True),
+        ("No.", False),
+        ("**Yes**", True),
+        ("Answer: No", False),
+        ('```json\n{"answer": "yes"}\n```', True),
+        ('The verdict is below.\n{"supported": false}', False),
+        ("Eyes wide open", None),  # never a substring: "eyes" is not "yes"
+        ("I think the answer is yes", None),
+        ("", None),
+    ],
+)
+def test_yes_no_verdicts_are_read_tolerantly_but_never_guessed(text, verdict):
+    from pipeline.models.parsing import parse_yes_no
+    from pipeline.verification.yes_no import parse_yes_no as verifiers_parser
+
+    assert verifiers_parser is parse_yes_no  # the verifiers use the model layer's one parser
+    assert parse_yes_no(text) is verdict

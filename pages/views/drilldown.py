@@ -13,6 +13,7 @@ import streamlit as st
 from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
+from pipeline.history.present import invalid_line, invalid_replies
 from pipeline.history.runs import StoredRun
 from pipeline.knowledge.injection import flag_warning, injection_flags
 from pipeline.text import short_source
@@ -42,6 +43,9 @@ def show_drilldown(stored: StoredRun) -> None:
     warning = flag_warning(result.final_claims)
     if warning:
         st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon="🚩")
+    invalid = invalid_line(invalid_replies(result, stored.grades, stored.scores))
+    if invalid:
+        st.caption(escape_markdown(invalid))
     show_attempts(result)
     show_claims(result)
     show_chunks(stored.retrievals)

@@ -63,3 +63,42 @@ def placement(answer: str, claims: list[CheckedClaim]) -> Placement:
 
 def annotate(answer: str, claims: list[CheckedClaim]) -> list[Segment]:
     return placement(answer, claims).segments
+
+
+@dataclass
+class InvalidReplies:
+    stage: str
+    invalid: int
+    total: int
+
+
+def invalid_replies(result, grades: list[dict], scores: list[dict]) -> list[InvalidReplies]:
+    """Structured replies of one run that stayed invalid after their retry, per stage (only stages the run
+    made): context grades, claim extractions, contradicted-or-unsupported verdicts and judge scores."""
+    claims = [c for a in result.attempts for c in a.claims]
+    extracted = [a for a in result.attempts if a.record.status not in ("abstained",)]
+    nli = [c for c in claims if "+" in (c.verifier or "") or "could not be decided" in (c.reason or "")]
+    judged = [s for s in scores if str(s.get("metric", "")).startswith("judge_")]
+    rows = [
+        InvalidReplies("context grade", sum(g.get("relevant") is None for g in grades), len(grades)),
+        InvalidReplies(
+            "claim extraction",
+            sum("invalid" in (a.record.error or "") for a in extracted),
+            len(extracted),
+        ),
+        InvalidReplies(
+            "contradicted-or-unsupported verdict",
+            sum("could not be decided" in (c.reason or "") for c in nli),
+            len(nli),
+        ),
+        InvalidReplies("judge score", sum(s.get("status") == "invalid" for s in judged), len(judged)),
+    ]
+    return [r for r in rows if r.total]
+
+
+def invalid_line(rows: list[InvalidReplies]) -> str:
+    """ "Structured replies invalid after a retry: judge score 3 of 3 (100%) · ..."; empty when none was made."""
+    if not rows:
+        return ""
+    parts = [f"{r.stage} {r.invalid} of {r.total} ({r.invalid / r.total:.0%})" for r in rows]
+    return "Structured replies invalid after a retry: " + " · ".join(parts)

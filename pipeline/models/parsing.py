@@ -1,12 +1,15 @@
-"""A tolerant parser for structured replies.
+"""A tolerant parser for structured replies: claims, verdicts, grades and judge scores all come through here.
 
 Accepted: a bare JSON object, a JSON object inside a ``` code fence, or a JSON object embedded in
 prose (the first top-level balanced {...} that validates). Nothing is repaired or filled in: when no
-candidate validates, the reply is invalid with the reason of the most telling failure.
+candidate validates, the reply is invalid with the reason of the most telling failure. Yes/No verdicts
+(`parse_yes_no`) are read from the first word, after a label ("Answer: Yes"), out of markdown ("**No**")
+or from a JSON object whose only or first value is yes/no/true/false.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import TypeVar
@@ -73,3 +76,32 @@ def _why_no_object(text: str) -> str:
     if "{" not in text:
         return "reply: no JSON object in the reply"
     return "reply: the JSON object is not closed (truncated reply?)"
+
+
+_YES_NO = {"yes": True, "no": False, "true": True, "false": False}
+_LABEL = re.compile(r"^\W*(?:answer|verdict|label|response|result|supported)\s*[:=-]\s*", re.IGNORECASE)
+
+
+def parse_yes_no(text: str) -> bool | None:
+    """A Yes/No verdict, or None when the reply says neither (never guessed from a word inside prose)."""
+    text = (text or "").strip()
+    for candidate in [*_FENCE.findall(text), *balanced_objects(text)]:
+        found = _yes_no_in_object(candidate)
+        if found is not None:
+            return found
+    match = re.match(r"\W*([A-Za-z]+)", _LABEL.sub("", text, count=1))
+    word = match.group(1).lower() if match else ""
+    return {"yes": True, "no": False}.get(word)
+
+
+def _yes_no_in_object(text: str) -> bool | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not value:
+        return None
+    first = next(iter(value.values()))
+    if isinstance(first, bool):
+        return first
+    return _YES_NO.get(str(first).strip().lower()) if isinstance(first, str) else None

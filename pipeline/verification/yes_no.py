@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from pipeline.answering import prompts
 from pipeline.models.llm import LLM
-
-
-def parse_yes_no(text: str) -> bool | None:
-    """The verifier's verdict from its first word; None when it is neither yes nor no."""
-    match = re.match(r"\W*([A-Za-z]+)", text or "")
-    word = match.group(1).lower() if match else ""
-    return {"yes": True, "no": False}.get(word)
+from pipeline.models.parsing import parse_yes_no  # noqa: F401 (the one tolerant parser; re-exported)
 
 
 def ask_verifier(llm: LLM, model: str, document: str, claim: str, stage: str = "verify", instructed: bool = False):
