@@ -1,18 +1,79 @@
-"""Detector benchmarks side by side: how far to trust the hallucination detector."""
+"""Detector benchmarks: run one on the shipped sample or an upload, and compare runs side by side."""
 
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
 from pages.views.common import page_setup
-from pipeline.detector.results import detector_results, list_detector_runs
+from pages.views.markup import escape_markdown
+from pipeline.detector.bench import detector_verifiers, run_detector_bench
+from pipeline.detector.results import (
+    SAMPLE,
+    detector_results,
+    list_detector_runs,
+    run_on_upload,
+    verdict_rows,
+    with_interval,
+)
+from pipeline.errors import WorkbenchError
 
 settings, db = page_setup("Detector")
 st.title("Detector benchmarks")
 st.caption(
-    "Run `python -m pipeline bench-detector FILE.jsonl --verifier all` to add runs. Label 1 = the answer "
-    "contains a hallucination; an answer is flagged when any claim is not supported."
+    "How far to trust the hallucination detector: run it on answers labelled 1 (the answer contains "
+    "something its context does not support) or 0, and see its precision and recall. An answer is flagged "
+    "when any of its claims is not supported. From the command line: "
+    "`python -m pipeline bench-detector FILE.jsonl --verifier all`."
 )
+
+with st.form("run"):
+    st.subheader("Run a benchmark")
+    source = st.radio(
+        "Labelled answers",
+        ["sample", "upload"],
+        format_func={
+            "sample": "the shipped sample: 60 answers from RAGTruth and HaluEval (MIT), data/detector/",
+            "upload": "a JSONL file of {id, question?, context, answer, label}",
+        }.get,
+    )
+    upload = st.file_uploader("JSONL file (with 'upload')", type=["jsonl"])
+    left, right = st.columns(2)
+    verifiers = detector_verifiers()
+    verifier = left.selectbox("Verifier", verifiers, index=verifiers.index("precheck"))
+    claims = right.selectbox(
+        "Claims",
+        ["answer", "llm"],
+        format_func={
+            "answer": "the answer's sentences (no model call)",
+            "llm": "extracted by the claim model",
+        }.get,
+    )
+    start = st.form_submit_button("Run the benchmark", type="primary")
+
+if start:
+    bar = st.progress(0.0, text="starting…")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"{done} of {total} answers")
+
+    try:
+        if source == "upload":
+            if upload is None:
+                st.error("Choose a JSONL file to upload first.")
+                st.stop()
+            run_id, metrics = run_on_upload(
+                settings, db, upload.name, upload.getvalue(), verifier, claims, on_record=progress
+            )
+        else:
+            run_id, metrics = run_detector_bench(settings, db, str(SAMPLE), verifier, claims, on_record=progress)
+    except WorkbenchError as exc:
+        st.error(escape_markdown(str(exc)) + (f"  \nFix: {escape_markdown(exc.fix)}" if exc.fix else ""))
+        st.stop()
+    st.success(
+        f"Run {run_id}: precision {with_interval(metrics['precision'], metrics['precision_ci'])}, "
+        f"recall {with_interval(metrics['recall'], metrics['recall_ci'])} (95% Wilson intervals) on "
+        f"{metrics['n']} answers."
+    )
 
 runs = list_detector_runs(db)
 if not runs:
@@ -30,7 +91,9 @@ rows = [
         "n": r["n"],
         "balanced accuracy": r["metrics"]["balanced_accuracy"],
         "precision": r["metrics"]["precision"],
+        "precision 95%": with_interval(r["metrics"]["precision"], r["metrics"].get("precision_ci")),
         "recall": r["metrics"]["recall"],
+        "recall 95%": with_interval(r["metrics"]["recall"], r["metrics"].get("recall_ci")),
         "F1": r["metrics"]["f1"],
         "LLM calls / answer": r["metrics"]["llm_calls_per_answer"],
         "prompt tokens / answer": r["metrics"]["prompt_tokens_per_answer"],
@@ -93,26 +156,37 @@ if metrics.get("flagged_by_precheck_truly_hallucinated") is not None:
         f"truly hallucinated; it decided {metrics['claims_decided_by_precheck']} of {metrics['claims']} "
         "claims without a model call."
     )
-with st.expander("Every answer of this run"):
-    results = pd.DataFrame(detector_results(db, chosen))
-    wrong = st.toggle("Only misclassified answers")
-    if wrong:
-        results = results[results["label"] != results["predicted"]]
+if metrics.get("by_model"):
+    st.markdown("**By writing model** (`meta.model`; for information: some have very few hallucinated answers)")
     st.dataframe(
-        results[
+        pd.DataFrame(
             [
-                "record_id",
-                "label",
-                "predicted",
-                "faithfulness",
-                "n_claims",
-                "decided_by_precheck",
-                "llm_calls",
-                "prompt_tokens",
-                "latency_ms",
-                "verdicts",
+                {
+                    "model": model,
+                    "answers": m["n"],
+                    "hallucinated": m["hallucinated"],
+                    "TP / FP / FN": f"{m['tp']} / {m['fp']} / {m['fn']}",
+                    "precision 95%": with_interval(m["precision"], m["precision_ci"]) if m["tp"] + m["fp"] else "n/a",
+                    "recall 95%": with_interval(m["recall"], m["recall_ci"]) if m["tp"] + m["fn"] else "n/a",
+                }
+                for model, m in metrics["by_model"].items()
             ]
-        ],
+        ),
         hide_index=True,
         width="stretch",
     )
+results = detector_results(db, chosen)
+wrong = st.toggle("Only misclassified answers")
+if wrong:
+    results = [r for r in results if r["label"] != r["predicted"]]
+st.markdown("**Answers**")
+columns = ["record_id", "label", "predicted", "faithfulness", "n_claims", "decided_by_precheck", "llm_calls"]
+st.dataframe(pd.DataFrame(results, columns=[*columns, "latency_ms"]), hide_index=True, width="stretch")
+st.markdown("**Claims and their verdicts**")
+st.dataframe(
+    pd.DataFrame(
+        verdict_rows(results), columns=["record_id", "label", "predicted", "claim #", "claim", "verdict", "by"]
+    ),
+    hide_index=True,
+    width="stretch",
+)

@@ -377,3 +377,18 @@ def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_incl
     codes = [c.value for c in at.code]
     assert any("[system]" in c and "[user]" in c and QUESTION in c for c in codes)
     assert any("<b>bold</b> The RAG index held" in c for c in codes)  # shown as code: text, never HTML
+
+
+def test_detector_page_runs_the_shipped_sample_and_shows_verdicts_as_a_table(fake, db):
+    at = app("pages/detector.py")
+    assert "No detector benchmarks yet." in [i.value for i in at.info]
+    at.button[0].click().run()  # the form's submit: the shipped sample, precheck, the answer's sentences
+    assert not at.exception, at.exception
+    success = at.success[0].value
+    assert success.startswith("Run 1: precision ") and "95% Wilson intervals" in success and "60 answers" in success
+    runs = at.dataframe[0].value
+    assert list(runs["dataset"]) == ["sample.jsonl"] and list(runs["n"]) == [60]
+    claims = at.dataframe[-1].value
+    assert list(claims.columns) == ["record_id", "label", "predicted", "claim #", "claim", "verdict", "by"]
+    assert set(claims["verdict"]) <= {"supported", "unsupported", "unverified"} and len(claims) > 60
+    assert not [r for r in fake.requests if r["path"] == "/api/chat"]
