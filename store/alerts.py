@@ -92,27 +92,6 @@ def pin_baseline(db: Database, dataset: str, eval_run_id: int) -> None:
         cur.execute("INSERT OR REPLACE INTO baseline_pins (dataset, eval_run_id) VALUES (?, ?)", [dataset, eval_run_id])
 
 
-def pinned_baseline(db: Database, dataset: str) -> int | None:
-    with db.cursor() as cur:
-        row = cur.execute("SELECT eval_run_id FROM baseline_pins WHERE dataset = ?", [dataset]).fetchone()
-    return row[0] if row else None
-
-
-def previous_run(db: Database, eval_run_id: int) -> int | None:
-    """The latest finished run before this one on the same dataset under the same judge pin."""
-    with db.cursor() as cur:
-        row = cur.execute(
-            """
-            SELECT p.id FROM eval_runs p JOIN eval_runs e ON e.id = ?
-            WHERE p.dataset = e.dataset AND p.judge_model = e.judge_model AND p.judge_digest = e.judge_digest
-              AND p.judge_prompt_version = e.judge_prompt_version AND p.status = 'finished'
-              AND p.created_at < e.created_at AND p.id <> e.id
-            ORDER BY p.created_at DESC LIMIT 1""",
-            [eval_run_id],
-        ).fetchone()
-    return row[0] if row else None
-
-
 def metric_series(db: Database) -> list[dict]:
     """Every finished evaluation run's metric means, with its time, name, dataset, pin and configuration."""
     with db.cursor() as cur:

@@ -14,7 +14,7 @@ from conftest import ROOT
 
 from pipeline.errors import InputError
 from pipeline.evaluation import runner as evaluation
-from pipeline.evaluation.dataset import Dataset, GoldenItem
+from pipeline.evaluation.dataset import Dataset, GoldenItem, load_dataset
 from pipeline.evaluation.runner import report, run_evaluation
 from store import evals
 
@@ -189,7 +189,8 @@ def test_a_run_killed_with_sigkill_leaves_a_valid_store_that_resumes(fake, setti
     assert 1 <= finished_before < 12 and orphans == 0
     from store.db import get_database
 
-    outcome = run_evaluation(settings, get_database(settings), Dataset("golden.jsonl", items, [], "h"), "killed")
+    # resumed with the same golden file (a different one would be refused: its content hash differs)
+    outcome = run_evaluation(settings, get_database(settings), load_dataset(golden), "killed")
     assert outcome.progress.skipped == finished_before and outcome.progress.done == 12
     con = duckdb.connect(settings.store_path)
     assert con.execute("SELECT count(*), count(DISTINCT item_id) FROM eval_items").fetchone() == (12, 12)

@@ -109,18 +109,10 @@ def test_floors_are_configurable_per_metric():
         parse_floors("recall=0.5")
 
 
-def store_run(db, name, values_by_metric, judge_digest="d1", config=None, tags=("rag",)):
+def store_run(db, name, values_by_metric, judge_digest="d1", config=None, tags=("rag",), dataset_hash="h", failed=()):
+    n = len(next(iter(values_by_metric.values())))
     run_id = create_eval_run(
-        db,
-        name,
-        "golden.jsonl",
-        "h",
-        config or {"top_k": 5},
-        "llama3.2",
-        judge_digest,
-        "judge-v1",
-        len(next(iter(values_by_metric.values()))),
-        1,
+        db, name, "golden.jsonl", dataset_hash, config or {"top_k": 5}, "llama3.2", judge_digest, "judge-v1", n, 1
     )
     with db.cursor() as cur:
         for metric, values in values_by_metric.items():
@@ -130,11 +122,11 @@ def store_run(db, name, values_by_metric, judge_digest="d1", config=None, tags=(
                     "VALUES (?, ?, ?, ?, ?, 'ok')",
                     [run_id, f"i{k}", 1000 * run_id + k, metric, v],
                 )
-        for k in range(len(next(iter(values_by_metric.values())))):
+        for k in range(n):
             cur.execute(
                 "INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, tags) "
-                "VALUES (?, ?, ?, 'done', 'q', ?)",
-                [run_id, f"i{k}", 1000 * run_id + k, list(tags)],
+                "VALUES (?, ?, ?, ?, 'q', ?)",
+                [run_id, f"i{k}", 1000 * run_id + k, "failed" if k in failed else "done", list(tags)],
             )
     mark_eval_run(db, run_id, "finished")
     return run_id
@@ -181,3 +173,58 @@ def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
     assert resolve(db, "third", None)[1].name == "first"
     alert_store.pin_baseline(db, "golden.jsonl", third)
     assert resolve(db, "third", None)[1].name == "second"
+
+
+def test_one_baseline_rule_pinned_else_the_newest_comparable_clean_run(db):
+    """Same dataset hash and size, same judge pin, no failed item (read from the items), no open alert."""
+    from pipeline.regression.compare import resolve
+
+    values = {"faithfulness": [0.9] * 10}
+    store_run(db, "comparable", values)
+    store_run(db, "other-dataset", values, dataset_hash="h2")
+    store_run(db, "smaller", {"faithfulness": [0.9] * 5})
+    store_run(db, "with-a-failure", values, failed=(3,))
+    alerted = store_run(db, "with-an-open-alert", values)
+    alert = {c: None for c in alert_store.ALERT_COLUMNS[2:]} | {"kind": "floor", "metric": "faithfulness"}
+    alert_store.replace_open_alerts(db, alerted, None, [alert | {"slice": "all", "message": "below", "n": 0}])
+    store_run(db, "other-judge", values, judge_digest="d2")
+    store_run(db, "new", values)
+    assert resolve(db, "new", None)[1].name == "comparable"
+    alert_id = alert_store.list_alerts(db, "open")[0]["id"]
+    alert_store.acknowledge(db, alert_id, "looked at it")
+    assert resolve(db, "new", None)[1].name == "with-an-open-alert"
+    alert_store.pin_baseline(db, "golden.jsonl", 1)
+    assert resolve(db, "new", None)[1].name == "comparable"
+
+
+def test_the_configuration_diff_names_the_cache_setting_the_judge_pin_and_the_dataset(db):
+    from pipeline.regression.compare import config_diff, described_config
+    from store.evals import get_eval_run
+
+    store_run(db, "a", {"faithfulness": [0.9] * 10}, config={"top_k": 5, "cache_enabled": True})
+    store_run(db, "b", {"faithfulness": [0.9] * 8}, config={"top_k": 5, "cache_enabled": False}, dataset_hash="h2")
+    store_run(db, "c", {"faithfulness": [0.9] * 10}, judge_digest="d2")
+    a, b, c = (described_config(db, get_eval_run(db, name)) for name in "abc")
+    assert config_diff(a, b) == {"cache_enabled": [True, False], "dataset_hash": ["h", "h2"], "dataset_size": [10, 8]}
+    assert config_diff(a, c) == {
+        "cache_enabled": [True, None],
+        "judge_pin": ["llama3.2@d1 / judge-v1", "llama3.2@d2 / judge-v1"],
+    }
+
+
+def test_resuming_a_name_over_another_dataset_is_refused_a_cache_change_is_not(fake, settings, kb_db):
+    import dataclasses
+
+    from test_evaluation import ITEMS, dataset
+
+    from pipeline.evaluation.dataset import Dataset
+    from pipeline.evaluation.runner import run_evaluation
+
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "nightly")
+    other = Dataset("golden-test.jsonl", list(ITEMS), [], "another-hash")
+    with pytest.raises(InputError, match="started over a different dataset"):
+        run_evaluation(settings, kb_db, other, "nightly")
+    resumed = run_evaluation(dataclasses.replace(settings, cache_enabled=False), kb_db, dataset(ITEMS[:2]), "nightly")
+    assert resumed.progress.skipped == 1 and resumed.progress.done == 2
+    with kb_db.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM eval_items").fetchone()[0] == 2

@@ -28,7 +28,7 @@ from pipeline.evaluation.diagnosis import Diagnosis, diagnose
 from pipeline.evaluation.judge import JudgePin, MetricScore, judge_pin
 from pipeline.models.llm import LLM
 from pipeline.regression import compare as regression
-from store import evals, journal
+from store import baselines, evals, journal
 from store.annotations import current_corrections
 from store.db import Database
 
@@ -127,7 +127,8 @@ def _open(
     settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int, pin
 ) -> tuple[int, dict[str, str]]:
     """(evaluation run id, status of every item stored so far) of a new or resumed evaluation."""
-    config = {**run_config(settings), "judge_model": settings.judge_model}
+    # the cache setting is recorded and shown in comparisons, but does not change a score: no reason to refuse
+    config = {**run_config(settings), "judge_model": settings.judge_model, "cache_enabled": settings.cache_enabled}
     existing = evals.get_eval_run(db, name)
     if existing is None:
         run_id = evals.create_eval_run(
@@ -143,7 +144,17 @@ def _open(
             concurrency,
         )
         return run_id, {}
-    changed = sorted(k for k in set(config) | set(existing.config) if config.get(k) != existing.config.get(k))
+    stored_hash = (baselines.dataset_identity(db, existing.id) or (None,))[0]
+    if stored_hash and dataset.content_hash and stored_hash != dataset.content_hash:
+        raise InputError(
+            f"evaluation {name!r} was started over a different dataset (content hash {stored_hash[:12]}, "
+            f"this one {dataset.content_hash[:12]}); resuming would merge two datasets into one run",
+            fix="give this run a new --name, or resume it with the golden set it was started with",
+        )
+    shown_only = {"cache_enabled"}
+    changed = sorted(
+        k for k in set(config) | set(existing.config) if k not in shown_only and config.get(k) != existing.config.get(k)
+    )
     if changed or (existing.judge_digest, existing.judge_prompt_version) != (pin.digest, pin.prompt_version):
         what = ", ".join(changed) or "judge model digest or prompt version"
         raise InputError(

@@ -22,7 +22,7 @@ from pipeline.evaluation.diagnosis import diagnose
 from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, span_of
 from pipeline.regression import family
 from store import alerts as alert_store
-from store import evals
+from store import baselines, evals
 from store.db import Database
 
 METRICS = METRIC_NAMES  # a live view of the registry, in its order
@@ -181,12 +181,33 @@ def config_diff(old: dict, new: dict) -> dict:
     return {k: [old.get(k), new.get(k)] for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
 
 
+def described_config(db: Database, run: evals.EvalRun) -> dict:
+    """A run's configuration as comparisons show it: its settings (the cache setting among them) plus its
+    judge pin and the dataset's content hash and size."""
+    identity = baselines.dataset_identity(db, run.id) or (None, None)
+    return {
+        **run.config,
+        "judge_pin": f"{run.judge_model}@{(run.judge_digest or '')[:12]} / {run.judge_prompt_version}",
+        "dataset_hash": identity[0],
+        "dataset_size": identity[1],
+    }
+
+
 def same_pin(a: evals.EvalRun, b: evals.EvalRun) -> bool:
     return (a.judge_model, a.judge_digest, a.judge_prompt_version) == (
         b.judge_model,
         b.judge_digest,
         b.judge_prompt_version,
     )
+
+
+def baseline_of(db: Database, run: evals.EvalRun) -> int | None:
+    """The one baseline rule (store.baselines): the run pinned for the dataset, else the newest earlier run
+    over the same dataset hash and size, under the same judge pin, with no failed item and no open alert."""
+    pinned = baselines.pinned(db, run.dataset)
+    if pinned is not None and pinned != run.id:
+        return pinned
+    return baselines.previous_comparable(db, run.id)
 
 
 def resolve(db: Database, run_name: str, baseline_name: str | None) -> tuple[evals.EvalRun, evals.EvalRun | None]:
@@ -198,10 +219,7 @@ def resolve(db: Database, run_name: str, baseline_name: str | None) -> tuple[eva
         if baseline is None:
             raise InputError(f"there is no evaluation named {baseline_name!r}", fix="check --baseline")
     else:
-        baseline_id = alert_store.pinned_baseline(db, run.dataset)
-        if baseline_id == run.id:
-            baseline_id = None
-        baseline_id = baseline_id or alert_store.previous_run(db, run.id)
+        baseline_id = baseline_of(db, run)
         baseline = evals.get_eval_run_by_id(db, baseline_id) if baseline_id else None
     if baseline is not None and not same_pin(run, baseline):
         raise InputError(
@@ -236,7 +254,7 @@ def check(db: Database, settings: Settings, run_name: str, baseline_name: str | 
     comparisons = compare(db, settings, run, baseline)
     means = {row["metric"]: row["mean"] for row in evals.metric_summary(db, run.id)}
     grid = diagnose(means, settings.diagnosis_low, settings.diagnosis_high)
-    diff = config_diff(baseline.config, run.config) if baseline else {}
+    diff = config_diff(described_config(db, baseline), described_config(db, run)) if baseline else {}
     alerts = [
         {
             "kind": c.kind,

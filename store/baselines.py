@@ -1,0 +1,54 @@
+"""Which evaluation run another is compared with: the dataset a run was over, and the one baseline rule.
+
+The rule, the same for every page and command: the run pinned for the dataset; else the newest earlier
+run over the same dataset (same content hash) and size, under the same judge pin, with every item done
+(failures are read from the items, not from the run's status) and no open regression alert."""
+
+from __future__ import annotations
+
+from store.db import Database
+
+CLEAN = """
+    (SELECT count(*) FROM eval_items i WHERE i.eval_run_id = p.id AND i.status = 'done') = p.n_items
+    AND NOT EXISTS (SELECT 1 FROM eval_items i WHERE i.eval_run_id = p.id AND i.status <> 'done')
+    AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.eval_run_id = p.id AND a.status = 'open')"""
+
+
+def dataset_identity(db: Database, eval_run_id: int) -> tuple[str | None, int] | None:
+    """(dataset content hash, number of items) of an evaluation run; None when there is no such run."""
+    with db.cursor() as cur:
+        row = cur.execute("SELECT dataset_hash, n_items FROM eval_runs WHERE id = ?", [eval_run_id]).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def pinned(db: Database, dataset: str) -> int | None:
+    with db.cursor() as cur:
+        row = cur.execute("SELECT eval_run_id FROM baseline_pins WHERE dataset = ?", [dataset]).fetchone()
+    return row[0] if row else None
+
+
+def previous_comparable(db: Database, eval_run_id: int) -> int | None:
+    """The newest run before this one with the same dataset hash and size and judge pin, every item done and
+    no open alert."""
+    with db.cursor() as cur:
+        row = cur.execute(
+            f"""
+            SELECT p.id FROM eval_runs p JOIN eval_runs e ON e.id = ?
+            WHERE p.id <> e.id AND p.created_at < e.created_at
+              AND p.dataset_hash IS NOT DISTINCT FROM e.dataset_hash AND p.n_items = e.n_items
+              AND p.judge_model = e.judge_model AND p.judge_digest = e.judge_digest
+              AND p.judge_prompt_version = e.judge_prompt_version
+              AND {CLEAN}
+            ORDER BY p.created_at DESC, p.id DESC LIMIT 1""",
+            [eval_run_id],
+        ).fetchone()
+    return row[0] if row else None
+
+
+def clean_runs(db: Database, eval_run_ids: list[int]) -> set[int]:
+    """The runs among eval_run_ids with every item done and no open alert (those that may be a baseline)."""
+    with db.cursor() as cur:
+        rows = cur.execute(
+            f"SELECT p.id FROM eval_runs p WHERE list_contains(?::BIGINT[], p.id) AND {CLEAN}", [eval_run_ids]
+        ).fetchall()
+    return {r[0] for r in rows}
