@@ -1,4 +1,5 @@
-"""Metrics over evaluation runs, floors drawn in, one series per judge pin; regression alerts."""
+"""Metrics over evaluation runs, floors drawn in, one series per judge pin, dataset and size; the pinned
+baseline; regression alerts."""
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -6,8 +7,15 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
-from pipeline.regression.alerts import acknowledge, list_alerts, metric_series, pin_baseline
-from pipeline.regression.compare import METRICS, config_diff, parse_floors
+from pipeline.regression.alerts import (
+    acknowledge,
+    clean_runs,
+    list_alerts,
+    metric_series,
+    pin_baseline,
+    pinned_baseline,
+)
+from pipeline.regression.compare import BASELINE_RULE, METRICS, config_diff, parse_floors
 
 settings, db = page_setup("Trends")
 st.title("Trends")
@@ -20,41 +28,82 @@ else:
     dataset = st.selectbox("Dataset", datasets)
     data = series[series["dataset"] == dataset].copy()
     data["pin"] = data["judge_model"] + "@" + data["judge_digest"].str[:12] + " / " + data["judge_prompt_version"]
+    # runs are comparable only under the same judge pin, over the same dataset content and size
+    data["series"] = (
+        data["pin"]
+        + " · data "
+        + data["dataset_hash"].fillna("?").str[:8]
+        + " · "
+        + data["n_items"].astype(str)
+        + " items"
+    )
     runs = data.drop_duplicates("eval_run_id").sort_values("created_at")
+    pinned = pinned_baseline(db, dataset)
+    pinned_name = next((r.name for r in runs.itertuples() if r.eval_run_id == pinned), None)
+    if pinned_name:
+        st.info(
+            f"Pinned baseline for {escape_markdown(dataset)}: **{escape_markdown(pinned_name)}**. "
+            "Every run is compared with it."
+        )
+    else:
+        st.info(f"No baseline pinned for {escape_markdown(dataset)}. {BASELINE_RULE}")
     previous = {}
-    for _, group in runs.groupby("pin"):
+    for _, group in runs.groupby("series"):
         configs = list(group.itertuples())
         for before, after in zip([None] + configs[:-1], configs, strict=True):
             diff = config_diff(before.config, after.config) if before is not None else {}
             previous[after.eval_run_id] = ", ".join(f"{k}: {a} → {b}" for k, (a, b) in diff.items()) or (
-                "first run of this pin" if before is None else "no configuration change"
+                "first run of this series" if before is None else "no configuration change"
             )
     data["changed"] = data["eval_run_id"].map(previous)
     floors = parse_floors(settings.floors)
     metric = st.selectbox("Metric", [m for m in METRICS if m in set(data["metric"])])
     chart = go.Figure()
-    for pin, group in data[data["metric"] == metric].groupby("pin"):
+    shown = data[data["metric"] == metric]
+    for name, group in shown.groupby("series"):
         chart.add_trace(
             go.Scatter(
                 x=group["created_at"],
                 y=group["mean"],
                 mode="lines+markers",
-                name=pin,
-                customdata=group[["name", "changed", "n"]].values,
-                hovertemplate="%{customdata[0]}<br>mean %{y:.3f} (n=%{customdata[2]})<br>changed: %{customdata[1]}"
-                "<extra></extra>",
+                name=name,
+                customdata=group[["name", "changed", "n", "failed"]].values,
+                hovertemplate="%{customdata[0]}<br>mean %{y:.3f} (n=%{customdata[2]}, failed items "
+                "%{customdata[3]})<br>changed: %{customdata[1]}<extra></extra>",
+            )
+        )
+    baseline_point = shown[shown["eval_run_id"] == pinned]
+    if not baseline_point.empty:
+        chart.add_trace(
+            go.Scatter(
+                x=baseline_point["created_at"],
+                y=baseline_point["mean"],
+                mode="markers",
+                marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1, "color": "black"}},
+                name=f"pinned baseline: {pinned_name}",
             )
         )
     if metric in floors:
         chart.add_hline(
             y=floors[metric], line_dash="dash", line_color="red", annotation_text=f"floor {floors[metric]:.2f}"
         )
-    chart.update_layout(xaxis_title="run time", yaxis_title=metric, legend_title="judge pin")
+    chart.update_layout(xaxis_title="run time", yaxis_title=metric, legend_title="judge pin · dataset · size")
     st.plotly_chart(chart, width="stretch")
-    st.caption("Runs under different judge pins are separate series; their scores are never compared.")
+    st.caption(
+        "Runs under different judge pins, or over a different dataset content or size, are separate series; "
+        "their scores are never compared."
+    )
     names = list(runs["name"])
+    clean = clean_runs(db, [int(i) for i in runs["eval_run_id"]])
+    eligible = [r.name for r in runs.itertuples() if r.eval_run_id in clean]
+    default = pinned_name or (eligible[-1] if eligible else names[-1])
     left, right = st.columns([3, 1])
-    chosen = left.selectbox("Pin a baseline for this dataset", names, index=len(names) - 1)
+    chosen = left.selectbox(
+        "Pin a baseline for this dataset",
+        names,
+        index=names.index(default),
+        help="Defaults to the pinned run, else the newest run with no failed item and no open alert.",
+    )
     if right.button("Pin as baseline"):
         pin_baseline(db, dataset, int(runs[runs["name"] == chosen]["eval_run_id"].iloc[0]))
         st.success(f"{chosen} is now the baseline for {dataset}.")

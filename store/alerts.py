@@ -93,15 +93,18 @@ def pin_baseline(db: Database, dataset: str, eval_run_id: int) -> None:
 
 
 def metric_series(db: Database) -> list[dict]:
-    """Every finished evaluation run's metric means, with its time, name, dataset, pin and configuration."""
+    """Every finished evaluation run's metric means, with its time, name, dataset (name, content hash, size),
+    pin, configuration and its failed items (read from the items)."""
     with db.cursor() as cur:
         rows = fetch_dicts(
             cur,
             """
-            SELECT e.id AS eval_run_id, e.name, e.dataset, e.created_at, e.config, e.judge_model, e.judge_digest,
-                   e.judge_prompt_version, s.metric, avg(s.value) AS mean, count(*) AS n
+            SELECT e.id AS eval_run_id, e.name, e.dataset, e.dataset_hash, e.n_items, e.created_at, e.config,
+                   e.judge_model, e.judge_digest, e.judge_prompt_version, s.metric, avg(s.value) AS mean,
+                   count(*) AS n,
+                   (SELECT count(*) FROM eval_items i WHERE i.eval_run_id = e.id AND i.status <> 'done') AS failed
             FROM eval_runs e JOIN scores s ON s.eval_run_id = e.id AND s.status = 'ok'
-            WHERE e.status = 'finished' GROUP BY ALL ORDER BY e.created_at, s.metric""",
+            WHERE e.status LIKE 'finished%' GROUP BY ALL ORDER BY e.created_at, s.metric""",
             [],
         )
     for row in rows:

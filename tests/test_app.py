@@ -292,6 +292,33 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     assert len(acked) == 1 and acked[0]["comment"] == "known: top_k lowered"
 
 
+def test_trends_page_shows_the_pinned_baseline_and_keeps_other_datasets_apart(db):
+    import numpy as np
+    from test_regression import store_run
+
+    from pipeline.regression.alerts import pin_baseline
+
+    base = np.linspace(0.8, 1.0, 20)
+    first = store_run(db, "full-1", {"faithfulness": base})
+    store_run(db, "full-2", {"faithfulness": base})
+    store_run(db, "five-items", {"faithfulness": base[:5]})
+    store_run(db, "failed-one", {"faithfulness": base}, failed=(2,))
+    at = app("pages/trends.py")
+    assert not at.exception, at.exception
+    assert any("No baseline pinned" in i.value and "same content hash and size" in i.value for i in at.info)
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    names = sorted(trace["name"] for trace in figure["data"])
+    assert len(names) == 2 and names[0].endswith("· 20 items") and names[1].endswith("· 5 items")
+    # the default choice is the newest run with no failed item and no open alert, not simply the newest
+    assert at.selectbox[-1].value == "five-items"
+    pin_baseline(db, "golden.jsonl", first)
+    at = app("pages/trends.py")
+    assert any(i.value.startswith("Pinned baseline for golden") and "**full\\-1**" in i.value for i in at.info)
+    assert at.selectbox[-1].value == "full-1"
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert any(trace["name"] == "pinned baseline: full-1" for trace in figure["data"])
+
+
 def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings, kb_db):
     from test_evaluation import ITEMS, dataset
 

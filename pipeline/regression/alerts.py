@@ -6,9 +6,19 @@ from __future__ import annotations
 
 from store.alerts import acknowledge as _acknowledge
 from store.alerts import count_open_alerts, list_alerts, metric_series, pin_baseline
+from store.baselines import clean_runs
+from store.baselines import pinned as pinned_baseline
 from store.db import Database
 
-__all__ = ["acknowledge", "count_open_alerts", "list_alerts", "metric_series", "pin_baseline"]
+__all__ = [
+    "acknowledge",
+    "clean_runs",
+    "count_open_alerts",
+    "list_alerts",
+    "metric_series",
+    "pin_baseline",
+    "pinned_baseline",
+]
 
 
 def acknowledge(db: Database, alert_id: int, comment: str) -> bool:

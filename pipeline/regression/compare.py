@@ -26,6 +26,10 @@ from store import baselines, evals
 from store.db import Database
 
 METRICS = METRIC_NAMES  # a live view of the registry, in its order
+BASELINE_RULE = (
+    "Each run is compared with the pinned run; without one, with the newest earlier run over the same dataset "
+    "(same content hash and size), judged under the same judge pin, with no failed item and no open alert."
+)
 MIN_PAIRS = 5
 
 
