@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--baseline",
         default=None,
-        help="compare with this evaluation (default: the pinned baseline, else the previous run on the same dataset)",
+        help="compare with this evaluation (default: the pinned baseline, else the newest earlier run over the same "
+        "dataset hash and size, under the same judge pin, with no failed item and no open alert)",
     )
     gate.add_argument("--json", action="store_true")
     det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
