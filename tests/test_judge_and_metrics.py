@@ -167,8 +167,9 @@ def test_each_judge_criterion_is_a_registered_metric_that_carries_its_own_correc
 
     llm = LLM(settings, db)
     base = judge_pin(llm, settings)
+    # another question (a correction of the very question being scored is left out: leave-one-out)
     correction = Correction(
-        1, "correctness", 7, "When did the Transformer appear?", "in 2016", 1, 4, "the year is wrong"
+        1, "correctness", 7, "When was the Transformer paper published?", "in 2016", 1, 4, "the year is wrong"
     )
     pin = EvalPin(base.model, base.digest, base.prompt_version, [correction])
     item = GoldenItem(id="t", question="When did the Transformer appear?", reference="In 2017.")
