@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import sys
 
-from bench import answer_cost, detector, evaluation, kappa, overhead, regression, retrieval, scale, verification
+from bench import (
+    answer_cost,
+    detector,
+    evaluation,
+    kappa,
+    overhead,
+    regression,
+    retrieval,
+    scale,
+    store_contention,
+    verification,
+)
 from bench.common import print_table
 
 SUITES = {
@@ -16,6 +27,7 @@ SUITES = {
     "detector": detector.run,
     "regression": regression.run,
     "kappa": kappa.run,
+    "contention": store_contention.run,
     "scale": scale.run,
 }
 

@@ -76,6 +76,52 @@ def check_tables(con, path: str) -> None:
         raise StoreCorrupt(path, f"its tables {', '.join(missing)} are missing")
 
 
+class WaitQueue:
+    """Fairness between processes that share the store file. DuckDB's lock is taken by whoever tries at the right
+    moment, so a process that uses the store again and again would starve one that polls for it. A process that
+    found the file locked leaves a marker (`<store>.waiting/<pid>`) until it gets in; a process about to open the
+    file while another's marker is there steps back briefly (at most MAX_YIELD_S) so the waiter gets in first."""
+
+    MAX_YIELD_S = 1.0
+    STALE_S = 30.0
+
+    def __init__(self, path: str):
+        self.folder = None if path == ":memory:" else Path(f"{path}.waiting")
+        self.marker: Path | None = None
+
+    def others_waiting(self) -> bool:
+        if self.folder is None or not self.folder.is_dir():
+            return False
+        now = time.time()
+        try:
+            for entry in os.scandir(self.folder):
+                if entry.name != str(os.getpid()) and now - entry.stat().st_mtime < self.STALE_S:
+                    return True
+        except OSError:
+            return False
+        return False
+
+    def yield_to_waiters(self, deadline: float) -> None:
+        until = min(deadline, time.monotonic() + self.MAX_YIELD_S)
+        while self.others_waiting() and time.monotonic() < until:
+            time.sleep(0.02)
+
+    def join(self) -> None:
+        if self.marker is not None or self.folder is None:
+            return
+        try:
+            self.folder.mkdir(exist_ok=True)
+            self.marker = self.folder / str(os.getpid())
+            self.marker.touch()
+        except OSError:  # a read-only folder: no fairness, still correct
+            self.marker = None
+
+    def leave(self) -> None:
+        if self.marker is not None:
+            self.marker.unlink(missing_ok=True)
+            self.marker = None
+
+
 class Database:
     def __init__(self, path: str, lock_timeout_s: float = 15.0, idle_release_s: float = 0.5):
         self.path = str(path)
@@ -88,6 +134,7 @@ class Database:
         self._last_used = 0.0
         self._write_lock = threading.Lock()
         self._migrated = False
+        self._queue = WaitQueue(self.path)
         self.read_only_reason: str | None = None
         self.lock_wait_s = 0.0  # time spent waiting for another process's lock, in total
         self.replayed = 0  # journal entries this process wrote into the store
@@ -107,20 +154,26 @@ class Database:
             self.read_only_reason = _read_only_reason(Path(self.path))
         timeout = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
         deadline = time.monotonic() + timeout
-        delay = 0.05
+        delay = 0.02
         waited_from = time.monotonic()
-        while True:
-            try:
-                con = duckdb.connect(self.path, read_only=self.read_only)
-                break
-            except duckdb.Error as exc:
-                if not _is_lock_error(exc):
-                    raise _store_error(self.path, exc) from None
-                if time.monotonic() >= deadline:
-                    self.lock_wait_s += time.monotonic() - waited_from
-                    raise StoreLocked(self.path, timeout) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
+        queue = self._queue
+        try:
+            queue.yield_to_waiters(deadline)
+            while True:
+                try:
+                    con = duckdb.connect(self.path, read_only=self.read_only)
+                    break
+                except duckdb.Error as exc:
+                    if not _is_lock_error(exc):
+                        raise _store_error(self.path, exc) from None
+                    if time.monotonic() >= deadline:
+                        self.lock_wait_s += time.monotonic() - waited_from
+                        raise StoreLocked(self.path, timeout) from None
+                    queue.join()
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.1)
+        finally:
+            queue.leave()
         self.lock_wait_s += time.monotonic() - waited_from
         try:
             if self.read_only:
@@ -165,7 +218,10 @@ class Database:
                 self._users -= 1
                 self._last_used = time.monotonic()
                 if self._users == 0:
-                    self._schedule_release()
+                    if self._queue.others_waiting():  # another process waits for the file: let go now
+                        self._close_now()
+                    else:
+                        self._schedule_release()
 
     @contextmanager
     def transaction(self, lock_timeout_s: float | None = None):
@@ -203,6 +259,14 @@ class Database:
                 self._con = None
             else:
                 self._schedule_release(self.idle_release_s - idle)
+
+    def _close_now(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     def close(self) -> None:
         with self._guard:

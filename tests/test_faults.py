@@ -380,3 +380,17 @@ def test_a_file_whose_splitting_hangs_or_raises_is_skipped_and_the_rest_ingested
     assert "b-huge.md: splitting it into chunks took longer than 0.5 s (50,000 characters)" in out
     assert "c-raises.md: it could not be split into chunks (TimeoutError: nltk gave up)" in out
     assert "2 files ingested or unchanged, 2 skipped" in out and "Traceback" not in out
+
+
+def test_a_process_waiting_for_the_store_gets_it_next(settings, tmp_path):
+    db = store_db.Database(settings.store_path, lock_timeout_s=2, idle_release_s=30)
+    with db.cursor() as cur:
+        cur.execute("SELECT 1")
+    assert db._con is not None  # nobody waits: the file stays open for the next use
+    waiting = Path(settings.store_path + ".waiting")
+    waiting.mkdir(exist_ok=True)
+    (waiting / "999999").touch()  # another process found the file locked
+    with db.cursor() as cur:
+        cur.execute("SELECT 1")
+    assert db._con is None  # let go at once instead of after 30 s idle
+    db.close()
