@@ -105,7 +105,7 @@ def test_asking_on_the_running_app_shows_the_verified_answer(running_app, tmp_pa
             box.wait_for(timeout=60_000)
             box.fill(QUESTION)
             box.press("Enter")
-            expect(page.get_by_text("✅ verified")).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("✅ accepted", exact=False).first).to_be_visible(timeout=60_000)
             expect(page.get_by_text("· 1 attempt(s) · run 1")).to_be_visible()
             expect(page.get_by_text("21 million passages. ✅ claim 1", exact=False)).to_be_visible()
             expect(page.get_by_text("Sources: [1] rag.md")).to_be_visible()
