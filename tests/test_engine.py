@@ -334,3 +334,11 @@ def test_the_drilldown_counts_replies_that_stayed_invalid(fake, settings, kb_db)
     assert invalid_line(invalid_replies(stored.result, stored.grades, stored.scores)).endswith(
         "claim extraction 1 of 1 (100%)"
     )
+
+
+def test_the_settings_that_change_a_verdict_are_recorded_with_the_run(settings):
+    from pipeline.answering.engine import run_config
+
+    config = run_config(dataclasses.replace(settings, when_unverified="show_best", precheck_novel_words=9))
+    assert config["when_unverified"] == "show_best" and config["precheck_novel_words"] == 9
+    assert config["precheck_novel_share"] == 0.75
