@@ -151,3 +151,13 @@ def test_an_unterminated_csv_quote_is_refused_with_where_it_is(tmp_path, capsys)
     assert main(["eval", str(tmp_path / "g.csv"), "--name", "quote"]) == 2
     err = capsys.readouterr().err
     assert "the CSV file is malformed after line 2" in err and "never closed" in err and "Traceback" not in err
+
+
+def test_bare_urls_and_addresses_do_not_become_links():
+    from pages.views.markup import escape_markdown
+
+    shown = escape_markdown("visit http://phish.example/x, www.evil.example or mail boss@evil.example")
+    assert "//\u200bphish" in shown and "www\u200b\\.evil" in shown and "@\u200bevil" in shown
+    assert shown.replace("\u200b", "").replace("\\", "") == (
+        "visit http://phish.example/x, www.evil.example or mail boss@evil.example"
+    )

@@ -12,10 +12,16 @@ VERDICT_ICON = {"supported": "✅", "contradicted": "❌", "unsupported": "⚠�
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:&\"'=^])")
 
 
+# GFM turns bare URLs, www. names and e-mail addresses into links after escapes are resolved, so no escape
+# stops it; a zero-width space after "//", "www" or "@" (invisible, and only in what is shown) does.
+AUTOLINK = re.compile(r"(?<=//)|(?<=\bwww)(?=\\?\.)|(?<=@)(?=\w)", re.IGNORECASE)
+ZERO_WIDTH_SPACE = "\u200b"
+
+
 def escape_markdown(text: str) -> str:
     """Text shown literally by Streamlit's Markdown: every special character backslash-escaped (also `:`,
-    which would otherwise start a :color[...] or :emoji: directive)."""
-    return MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    which would otherwise start a :color[...] or :emoji: directive), and bare URLs kept from becoming links."""
+    return AUTOLINK.sub(ZERO_WIDTH_SPACE, MARKDOWN_SPECIAL.sub(r"\\\1", text))
 
 
 def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
