@@ -394,3 +394,35 @@ def test_a_process_waiting_for_the_store_gets_it_next(settings, tmp_path):
         cur.execute("SELECT 1")
     assert db._con is None  # let go at once instead of after 30 s idle
     db.close()
+
+
+def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db, settings):
+    import signal
+    import time
+
+    kb_db.close()
+    items = "".join(
+        json.dumps({"id": f"q{i}", "question": f"{QUESTION} ({i})", "reference": "21 million"}) + "\n" for i in range(8)
+    )
+    path = Path(settings.store_path).parent / "g.jsonl"
+    path.write_text(items)
+    fake.set_latency(0.2, 1)  # every reply takes seconds: items are mid-call when Ctrl-C comes
+    env = {**os.environ, "WORKBENCH_REQUEST_TIMEOUT_S": "60"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "eval", str(path), "--name", "stop", "--concurrency", "2"],
+        cwd=Path(__file__).parent.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(6)
+    started = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=30)
+    assert child.returncode == 130
+    assert time.monotonic() - started < 3
+    assert "cancelled: finished items are kept" in err and "Traceback" not in err
+    con = duckdb.connect(settings.store_path)
+    assert con.execute("SELECT status FROM eval_runs WHERE name = 'stop'").fetchone()[0] == "cancelled"
+    con.close()

@@ -84,7 +84,8 @@ def live_progress() -> None:
         job_progress(job)
     for job in [j for j in jobs() if not j.running and j.outcome and not j.announced]:
         job.announced = True
-        st.success(escape_markdown(f"{job.name}: {job.outcome.status}"))
+        shown = st.success if job.outcome.status == "finished" else st.warning  # "finished with N failures"
+        shown(escape_markdown(f"{job.name}: {job.outcome.status}"))
 
 
 def show_report(result: EvalReport) -> None:

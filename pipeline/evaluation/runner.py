@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pipeline import tracing
@@ -220,13 +221,26 @@ def check_regressions(settings: Settings, db: Database, name: str) -> list | str
     return [c for c in comparisons if c.regression]
 
 
+@contextmanager
+def _pool(concurrency: int):
+    """The items' threads. When the evaluation is interrupted (Ctrl-C) the pool does not wait for items still in
+    a model call: they are abandoned (nothing of theirs is written) and run again on resume."""
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval")
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
 async def _run_items(
     settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel, stored: set[str]
 ):
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
     lock = threading.Lock()
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval") as pool:
+    with _pool(concurrency) as pool:
 
         async def one(item: GoldenItem) -> None:
             async with gate:
