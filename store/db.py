@@ -270,12 +270,7 @@ class Database:
 
     def close(self) -> None:
         with self._guard:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if self._con is not None:
-                self._con.close()
-                self._con = None
+            self._close_now()
 
 
 def fetch_dicts(cur, sql: str, params: list) -> list[dict]:
