@@ -27,6 +27,13 @@ else:
     datasets = sorted(series["dataset"].unique())
     dataset = st.selectbox("Dataset", datasets)
     data = series[series["dataset"] == dataset].copy()
+    with_failures = data.loc[data["failed"] > 0, "eval_run_id"].nunique()
+    if with_failures and not st.checkbox(
+        f"Include runs with failed items ({with_failures})",
+        help="A run some of whose items failed measures fewer questions than its series; it is left out unless you "
+        "include it.",
+    ):
+        data = data[data["failed"] == 0]
     data["pin"] = data["judge_model"] + "@" + data["judge_digest"].str[:12] + " / " + data["judge_prompt_version"]
     # runs are comparable only under the same judge pin, over the same dataset content and size
     data["series"] = (

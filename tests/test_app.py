@@ -311,6 +311,12 @@ def test_trends_page_shows_the_pinned_baseline_and_keeps_other_datasets_apart(db
     assert len(names) == 2 and names[0].endswith("· 20 items") and names[1].endswith("· 5 items")
     # the default choice is the newest run with no failed item and no open alert, not simply the newest
     assert at.selectbox[-1].value == "five-items"
+    full = next(trace for trace in figure["data"] if trace["name"].endswith("· 20 items"))
+    assert len(full["x"]) == 2  # the run with a failed item is left out ...
+    next(c for c in at.checkbox if c.label.startswith("Include runs with failed items (1)")).check().run()
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    full = next(trace for trace in figure["data"] if trace["name"].endswith("· 20 items"))
+    assert len(full["x"]) == 3  # ... unless the user includes it
     pin_baseline(db, "golden.jsonl", first)
     at = app("pages/trends.py")
     assert any(i.value.startswith("Pinned baseline for golden") and "**full\\-1**" in i.value for i in at.info)
