@@ -71,7 +71,7 @@ def run(datasets: int = 1000) -> list[Figure]:
                 "%",
                 93,
                 False,
-                f"{datasets} data sets, judge-like skewed scores, bootstrap-t; target 93-97%"
+                f"{datasets} data sets, judge-like skewed scores, calibrated bootstrap-t; target 93-97%"
                 + (f"; {result['undefined']} with no interval" if result["undefined"] else ""),
             )
         )

@@ -314,3 +314,19 @@ def test_the_same_question_is_recognised_through_case_punctuation_and_its_golden
     chosen = relevant_corrections(corrections, "correctness", "  how many PASSAGES did rag use ", 3)
     assert [c.id for c in chosen] == [2]
     assert [c.id for c in relevant_corrections(corrections, "correctness", "RAG passages", 3, item_id="rag-2")] == [1]
+
+
+def test_the_kappa_interval_is_calibrated_wider_where_a_small_skewed_sample_needs_it(monkeypatch):
+    import numpy as np
+
+    import pipeline.calibration.agreement as agreement_module
+
+    rng = np.random.default_rng(3)
+    judge = rng.choice([1, 2, 3, 4, 5], size=40, p=[0.02, 0.04, 0.09, 0.35, 0.50])
+    human = np.clip(judge + rng.choice([-1, 0, 1], size=40, p=[0.25, 0.5, 0.25]), 1, 5)
+    calibrated = agreement_module.qwk_interval(judge, human, seed=0)
+    monkeypatch.setattr(agreement_module, "CALIBRATION_LEVELS", np.array([0.95]))
+    plain = agreement_module.qwk_interval(judge, human, seed=0)
+    assert calibrated[0] < plain[0] and calibrated[1] >= plain[1]
+    kappa = agreement_module.qwk(judge, human)
+    assert calibrated[0] < kappa < calibrated[1]

@@ -102,25 +102,59 @@ def qwk_with_se(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return kappa, np.sqrt(np.maximum(variance, 0))
 
 
-def qwk_interval(a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 0) -> tuple:
-    """95% bootstrap-t interval of the weighted kappa: the pairs are resampled and each resample's kappa is
-    studentised by its own standard error. On simulated judge-like data sets of 40 pairs (skewed, mostly 4-5)
-    the percentile interval it replaces covered the true kappa in about 90-92% of them, this one in
-    91.6-94.1% (`python -m bench kappa`); rare extreme scores that a sample of 40 may not contain at all are
-    what keeps any resampling interval a little short."""
+# Candidate nominal levels for the calibrated interval; 0.95 is never narrowed.
+CALIBRATION_LEVELS = np.array([0.95, 0.96, 0.97, 0.98, 0.985, 0.99, 0.995])
+
+
+def qwk_interval(
+    a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 0, outer: int = 200, inner: int = 200
+) -> tuple:
+    """95% calibrated (double) bootstrap-t interval of the weighted kappa. The pairs are resampled and each
+    resample's kappa studentised by its own standard error (bootstrap-t); then a second level of resampling
+    finds the nominal level at which such intervals, built on resamples, cover this sample's kappa 95% of the
+    time, and that level is used. On simulated judge-like data sets of 40 pairs (skewed, mostly 4-5) the plain
+    bootstrap-t covered the true kappa in 91.6-94.1% of them, because a sample of 40 rarely holds the rare
+    scores; the calibrated one covers it in the 93-97% the Calibration page promises (`python -m bench kappa`)."""
     a, b = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
     kappa, se = (x[0] for x in qwk_with_se(a[None], b[None]))
     if np.isnan(kappa):
         return None, None
     if se == 0:  # every pair agrees: every resample does too
         return float(kappa), float(kappa)
-    index = np.random.default_rng(seed).integers(0, len(a), size=(resamples, len(a)))
+    rng = np.random.default_rng(seed)
+    index = rng.integers(0, len(a), size=(resamples, len(a)))
     kappas, ses = qwk_with_se(a[index], b[index])
     usable = ~np.isnan(kappas) & (ses > 0)
     if not usable.any():
         return None, None
-    low_t, high_t = np.percentile((kappas[usable] - kappa) / ses[usable], [2.5, 97.5])
+    level = _calibrated_level(a, b, float(kappa), rng, outer, inner)
+    low_t, high_t = np.percentile((kappas[usable] - kappa) / ses[usable], [50 * (1 - level), 50 * (1 + level)])
     return float(max(-1.0, kappa - high_t * se)), float(min(1.0, kappa - low_t * se))
+
+
+def _calibrated_level(a: np.ndarray, b: np.ndarray, kappa: float, rng, outer: int, inner: int) -> float:
+    """The smallest candidate level whose bootstrap-t intervals on `outer` resamples (each from `inner`
+    resamples of its own) cover `kappa` at least 95% of the time; a resample with too few usable inner
+    resamples counts as not covering."""
+    n = len(a)
+    first = rng.integers(0, n, size=(outer, n))
+    a1, b1 = a[first], b[first]
+    k1, se1 = qwk_with_se(a1, b1)
+    second = rng.integers(0, n, size=(outer, inner, n))
+    rows = np.arange(outer)[:, None, None]
+    k2, se2 = qwk_with_se(a1[rows, second].reshape(-1, n), b1[rows, second].reshape(-1, n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t2 = (k2.reshape(outer, inner) - k1[:, None]) / se2.reshape(outer, inner)
+    t2[~np.isfinite(t2) | (se2.reshape(outer, inner) <= 0)] = np.nan
+    enough = (np.isfinite(t2).sum(1) >= 20) & np.isfinite(k1) & (se1 > 0)
+    for level in CALIBRATION_LEVELS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            low_t, high_t = np.nanpercentile(t2, [50 * (1 - level), 50 * (1 + level)], axis=1)
+        covers = enough & (k1 - high_t * se1 <= kappa) & (kappa <= k1 - low_t * se1)
+        if covers.mean() >= 0.95:
+            return float(level)
+    return float(CALIBRATION_LEVELS[-1])
 
 
 def agreement(judge_scores: list[int], human_scores: list[int], seed: int = 0) -> Agreement:
