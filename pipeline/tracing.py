@@ -119,8 +119,10 @@ class _TraceHandler(BaseSpanHandler[SimpleSpan]):
     def finish(self, trace: Trace) -> None:
         with self._guard:
             self._roots.pop(trace.root_id, None)
-            for span_id in [s for s, t in self._trace_of.items() if t is trace]:
-                del self._trace_of[span_id]
+            with trace.lock:
+                span_ids = list(trace.spans)  # every span of the trace entered through span_enter
+            for span_id in span_ids:
+                self._trace_of.pop(span_id, None)
 
     # BaseSpanHandler's abstract hooks; span_enter/exit/drop above replace the machinery that calls them.
     def new_span(self, *args, **kwargs):

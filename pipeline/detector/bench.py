@@ -98,9 +98,10 @@ def answer_claims(answer: str) -> list[str]:
     return [s.text for s in sentences(answer) if s.kind != "heading" and not is_meta_statement(s.text)]
 
 
-def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list[str], claims_from: str) -> dict:
-    """One answer's verdicts and costs; its model calls and new cache entries ride along under "_calls" and
-    "_cache" for the caller to store."""
+def detect(
+    record: LabelledRecord, settings: Settings, db: Database, chain: list[str], claims_from: str
+) -> tuple[dict, LLM]:
+    """One answer's verdicts and costs, and the LLM that made its calls (for the caller to store them)."""
     llm = LLM(settings, db, origin="detector")
     checker = FaithfulnessChecker(llm, settings, classify=False, chain=chain)
     start = time.perf_counter()
@@ -124,10 +125,8 @@ def detect(record: LabelledRecord, settings: Settings, db: Database, chain: list
         prompt_tokens=sum(c.prompt_tokens or 0 for c in llm.calls if not c.cache_hit),
         latency_ms=(time.perf_counter() - start) * 1000,
         verdicts=[{"claim": c.text, "verdict": c.verdict, "by": c.verifier} for c in checked],
-        _calls=llm.take_calls(),
-        _cache=llm.take_cache_entries(),
     )
-    return result
+    return result, llm
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
@@ -237,13 +236,15 @@ def run_detector_bench(
     records = records[:limit] if limit else records
     with ThreadPoolExecutor(max_workers=settings.eval_concurrency) as pool:
         futures = [pool.submit(detect, r, settings, db, chain, claims_from) for r in records]
-        results = []
+        results, calls, cache_entries = [], [], []
         for future in futures:
-            results.append(future.result())
+            result, llm = future.result()
+            results.append(result)
+            calls += llm.take_calls()
+            cache_entries += llm.take_cache_entries()
             if on_record:
                 on_record(len(results), len(records))
-    calls = [call for r in results for call in r.pop("_calls")]
-    save_calls(db, calls, [entry for r in results for entry in r.pop("_cache")])
+    save_calls(db, calls, cache_entries)
     metrics = summarise(results)
     shown = {
         k: getattr(settings, k) for k in ("verifier_model", "nli_model", "claim_model", "verify_scope", "cache_enabled")
