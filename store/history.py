@@ -3,7 +3,6 @@ as bound parameters; the filter builds the WHERE clause from fixed fragments."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -140,13 +139,6 @@ def _text_column(name: str, neutralise: bool) -> str:
     return (
         f"CASE WHEN regexp_matches(r.{name}, '{FORMULA_START}') THEN {quoted} || r.{name} ELSE r.{name} END AS {name}"
     )
-
-
-def neutralise_formula(value):
-    """The same rule in Python, for CSV written elsewhere: text that would start a formula gets an apostrophe."""
-    if isinstance(value, str) and re.match(FORMULA_START, value):
-        return "'" + value
-    return value
 
 
 CLAIMS_SQL = """,

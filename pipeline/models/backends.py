@@ -181,8 +181,3 @@ def _schema_name(schema: dict) -> str:
 
 def chat_backend(settings: Settings) -> OllamaChat | OpenAIChat:
     return OpenAIChat(settings) if settings.llm_backend == "openai" else OllamaChat(settings)
-
-
-def forget_llms() -> None:
-    with _llms_guard:
-        _llms.clear()
