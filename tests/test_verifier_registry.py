@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 from llama_index.core.evaluation import BaseEvaluator
+from test_faithfulness import PASSAGES
 
 from pipeline.answering.engine import run_config
 from pipeline.config import load_settings
@@ -11,20 +12,9 @@ from pipeline.errors import ConfigError
 from pipeline.models.llm import LLM
 from pipeline.verification.base import Verifier
 from pipeline.verification.chain import effective_chain
-from pipeline.verification.claims import SUPPORTED, UNDECIDED, UNSUPPORTED, CheckedClaim, Passage
+from pipeline.verification.claims import SUPPORTED, UNDECIDED, UNSUPPORTED, CheckedClaim
 from pipeline.verification.faithfulness import FaithfulnessChecker
 from pipeline.verification.registry import VERIFIERS, register_verifier, unregister_verifier, verifier_names
-
-PASSAGES = [
-    Passage(
-        1,
-        10,
-        "/kb/transformer.md",
-        "The Transformer was introduced in 2017. The big model scored 28.4 BLEU on WMT 2014 English-German.",
-        0.9,
-    ),
-    Passage(2, 11, "/kb/rag.md", "RAG was published at NeurIPS 2020 by Lewis et al.", 0.7),
-]
 
 
 class FruitGuard(Verifier):
