@@ -32,7 +32,7 @@ def run_ingest(paths: list[str]) -> None:
             if result.flagged:
                 st.warning(
                     escape_markdown(f"{name}: {result.flagged} chunk(s) read like instructions aimed at a model"),
-                    icon="🚩",
+                    icon=":material/flag:",
                 )
 
 

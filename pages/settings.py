@@ -16,9 +16,9 @@ if st.button("Check again"):
 for check in check_all(settings, db):
     line = f"**{escape_markdown(check.name)}**: {escape_markdown(check.detail)}"
     if check.ok:
-        st.success(line, icon="✅")
+        st.success(line, icon=":material/check_circle:")
     else:
-        st.error(line + (f"  \nFix: {escape_keeping_code(check.fix)}" if check.fix else ""), icon="🚫")
+        st.error(line + (f"  \nFix: {escape_keeping_code(check.fix)}" if check.fix else ""), icon=":material/error:")
 
 st.subheader("Settings")
 st.caption("Read-only here. Set them with environment variables or a workbench.toml file, then restart the app.")

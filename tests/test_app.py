@@ -277,7 +277,8 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
 
     check(db, load_settings(), "tue")
     at = app("pages/trends.py")
-    assert any("open regression alert" in w.value for w in at.sidebar.warning)
+    alert_link = next(link for link in at.sidebar.page_link if "open regression alert" in link.value)
+    assert alert_link.value == "3 open regression alert(s): see Trends" and alert_link.proto.page.endswith("trends")
     chart = at.get("plotly_chart")[0]
     figure = json.loads(chart.proto.spec)
     assert len(figure["data"]) == 2

@@ -36,12 +36,12 @@ def show_answer(result: AnswerResult) -> None:
         st.info(
             "The store could not take this run just now: it is kept in the local journal and saved the next "
             "time the store opens.",
-            icon="💾",
+            icon=":material/save:",
         )
     if result.status == "failed":
         st.error(
             escape_markdown(result.error or "") + (f"  \nFix: {escape_keeping_code(result.fix)}" if result.fix else ""),
-            icon="🚫",
+            icon=":material/error:",
         )
         return
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
@@ -60,7 +60,7 @@ def show_answer(result: AnswerResult) -> None:
         st.warning(unsupported_banner(result.answer or "", claims))
     warning = flag_warning(claims)
     if warning:
-        st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon="🚩")
+        st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon=":material/flag:")
     cited = sorted({c.passage.n for c in claims if c.passage and c.verdict == "supported"})
     if cited:
         sources = {p.n: short_source(p.source) for p in result.passages}

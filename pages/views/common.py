@@ -14,17 +14,18 @@ from pipeline.regression.alerts import count_open_alerts
 from pipeline.session import Database, open_workbench
 
 # The page order of the sidebar. Streamlit's own page list is hidden (.streamlit/config.toml) because it
-# names pages after their files; these links carry titles and icons and keep the order explicit.
+# names pages after their files; these links carry titles and icons and keep the order explicit. Icons are
+# Material Symbols (shipped with Streamlit): emoji render as empty boxes where no emoji font is installed.
 PAGES = [
-    ("streamlit_app.py", "Chat", "💬"),
-    ("pages/evaluate.py", "Evaluate", "🧪"),
-    ("pages/runs.py", "Runs", "🗂️"),
-    ("pages/annotate.py", "Annotate", "✍️"),
-    ("pages/calibration.py", "Calibration", "⚖️"),
-    ("pages/trends.py", "Trends", "📈"),
-    ("pages/detector.py", "Detector", "🎯"),
-    ("pages/knowledge_base.py", "Knowledge base", "📚"),
-    ("pages/settings.py", "Settings & health", "⚙️"),
+    ("streamlit_app.py", "Chat", ":material/chat:"),
+    ("pages/evaluate.py", "Evaluate", ":material/science:"),
+    ("pages/runs.py", "Runs", ":material/table_rows:"),
+    ("pages/annotate.py", "Annotate", ":material/rate_review:"),
+    ("pages/calibration.py", "Calibration", ":material/balance:"),
+    ("pages/trends.py", "Trends", ":material/trending_up:"),
+    ("pages/detector.py", "Detector", ":material/radar:"),
+    ("pages/knowledge_base.py", "Knowledge base", ":material/library_books:"),
+    ("pages/settings.py", "Settings & health", ":material/settings:"),
 ]
 
 
@@ -40,7 +41,9 @@ def ollama_checks(host: str, _settings: Settings) -> list[Check]:
 
 def page_setup(title: str) -> tuple[Settings, Database]:
     """Every page starts here: page config, the shared sidebar, and the settings and store."""
-    st.set_page_config(page_title=f"{title} · RAG quality workbench", page_icon="🔎", layout="wide")
+    st.set_page_config(
+        page_title=f"{title} · RAG quality workbench", page_icon=":material/manage_search:", layout="wide"
+    )
     settings, db = resources()
     with st.sidebar:
         for path, label, icon in PAGES:
@@ -49,9 +52,9 @@ def page_setup(title: str) -> tuple[Settings, Database]:
         checks = ollama_checks(settings.ollama_host, settings)
         failed = [c for c in checks if not c.ok]
         if failed:
-            st.error(f"Ollama: {len(failed)} problem(s); see Settings & health", icon="🚫")
+            st.error(f"Ollama: {len(failed)} problem(s); see Settings & health", icon=":material/error:")
         else:
-            st.success(f"Ollama ready at {settings.ollama_host}", icon="✅")
+            st.success(f"Ollama ready at {escape_markdown(settings.ollama_host)}", icon=":material/check_circle:")
     try:
         open_alerts = count_open_alerts(db)
     except WorkbenchError as exc:  # the store is locked by another process too long, or cannot be opened
@@ -64,11 +67,15 @@ def page_setup(title: str) -> tuple[Settings, Database]:
                 f"The store {settings.store_path} cannot be written ({db.read_only_reason}). "
                 "Runs can be browsed; new answers are kept in the journal and saved once it is writable again."
             ),
-            icon="🔒",
+            icon=":material/lock:",
         )
     with st.sidebar:
         if open_alerts:
-            st.warning(f"{open_alerts} open regression alert(s): see Trends", icon="🔔")
+            st.page_link(
+                "pages/trends.py",
+                label=f"{open_alerts} open regression alert(s): see Trends",
+                icon=":material/notifications_active:",
+            )
         else:
             st.caption("No open regression alerts.")
     return settings, db
@@ -84,7 +91,10 @@ def escape_keeping_code(text: str) -> str:
 
 def show_error(exc: WorkbenchError) -> None:
     """An expected failure with its fix; both escaped (a message may echo a path, a name or a URL's value)."""
-    st.error(escape_markdown(exc.message) + (f"  \nFix: {escape_keeping_code(exc.fix)}" if exc.fix else ""), icon="🚫")
+    st.error(
+        escape_markdown(exc.message) + (f"  \nFix: {escape_keeping_code(exc.fix)}" if exc.fix else ""),
+        icon=":material/error:",
+    )
 
 
 def show_failed_checks(checks: list[Check]) -> bool:
@@ -94,6 +104,6 @@ def show_failed_checks(checks: list[Check]) -> bool:
         st.error(
             escape_markdown(f"{check.name}: {check.detail}")
             + (f"  \nFix: {escape_keeping_code(check.fix)}" if check.fix else ""),
-            icon="🚫",
+            icon=":material/error:",
         )
     return not failed

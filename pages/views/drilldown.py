@@ -30,7 +30,12 @@ def show_drilldown(stored: StoredRun) -> None:
         f"{escape_markdown(str(result.generator_model))} · {(result.latency_ms or 0) / 1000:.1f} s · "
         f"{result.started_at:%Y-%m-%d %H:%M:%S}"
     )
-    st.page_link("pages/annotate.py", label="Rate this run", icon="✍️", query_params={"run_id": str(result.run_id)})
+    st.page_link(
+        "pages/annotate.py",
+        label="Rate this run",
+        icon=":material/rate_review:",
+        query_params={"run_id": str(result.run_id)},
+    )
     st.subheader("Question")
     st.text(result.question)
     if result.error:
@@ -42,7 +47,7 @@ def show_drilldown(stored: StoredRun) -> None:
         st.markdown(annotated_markdown(result.answer or "", result.final_claims))
     warning = flag_warning(result.final_claims)
     if warning:
-        st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon="🚩")
+        st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon=":material/flag:")
     invalid = invalid_line(invalid_replies(result, stored.grades, stored.scores))
     if invalid:
         st.caption(escape_markdown(invalid))
