@@ -1,10 +1,11 @@
-"""Settings (read-only) and the doctor's checks."""
+"""Settings (read-only) with where each value comes from, and the doctor's checks."""
 
 import pandas as pd
 import streamlit as st
 
 from pages.views.common import escape_keeping_code, page_setup
 from pages.views.markup import escape_markdown
+from pipeline.config import setting_sources
 from pipeline.models.health import check_all
 
 settings, db = page_setup("Settings & health")
@@ -21,9 +22,11 @@ for check in check_all(settings, db):
         st.error(line + (f"  \nFix: {escape_keeping_code(check.fix)}" if check.fix else ""), icon=":material/error:")
 
 st.subheader("Settings")
-st.caption("Read-only here. Set them with environment variables or a workbench.toml file, then restart the app.")
-st.dataframe(
-    pd.DataFrame(settings.public_items(), columns=["setting", "value", "environment variable"]),
-    hide_index=True,
-    width="stretch",
+st.caption(
+    "Read-only here. Each value comes from its default, from workbench.toml (or the file WORKBENCH_CONFIG names), "
+    "or from its environment variable, which wins over the file. Change them there, then restart the app. "
+    "Keys are hidden."
 )
+rows = setting_sources(settings)
+# Every row visible at once ("auto" would show ten and scroll the rest inside the table).
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height="content")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -78,11 +79,16 @@ class Settings:
 
 
 SECRET_SETTINGS = frozenset({"openai_api_key"})
+SECRET_SUFFIXES = ("_key", "_token", "_secret", "_password")
+
+
+def is_secret(name: str) -> bool:
+    return name in SECRET_SETTINGS or name.endswith(SECRET_SUFFIXES)
 
 
 def _shown(name: str, value) -> str:
-    if name in SECRET_SETTINGS and value not in ("", "none"):
-        return "(set)"
+    if is_secret(name):
+        return "(not set)" if value in ("", "none") else "•••••••• (set, hidden)"
     return str(value)
 
 
@@ -171,16 +177,46 @@ def _validate(s: Settings) -> Settings:
     return s
 
 
+def config_path(env: Mapping[str, str], toml_path: Path | None = None) -> Path:
+    return toml_path or Path(env.get("WORKBENCH_CONFIG", "workbench.toml"))
+
+
+def _raw_values(env: Mapping[str, str], toml_path: Path) -> dict[str, tuple[object, str]]:
+    """{name: (raw value, source)} of every setting that is not left at its default; an environment variable
+    wins over the file."""
+    from_file = _read_toml(toml_path)
+    raw: dict[str, tuple[object, str]] = {}
+    for f in fields(Settings):
+        if env.get(env_name(f.name)) not in (None, ""):
+            raw[f.name] = (env[env_name(f.name)], f"environment ({env_name(f.name)})")
+        elif f.name in from_file:
+            raw[f.name] = (from_file[f.name], str(toml_path))
+    return raw
+
+
+def setting_sources(
+    settings: Settings, environ: Mapping[str, str] | None = None, toml_path: Path | None = None
+) -> list[dict]:
+    """Every setting: its value (secrets masked), where it came from (default, the TOML file, or the
+    environment variable) and the environment variable that sets it."""
+    env = os.environ if environ is None else environ
+    raw = _raw_values(env, config_path(env, toml_path))
+    return [
+        {
+            "setting": f.name,
+            "value": _shown(f.name, getattr(settings, f.name)),
+            "source": raw[f.name][1] if f.name in raw else "default",
+            "environment variable": env_name(f.name),
+        }
+        for f in fields(settings)
+    ]
+
+
 def load_settings(environ: dict | None = None, toml_path: Path | None = None) -> Settings:
     env = os.environ if environ is None else environ
-    toml_path = toml_path or Path(env.get("WORKBENCH_CONFIG", "workbench.toml"))
-    from_file = _read_toml(toml_path)
-    values: dict = {}
-    for f in fields(Settings):
-        raw = from_file.get(f.name)
-        if env.get(env_name(f.name)) not in (None, ""):
-            raw = env[env_name(f.name)]
-        if raw is not None:
-            values[f.name] = _coerce(f.name, raw, type(f.default))
+    values = {
+        name: _coerce(name, value, type(Settings.__dataclass_fields__[name].default))
+        for name, (value, _source) in _raw_values(env, config_path(env, toml_path)).items()
+    }
     settings = dataclasses.replace(Settings(), **values)
     return _validate(dataclasses.replace(settings, ollama_host=normalise_host(settings.ollama_host)))

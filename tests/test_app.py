@@ -426,3 +426,18 @@ def test_detector_page_runs_the_shipped_sample_and_shows_verdicts_as_a_table(fak
     assert list(claims.columns) == ["record_id", "label", "predicted", "claim #", "claim", "verdict", "by"]
     assert set(claims["verdict"]) <= {"supported", "unsupported", "unverified"} and len(claims) > 60
     assert not [r for r in fake.requests if r["path"] == "/api/chat"]
+
+
+def test_settings_page_shows_every_setting_with_its_source_and_hides_keys(fake, db, monkeypatch):
+    from pipeline.config import Settings
+
+    monkeypatch.setenv("WORKBENCH_OPENAI_API_KEY", "sk-do-not-show")
+    monkeypatch.setenv("WORKBENCH_TOP_K", "4")
+    at = app("pages/settings.py")
+    table = at.dataframe[0]
+    frame = table.value.set_index("setting")
+    assert len(frame) == len(Settings.__dataclass_fields__)
+    assert frame.loc["top_k", "source"] == "environment (WORKBENCH_TOP_K)" and frame.loc["top_k", "value"] == "4"
+    assert frame.loc["chunk_size", "source"] == "default"
+    assert frame.loc["openai_api_key", "value"] == "•••••••• (set, hidden)"
+    assert "sk-do-not-show" not in frame.to_string()
