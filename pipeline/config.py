@@ -71,6 +71,10 @@ class Settings:
     store_idle_release_s: float = 0.5
     store_save_wait_s: float = 3.0
     ingest_file_timeout_s: float = 60.0
+    on_topic_check: bool = True
+    on_topic_accept: float = 0.25  # measured by python -m bench on_topic on the fake's embeddings
+    on_topic_reject: float = 0.14
+    off_topic_final: str = "mark"
     kb_path: str = str(PROJECT_ROOT / "data" / "kb")
 
     def public_items(self) -> list[tuple[str, str, str]]:
@@ -168,6 +172,9 @@ def _validate(s: Settings) -> Settings:
         ),
         (s.context_window >= 256, "context_window", "of at least 256 tokens"),
         (s.llm_backend in ("ollama", "openai"), "llm_backend", "'ollama' or 'openai'"),
+        (-1.0 <= s.on_topic_reject <= s.on_topic_accept, "on_topic_reject", "between -1 and on_topic_accept"),
+        (s.on_topic_accept <= 1.0, "on_topic_accept", "at most 1 (and at least on_topic_reject)"),
+        (s.off_topic_final in ("mark", "abstain"), "off_topic_final", "'mark' or 'abstain'"),
     ]
     for ok, name, rule in checks:
         if not ok:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 ACCEPTED, FLAGGED, NO_CLAIMS, UNVERIFIED = "accepted", "flagged", "no_claims", "unverified"
 ABSTAINED, FAILED, CANCELLED, RUNNING = "abstained", "failed", "cancelled", "running"
+OFF_TOPIC = "off_topic"  # the run's best attempt, shown, does not address the question (off_topic_final = mark)
 
 STATUS_TEXT = {
     ACCEPTED: "✅ accepted: faithfulness at or above the threshold",
     FLAGGED: "⚠️ flagged: below the faithfulness threshold, unsupported claims marked",
     ABSTAINED: "🤐 abstained",
+    OFF_TOPIC: "🎯 does not address the question: no attempt answered what was asked; the best one is shown",
     NO_CLAIMS: "ℹ️ no checkable claims",
     UNVERIFIED: "❔ could not be verified",
     FAILED: "🚫 failed",
@@ -31,9 +33,12 @@ NOT_VERIFIED_RELEVANT = (
     "The retrieved sources are relevant to this question, but no answer could be verified against them."
 )
 NOT_VERIFIED = "No answer could be verified against the retrieved sources."
+NOT_ON_TOPIC = "No answer that addresses this question could be written from the retrieved sources."
 
 # The `when_unverified` setting: what a run shows when its best attempt is below `abstain_below`.
 WHEN_UNVERIFIED = ("abstain", "show_best")
+# The `off_topic_final` setting: what a run shows when no attempt addressed the question.
+OFF_TOPIC_FINAL = ("mark", "abstain")
 
 
 def attempt_status(faithfulness: float | None, scored_status: str, threshold: float) -> str:

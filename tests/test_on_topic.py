@@ -1,0 +1,111 @@
+"""The on-topic check: the cheap embedding signal decides when it is sure, one model call when it is not."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pipeline.answering import on_topic
+from pipeline.config import load_settings
+from pipeline.errors import ConfigError
+from pipeline.models.llm import LLM
+
+QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+ON_TARGET = "The RAG paper's Wikipedia index held 21 million passages [1]."
+OFF_TARGET = "BERT was released by Google in 2018 [2]. It has 340 million parameters [2]."
+UNSURE = "The RAG model uses BART as its generator [1]."
+
+
+def topic_requests(fake):
+    formats = [((r["body"] or {}).get("format") or {}, r) for r in fake.requests]
+    return [r for schema, r in formats if "addresses" in (schema.get("properties") or {})]
+
+
+@pytest.fixture
+def llm(settings, db):
+    return LLM(settings, db)
+
+
+def test_missing_terms_are_the_question_words_the_answer_never_uses():
+    assert on_topic.missing_terms(QUESTION, ON_TARGET) == []
+    # "many" asks for a number: an answer does not repeat it; "passages" is met by "passage" (same stem)
+    assert on_topic.missing_terms(QUESTION, "One passage came from the index.") == ["wikipedia", "rag", "paper"]
+    assert on_topic.missing_terms(QUESTION, OFF_TARGET) == ["passage", "wikipedia", "index", "rag", "paper"]
+
+
+def test_an_on_target_answer_is_accepted_by_the_embedding_without_a_model_call(fake, settings, llm):
+    topic = on_topic.check(llm, settings, QUESTION, ON_TARGET)
+    assert topic.on_topic is True and topic.method == "embedding"
+    assert topic.score >= settings.on_topic_accept
+    assert topic.reason == f"similarity {topic.score:.2f} ≥ on_topic_accept {settings.on_topic_accept:.2f}"
+    assert not topic_requests(fake)
+    assert [c.stage for c in llm.calls] == ["embed_query", "embed_documents"]
+
+
+def test_an_off_target_answer_is_rejected_by_the_embedding_and_names_what_it_misses(fake, settings, llm):
+    topic = on_topic.check(llm, settings, QUESTION, OFF_TARGET)
+    assert topic.on_topic is False and topic.method == "embedding"
+    assert topic.score < settings.on_topic_reject
+    assert topic.missing == ["passage", "wikipedia", "index", "rag", "paper"]
+    assert "does not mention passage, wikipedia, index, rag, paper" in topic.reason
+    assert not topic_requests(fake)
+
+
+def test_the_closest_sentence_counts_so_an_answer_with_one_on_target_sentence_passes(fake, settings, llm):
+    assert on_topic.check(llm, settings, QUESTION, f"{OFF_TARGET} {ON_TARGET}").on_topic is True
+
+
+def test_when_the_embedding_is_unsure_one_model_call_decides_and_states_the_gap(fake, settings, llm):
+    gap = "the number of passages in the Wikipedia index"
+    fake.enqueue({"addresses": False, "gap": gap}, model="llama3.2")
+    topic = on_topic.check(llm, settings, QUESTION, UNSURE)
+    assert settings.on_topic_reject <= topic.score < settings.on_topic_accept
+    assert (topic.on_topic, topic.method, topic.gap) == (False, "model", gap)
+    assert topic.reason.endswith(f"the model says it does not address the question: {gap}")
+    [request] = topic_requests(fake)
+    assert f"Question: {QUESTION}" in request["body"]["messages"][-1]["content"]
+    assert "Answer:\n" + UNSURE in request["body"]["messages"][-1]["content"]
+
+
+def test_an_unsure_answer_the_model_accepts_is_on_target(fake, settings, llm):
+    fake.enqueue({"addresses": True, "gap": ""}, model="llama3.2")
+    topic = on_topic.check(llm, settings, QUESTION, UNSURE)
+    assert (topic.on_topic, topic.method) == (True, "model")
+
+
+def test_an_unreadable_model_verdict_leaves_the_check_undecided_with_its_reason(fake, settings, llm):
+    fake.enqueue("not json at all", model="llama3.2", times=2)
+    topic = on_topic.check(llm, settings, QUESTION, UNSURE)
+    assert topic.on_topic is None and topic.method == "model"
+    assert "unreadable: invalid on_topic reply after a retry" in topic.reason
+    assert len(topic_requests(fake)) == 2
+
+
+def test_thresholds_decide_where_the_model_is_asked(fake, settings, llm):
+    never_sure = dataclasses.replace(settings, on_topic_accept=1.0, on_topic_reject=-1.0)
+    fake.enqueue({"addresses": True, "gap": ""}, model="llama3.2")
+    assert on_topic.check(llm, never_sure, QUESTION, ON_TARGET).method == "model"
+    always_sure = dataclasses.replace(settings, on_topic_accept=0.3, on_topic_reject=0.3)
+    assert on_topic.check(llm, always_sure, QUESTION, UNSURE).method == "embedding"
+    assert len(topic_requests(fake)) == 1
+
+
+def test_an_answer_without_a_sentence_is_undecided_not_off_target(fake, settings, llm):
+    topic = on_topic.check(llm, settings, QUESTION, "21 [1]")
+    assert topic.on_topic is None and topic.score is None
+    assert not llm.calls
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"WORKBENCH_ON_TOPIC_REJECT": "0.6", "WORKBENCH_ON_TOPIC_ACCEPT": "0.5"},
+        {"WORKBENCH_ON_TOPIC_ACCEPT": "1.5"},
+        {"WORKBENCH_OFF_TOPIC_FINAL": "ignore"},
+    ],
+)
+def test_settings_out_of_range_are_refused_with_the_fix(env):
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ=env)
+    assert "WORKBENCH_" in error.value.fix
