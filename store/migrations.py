@@ -355,6 +355,19 @@ def m011_chunk_flags(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m013_attempts_on_topic(con: duckdb.DuckDBPyConnection) -> None:
+    """Each attempt's on-topic check: does the answer address the question (NULL: not checked or undecided),
+    the question-answer similarity, which step decided (embedding or model), why, and the question's terms
+    the answer does not mention."""
+    con.execute("""
+        ALTER TABLE attempts ADD COLUMN on_topic BOOLEAN;
+        ALTER TABLE attempts ADD COLUMN on_topic_score DOUBLE;
+        ALTER TABLE attempts ADD COLUMN on_topic_method VARCHAR;
+        ALTER TABLE attempts ADD COLUMN on_topic_reason VARCHAR;
+        ALTER TABLE attempts ADD COLUMN missing_terms JSON;
+    """)
+
+
 MIGRATIONS = [
     m001_knowledge_base,
     m002_run_log,
@@ -367,6 +380,7 @@ MIGRATIONS = [
     m009_call_texts_and_spans,
     m010_journal_entries,
     m011_chunk_flags,
+    m013_attempts_on_topic,
 ]
 
 

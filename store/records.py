@@ -100,6 +100,11 @@ class AttemptRecord:
     n_supported: int
     failed_claims: list[str] = field(default_factory=list)
     error: str | None = None
+    on_topic: bool | None = None  # does the answer address the question; None: not checked, or undecided
+    on_topic_score: float | None = None  # the question's similarity to the answer's closest sentence
+    on_topic_method: str | None = None  # embedding | model: which step of the check decided
+    on_topic_reason: str | None = None
+    missing_terms: list[str] = field(default_factory=list)  # question words the answer does not mention
 
 
 @dataclass

@@ -109,3 +109,21 @@ def test_settings_out_of_range_are_refused_with_the_fix(env):
     with pytest.raises(ConfigError) as error:
         load_settings(environ=env)
     assert "WORKBENCH_" in error.value.fix
+
+
+def test_an_attempts_check_is_stored_with_it_and_read_back(tmp_path):
+    from datetime import datetime, timezone
+
+    from store.db import Database
+    from store.records import AttemptRecord, RunLog, RunRecord
+    from store.runs import get_run, save_run
+
+    attempt = AttemptRecord(1, False, "BERT [1].", "accepted", 1.0, 1, 1)
+    attempt.on_topic, attempt.on_topic_score, attempt.on_topic_method = False, 0.07, "embedding"
+    attempt.on_topic_reason, attempt.missing_terms = "similarity 0.07 < on_topic_reject 0.14", ["wikipedia", "rag"]
+    run = RunRecord(kind="chat", question=QUESTION, status="off_topic", started_at=datetime.now(timezone.utc))
+    db = Database(str(tmp_path / "r.duckdb"), 1, 0)
+    [stored] = get_run(db, save_run(db, RunLog(run, attempts=[attempt])))["attempts"]
+    assert (stored["on_topic"], stored["on_topic_score"], stored["on_topic_method"]) == (False, 0.07, "embedding")
+    assert stored["on_topic_reason"] == "similarity 0.07 < on_topic_reject 0.14"
+    assert stored["missing_terms"] == '["wikipedia", "rag"]'
