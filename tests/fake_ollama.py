@@ -5,6 +5,11 @@
 
 Answers come from a deterministic rule brain (see `rule_reply` and `embed_vector`)
 unless a reply was scripted with `enqueue`; `inject` adds transport/content faults.
+
+Latency model (chat and generate only; embeddings are instant): a request waits for one of `slots`
+parallel slots, spends `seconds_per_prompt_token` x its prompt's word count in the prompt phase, then
+`seconds_per_token` per reply word. A streamed reply goes out as one chunk per word at that rate, each
+flushed as it is due; `chunk_log` records when each chunk was sent (time.perf_counter, this process).
 """
 
 import hashlib
@@ -15,6 +20,7 @@ import socket
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 FAULTS = frozenset({"500", "timeout", "drop", "malformed_json", "truncated_json", "not_found"})
@@ -324,11 +330,6 @@ def _json(obj, status=200):
     return status, "application/json; charset=utf-8", json.dumps(obj).encode()
 
 
-def _ndjson(objs):
-    """A streamed NDJSON reply tuple (one chunk per line)."""
-    return 200, "application/x-ndjson", [json.dumps(o).encode() + b"\n" for o in objs]
-
-
 def _pieces(text):
     """Word-sized stream chunks that concatenate back to `text`."""
     return [p for p in re.split(r"(?<=\s)(?=\S)", text) if p]
@@ -340,6 +341,7 @@ class _Call:
     def __init__(self, path, body, model):
         self.path, self.body, self.model = path, body, model
         self.fault = None
+        self.index = None  # position in FakeOllama.requests
         self.t0 = time.perf_counter_ns()
 
 
@@ -359,7 +361,7 @@ class _Handler(BaseHTTPRequestHandler):
         status, ctype, payload = reply
         self.send_response(status)
         self.send_header("Content-Type", ctype)
-        if isinstance(payload, list):
+        if not isinstance(payload, bytes):
             self._write_chunked(payload)
             return
         self.send_header("Content-Length", str(len(payload)))
@@ -370,11 +372,18 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_POST = do_DELETE = _serve
 
     def _write_chunked(self, lines):
+        """Send (line, on_sent) pairs as they come, each flushed at once; on_sent(t) gets the send time."""
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for line in lines:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-        self.wfile.write(b"0\r\n\r\n")
+        try:
+            for line, on_sent in lines:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+                if on_sent:
+                    on_sent(time.perf_counter())
+            self.wfile.write(b"0\r\n\r\n")
+        finally:
+            lines.close()  # a peer that hung up mid-stream frees its slot now
 
     def log_message(self, *args):
         pass
@@ -424,11 +433,13 @@ class FakeOllama:
         slots=4,
         verifier_models=("bespoke-minicheck",),
         fault_delay_s=5.0,
+        seconds_per_prompt_token=0.0,
     ):
         self.embed_dim = embed_dim
         self.fault_delay_s = fault_delay_s
         self.verifier_models = {normalise_name(m) for m in verifier_models}
         self.requests = []
+        self.chunk_log = []  # (request index, chunk index, perf_counter send time, chunk text)
         self.url = None
         self._lock = threading.Lock()
         self._models = {}
@@ -439,7 +450,8 @@ class FakeOllama:
         self._server = self._thread = None
         for name in models:
             self.add_model(name)
-        self.set_latency(seconds_per_token, slots)
+        self._seconds_per_prompt_token = 0.0
+        self.set_latency(seconds_per_token, slots, seconds_per_prompt_token)
 
     # -- lifecycle
 
@@ -490,6 +502,7 @@ class FakeOllama:
             self._scripted.clear()
             self._faults.clear()
             self.requests.clear()
+            self.chunk_log.clear()
 
     def add_model(self, name):
         """Mark `name` as pulled (digest = sha256 of the normalised name)."""
@@ -510,10 +523,13 @@ class FakeOllama:
                 raise KeyError(name)
             self._models[name] = digest
 
-    def set_latency(self, seconds_per_token, slots=None):
-        """Simulated decode time per reply token; `slots` bounds concurrent generations."""
+    def set_latency(self, seconds_per_token, slots=None, seconds_per_prompt_token=None):
+        """Simulated time per reply token and (if given) per prompt token; `slots` bounds concurrent
+        generations. Tokens are whitespace-separated words."""
         with self._lock:
             self._seconds_per_token = seconds_per_token
+            if seconds_per_prompt_token is not None:
+                self._seconds_per_prompt_token = seconds_per_prompt_token
             if slots is not None:
                 self._slots = threading.BoundedSemaphore(slots)
 
@@ -525,6 +541,7 @@ class FakeOllama:
         name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
         call = _Call(path, body, normalise_name(name) if isinstance(name, str) and name.strip() else None)
         with self._lock:
+            call.index = len(self.requests)
             self.requests.append({"path": path, "body": body, "model": call.model})
         call.fault = self._take_fault(call)
         if call.fault == "drop":
@@ -717,42 +734,61 @@ class FakeOllama:
         return text[: len(text) // 2] if call.fault == "truncated_json" else text
 
     def _complete(self, call, prompt, prompt_count, wrap):
-        """Generate, occupy a slot for the simulated decode time, and answer (streamed unless stream=false)."""
+        """Generate and answer: streamed one paced chunk per token unless stream=false."""
         reply = self._reply_text(call, prompt)
-        eval_count = len(reply.split())
-        eval_ns = self._decode(eval_count)
-        total = max(1, time.perf_counter_ns() - call.t0)
-        prompt_ns = max(0, total - eval_ns) // 2
+        lines = self._generation(call, reply, prompt_count, wrap, call.body.get("stream") is not False)
+        if call.body.get("stream") is not False:
+            return 200, "application/x-ndjson", lines
+        final = next(lines)
+        self._log_chunk(call, 0, reply, time.perf_counter())  # sent at once: the whole reply is one chunk
+        return _json(final)
+
+    def _generation(self, call, reply, prompt_count, wrap, stream):
+        """Inside a slot: the prompt phase, then the reply's tokens at the modelled rate. Streamed: yields
+        (NDJSON line, on_sent) per chunk and the final line; not streamed: yields the one reply object."""
+        with self._lock:
+            per_token, per_prompt, slots = self._seconds_per_token, self._seconds_per_prompt_token, self._slots
+        with slots if per_token > 0 or per_prompt > 0 else nullcontext():
+            started = time.perf_counter_ns()
+            self._stopping.wait(per_prompt * prompt_count)
+            decoding = time.perf_counter_ns()
+            if stream:
+                for i, piece in enumerate(_pieces(reply)):
+                    self._pace(decoding, i + 1, per_token)
+                    line = json.dumps({**self._head(call, wrap(piece)), "done": False}).encode() + b"\n"
+                    yield line, lambda t, i=i, piece=piece: self._log_chunk(call, i, piece, t)
+            else:
+                self._pace(decoding, len(reply.split()), per_token)
+            ended = time.perf_counter_ns()
+        total = max(1, ended - call.t0)
         final = {
             "done": True,
             "done_reason": "stop",
             "total_duration": total,
-            "load_duration": max(0, total - eval_ns - prompt_ns),
+            "load_duration": max(0, started - call.t0),  # waiting for a slot
             "prompt_eval_count": prompt_count,
-            "prompt_eval_duration": prompt_ns,
-            "eval_count": eval_count,
-            "eval_duration": eval_ns,
+            "prompt_eval_duration": decoding - started,
+            "eval_count": len(reply.split()),
+            "eval_duration": ended - decoding,
         }
-        if call.body.get("stream") is False:
-            return _json({**self._head(call, wrap(reply)), **final})
-        chunks = [{**self._head(call, wrap(p)), "done": False} for p in _pieces(reply)]
-        return _ndjson(chunks + [{**self._head(call, wrap("")), **final}])
+        if stream:
+            yield json.dumps({**self._head(call, wrap("")), **final}).encode() + b"\n", None
+        else:
+            yield {**self._head(call, wrap(reply)), **final}
+
+    def _pace(self, since_ns, tokens, per_token):
+        """Wait until `tokens` tokens' decode time has passed since `since_ns` (no drift across chunks)."""
+        due = since_ns / 1e9 + tokens * per_token
+        self._stopping.wait(max(0.0, due - time.perf_counter()))
+
+    def _log_chunk(self, call, chunk_no, text, sent):
+        with self._lock:
+            self.chunk_log.append((call.index, chunk_no, sent, text))
 
     @staticmethod
     def _head(call, content):
         """The model/created_at/content part of a chat or generate response."""
         return {"model": call.body["model"], "created_at": _iso(time.time()), **content}
-
-    def _decode(self, eval_count):
-        """Hold a slot while sleeping seconds_per_token x eval_count; returns the ns spent."""
-        with self._lock:
-            seconds, slots = self._seconds_per_token * eval_count, self._slots
-        if seconds <= 0:
-            return 0
-        with slots:
-            start = time.perf_counter_ns()
-            self._stopping.wait(seconds)
-            return time.perf_counter_ns() - start
 
     # -- embedding endpoints
 

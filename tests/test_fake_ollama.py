@@ -404,3 +404,59 @@ def test_latency_uses_parallel_slots():
         parallel = time.perf_counter() - start
     assert single >= 0.1
     assert 0.2 <= parallel < 0.5 * 8 * single
+
+
+def test_streamed_reply_is_paced_one_chunk_per_token():
+    reply = "one two three four five six"
+    with FakeOllama(seconds_per_token=0.05) as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue(reply)
+        start = time.perf_counter()
+        arrivals = []
+        for part in client.chat(model=LLM, messages=[{"role": "user", "content": "hi"}], stream=True):
+            arrivals.append((time.perf_counter(), part.message.content, part.done))
+        log = list(fake.chunk_log)
+    words = [text for _, text, done in arrivals if not done]
+    assert "".join(words) == reply and len(words) == 6
+    sent = [t for _, _, t, _ in log]
+    assert [(r, c, text) for r, c, _, text in log] == [(0, i, w) for i, w in enumerate(words)]
+    gaps = [b - a for a, b in zip(sent, sent[1:], strict=False)]
+    assert all(0.03 <= gap <= 0.09 for gap in gaps), gaps
+    assert 0.04 <= sent[0] - start <= 0.15
+    # the client sees each chunk as it is sent, not all at the end
+    first_seen = arrivals[0][0]
+    assert first_seen - sent[0] < 0.03 and arrivals[-1][0] - first_seen >= 0.2
+
+
+def test_prompt_tokens_are_charged_before_the_first_chunk_inside_the_slot():
+    prompt = " ".join(["word"] * 20)
+    with FakeOllama(seconds_per_token=0.0, seconds_per_prompt_token=0.01, slots=1) as fake:
+        with ollama.Client(host=fake.url) as client:
+            fake.enqueue("a b", times=2)
+            start = time.perf_counter()
+            final = list(client.generate(model=LLM, prompt=prompt, stream=True))[-1]
+            first_sent = fake.chunk_log[0][2]
+            assert 0.2 <= first_sent - start < 0.35
+            assert final.prompt_eval_count == 20 and 0.19e9 <= final.prompt_eval_duration < 0.3e9
+            threads = [threading.Thread(target=client.generate, args=(LLM, prompt)) for _ in range(2)]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert time.perf_counter() - start >= 0.4  # one slot: the two prompt phases run one after another
+
+
+def test_non_streamed_reply_waits_for_prompt_and_decode_and_logs_one_chunk():
+    with FakeOllama(seconds_per_token=0.02, seconds_per_prompt_token=0.01) as fake:
+        with ollama.Client(host=fake.url) as client:
+            fake.enqueue("one two three four five")
+            start = time.perf_counter()
+            response = client.chat(model=LLM, messages=[{"role": "user", "content": "a b c d e f g h i j"}])
+            elapsed = time.perf_counter() - start
+            assert response.message.content == "one two three four five"
+            assert 0.2 <= elapsed < 0.35  # 10 prompt tokens x 10 ms + 5 reply tokens x 20 ms
+            assert [(r, c, text) for r, c, _, text in fake.chunk_log] == [(0, 0, "one two three four five")]
+            fake.set_latency(0.0, seconds_per_prompt_token=0.0)
+            start = time.perf_counter()
+            ask(client, "a b c d e f g h i j")
+            assert time.perf_counter() - start < 0.1
