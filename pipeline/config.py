@@ -66,6 +66,8 @@ class Settings:
     floors: str = "faithfulness=0.70,context_recall=0.75"
     min_effect: float = 0.05
     cache_enabled: bool = True
+    price_per_1k_prompt_tokens: float = 0.0  # 0 (both): no cost estimate
+    price_per_1k_completion_tokens: float = 0.0
     store_path: str = str(PROJECT_ROOT / "data" / "workbench.duckdb")
     store_lock_timeout_s: float = 15.0
     store_idle_release_s: float = 0.5
@@ -172,6 +174,8 @@ def _validate(s: Settings) -> Settings:
         ),
         (s.context_window >= 256, "context_window", "of at least 256 tokens"),
         (s.llm_backend in ("ollama", "openai"), "llm_backend", "'ollama' or 'openai'"),
+        (s.price_per_1k_prompt_tokens >= 0, "price_per_1k_prompt_tokens", "of 0 or more"),
+        (s.price_per_1k_completion_tokens >= 0, "price_per_1k_completion_tokens", "of 0 or more"),
         (-1.0 <= s.on_topic_reject <= s.on_topic_accept, "on_topic_reject", "between -1 and on_topic_accept"),
         (s.on_topic_accept <= 1.0, "on_topic_accept", "at most 1 (and at least on_topic_reject)"),
         (s.off_topic_final in ("mark", "abstain"), "off_topic_final", "'mark' or 'abstain'"),
