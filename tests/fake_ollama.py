@@ -240,6 +240,15 @@ def answer_questions(prompt):
     return {"questions": questions, "noncommittal": False}
 
 
+def judge_addresses(prompt):
+    """{"addresses", "gap"}: at least half the question's terms occur in the answer; the gap names the others."""
+    question = list(dict.fromkeys(content_words(_line_value(prompt, "Question"))))
+    answer_words = set(content_words(_section(prompt, "Answer") or ""))
+    missing = [w for w in question if w not in answer_words]
+    addresses = bool(question) and len(missing) <= len(question) / 2
+    return {"addresses": addresses, "gap": "" if addresses else "it does not mention " + ", ".join(missing)}
+
+
 _STRUCTURED_RULES = (
     ("claims", extract_claims),
     ("relevant", judge_relevance),
@@ -247,6 +256,7 @@ _STRUCTURED_RULES = (
     ("verdict", judge_claim),
     ("score", judge_score),
     ("questions", answer_questions),
+    ("addresses", judge_addresses),
 )
 
 

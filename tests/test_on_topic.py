@@ -127,3 +127,20 @@ def test_an_attempts_check_is_stored_with_it_and_read_back(tmp_path):
     assert (stored["on_topic"], stored["on_topic_score"], stored["on_topic_method"]) == (False, 0.07, "embedding")
     assert stored["on_topic_reason"] == "similarity 0.07 < on_topic_reject 0.14"
     assert stored["missing_terms"] == '["wikipedia", "rag"]'
+
+
+def test_the_fakes_rule_decides_an_unsure_answer_and_names_the_gap(fake, settings, llm):
+    topic = on_topic.check(llm, settings, QUESTION, UNSURE)
+    assert (topic.on_topic, topic.method) == (False, "model")
+    assert topic.gap == "it does not mention many, passage, wikipedia, index, paper"
+
+
+def test_describe_says_the_verdict_the_step_and_why():
+    from store.records import AttemptRecord
+
+    record = AttemptRecord(1, False, OFF_TARGET, "accepted", 1.0, 2, 2)
+    assert on_topic.describe(record) is None
+    on_topic.keep(record, on_topic.TopicCheck(False, 0.05, "embedding", "similarity 0.05 < on_topic_reject 0.14"))
+    assert on_topic.describe(record) == (
+        "does not address the question — embedding check: similarity 0.05 < on_topic_reject 0.14"
+    )

@@ -26,6 +26,7 @@ from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import content_words, sentences, strip_references
 from pipeline.verification.precheck import stem, stems
+from store.records import AttemptRecord
 
 EMBEDDING, MODEL = "embedding", "model"
 # Words a question asks with that an answer has no reason to repeat ("how many", "what kind of").
@@ -107,3 +108,24 @@ def _ask_model(llm: LLM, settings: Settings, question: str, answer: str, score: 
 
 def _missing_text(missing: list[str]) -> str:
     return f"; the answer does not mention {', '.join(missing)}" if missing else ""
+
+
+def keep(record: AttemptRecord, topic: TopicCheck) -> None:
+    """Write the check onto the attempt's record (stored with it)."""
+    record.on_topic, record.on_topic_score, record.on_topic_method = topic.on_topic, topic.score, topic.method
+    record.on_topic_reason, record.missing_terms = topic.reason, list(topic.missing)
+
+
+VERDICT_TEXT = {
+    True: "addresses the question",
+    False: "does not address the question",
+    None: "on-topic check undecided",
+}
+
+
+def describe(record: AttemptRecord) -> str | None:
+    """One line for the chat, the drilldown and the CLI: the check's verdict, which step decided, and why;
+    None when the attempt was not checked."""
+    if record.on_topic_method is None:
+        return None
+    return f"{VERDICT_TEXT[record.on_topic]} — {record.on_topic_method} check: {record.on_topic_reason}"
