@@ -117,3 +117,30 @@ def test_a_retried_items_earlier_attempt_still_counts_for_its_evaluation(fake, s
     assert orphaned and {c["stage"] for c in orphaned} >= {"embed_query", "generate"}
     total = evaluation_call_stats(settings, kb_db, outcome.eval_run_id).total
     assert total.calls == len(stored) > len(orphaned)
+
+
+def stage_table(at):
+    return next(d.value for d in at.dataframe if "p95_ms" in d.value.columns)
+
+
+def test_the_evaluate_report_and_the_drilldown_show_the_analytics(fake, settings, kb_db, monkeypatch):
+    from test_app import app, fresh_streamlit_caches, open_runs_page  # noqa: F401 - the fixture
+
+    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "shown", concurrency=1)
+    at = app("pages/evaluate.py")
+    table = stage_table(at)
+    stats = evaluation_call_stats(settings, kb_db, outcome.eval_run_id)
+    assert list(table["stage"]) == [s.stage for s in stats.stages] + ["all stages"]
+    assert table["calls"].iloc[-1] == stats.total.calls and "cost" not in table.columns
+    assert any("cost estimate" in c.value for c in at.caption)
+
+    run_id = llm_log.calls_for_eval_run(kb_db, outcome.eval_run_id)[-1]["run_id"]
+    monkeypatch.setenv("WORKBENCH_PRICE_PER_1K_PROMPT_TOKENS", "1")
+    import streamlit as st
+
+    st.cache_resource.clear()  # the settings are read once per process
+    at = open_runs_page(str(run_id))
+    table = stage_table(at)
+    run_stats = run_call_stats(load_settings(), kb_db, run_id)
+    assert table["calls"].iloc[-1] == run_stats.total.calls == len(llm_log.calls_for_run(kb_db, run_id))
+    assert table["cost"].iloc[-1] == pytest.approx(run_stats.total.cost) and run_stats.total.cost > 0

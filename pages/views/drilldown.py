@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from pages.views.call_stats import show_run_call_stats
 from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
@@ -58,6 +59,7 @@ def show_drilldown(stored: StoredRun) -> None:
         st.subheader("Scores")
         st.dataframe(pd.DataFrame(stored.scores), hide_index=True, width="stretch")
     show_trace(stored.spans, stored.calls)
+    show_run_call_stats(result.run_id)
     show_calls(stored.calls)
     show_timeline(stored.calls)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from pages.views.call_stats import show_evaluation_call_stats
 from pages.views.common import show_error
 from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
@@ -107,6 +108,7 @@ def show_report(result: EvalReport) -> None:
         + f" · tokens {usage['prompt_tokens']:,} + {usage['completion_tokens']:,} · model time "
         f"{usage['model_s']:.1f} s · {usage['calls']:,} LLM calls ({usage['cache_hits']:,} cached)"
     )
+    show_evaluation_call_stats(e.id)
     show_slices(result)
     show_items(result)
 
