@@ -1,4 +1,4 @@
-"""The documents in the knowledge base, and adding more."""
+"""The documents in the knowledge base: adding, previewing, their chunks, and deleting one."""
 
 from pathlib import Path
 
@@ -6,13 +6,15 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import page_setup, show_error
+from pages.views.knowledge import deleted_notice, document_panel, pick_document
 from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
 from pipeline.knowledge.documents import flagged_chunks, list_documents
-from pipeline.knowledge.ingest import PDF_SUFFIXES, TEXT_SUFFIXES, ingest_and_record, save_uploads
+from pipeline.knowledge.ingest import PDF_SUFFIXES, TEXT_SUFFIXES, ingest_and_record, save_uploads, uploads_folder
 
 settings, db = page_setup("Knowledge base")
 st.title("Knowledge base")
+deleted_notice()
 
 
 def run_ingest(paths: list[str]) -> None:
@@ -41,8 +43,12 @@ uploads = st.file_uploader(
     accept_multiple_files=True,
     type=sorted(s.lstrip(".") for s in TEXT_SUFFIXES | PDF_SUFFIXES),
 )
+st.caption(escape_markdown(f"Uploaded files are saved in {uploads_folder(settings)} and ingested from there."))
 if uploads and st.button("Ingest uploaded files"):
-    run_ingest(save_uploads([(upload.name, upload.getvalue()) for upload in uploads], settings))
+    try:
+        run_ingest(save_uploads([(upload.name, upload.getvalue()) for upload in uploads], settings))
+    except WorkbenchError as exc:
+        show_error(exc)
 if st.button(f"Re-ingest {settings.kb_path}"):
     run_ingest([settings.kb_path])
 
@@ -52,23 +58,27 @@ if not documents:
         "No documents yet. Ingest the sample knowledge base with the button above, "
         "or run `python -m pipeline ingest data/kb`."
     )
-else:
-    frame = pd.DataFrame(documents)
-    frame["path"] = frame["path"].map(lambda p: Path(p).name)
-    st.dataframe(
-        frame[["path", "title", "n_chunks", "flagged_chunks", "n_chars", "embed_model", "ingested_at"]],
-        hide_index=True,
-        width="stretch",
-    )
-    flagged = flagged_chunks(db)
-    st.subheader(f"Possible prompt injection ({len(flagged)} chunks)")
-    st.caption(
-        'Chunks whose text reads like instructions aimed at a model ("ignore previous instructions", '
-        '"you are now", chat-template tokens, …), found by fixed patterns at ingest. They are still retrieved '
-        "and checked; answers whose claims rest on them are marked."
-    )
-    if flagged:
-        flags = pd.DataFrame(flagged)
-        flags["path"] = flags["path"].map(lambda p: Path(p).name)
-        flags["flags"] = flags["flags"].map(", ".join)
-        st.dataframe(flags[["path", "ordinal", "flags", "excerpt"]], hide_index=True, width="stretch")
+    st.stop()
+
+frame = pd.DataFrame(documents)
+frame["path"] = frame["path"].map(lambda p: Path(p).name)
+st.dataframe(
+    frame[["path", "title", "n_chunks", "flagged_chunks", "n_chars", "embed_model", "ingested_at"]],
+    hide_index=True,
+    width="stretch",
+)
+st.subheader("A document")
+document_panel(pick_document(documents), settings, db)
+
+flagged = flagged_chunks(db)
+st.subheader(f"Possible prompt injection ({len(flagged)} chunks)")
+st.caption(
+    'Chunks whose text reads like instructions aimed at a model ("ignore previous instructions", '
+    '"you are now", chat-template tokens, …), found by fixed patterns at ingest. They are still retrieved '
+    "and checked; answers whose claims rest on them are marked."
+)
+if flagged:
+    flags = pd.DataFrame(flagged)
+    flags["path"] = flags["path"].map(lambda p: Path(p).name)
+    flags["flags"] = flags["flags"].map(", ".join)
+    st.dataframe(flags[["path", "ordinal", "flags", "excerpt"]], hide_index=True, width="stretch")

@@ -52,9 +52,7 @@ def replace_document(
     with db.transaction() as cur:
         old = cur.execute("SELECT id FROM documents WHERE path = ?", [path]).fetchone()
         if old:
-            cur.execute("DELETE FROM chunk_flags WHERE document_id = ?", [old[0]])
-            cur.execute("DELETE FROM chunks WHERE document_id = ?", [old[0]])
-            cur.execute("DELETE FROM documents WHERE id = ?", [old[0]])
+            _retire(cur, old[0], "replaced")
         doc_id = cur.execute(
             "INSERT INTO documents (path, title, content_hash, embed_model, chunk_size, chunk_overlap, "
             "n_chunks, n_chars) VALUES (?,?,?,?,?,?,?,?) RETURNING id",
@@ -68,6 +66,54 @@ def replace_document(
             ids = dict(cur.execute("SELECT ordinal, id FROM chunks WHERE document_id = ?", [doc_id]).fetchall())
             _insert_flags(cur, doc_id, {ids[c.ordinal]: (c.flags, c.excerpt) for c in chunks if c.flags})
     return doc_id
+
+
+# Chunks that a stored run points at: a retrieved chunk, or the evidence of a claim.
+REFERENCED_CHUNKS = (
+    "SELECT chunk_id FROM retrievals UNION SELECT evidence_chunk_id FROM claims WHERE evidence_chunk_id IS NOT NULL"
+)
+
+
+def _retire(cur, doc_id: int, reason: str) -> int:
+    """Take a document out of the knowledge base. The chunks that stored runs reference stay, with their text,
+    under a retired_documents row with the document's id and path, so an old drilldown still shows its
+    evidence; retrieval only sees chunks of live documents. Returns how many chunks were kept."""
+    cur.execute("DELETE FROM chunk_flags WHERE document_id = ?", [doc_id])
+    cur.execute(f"DELETE FROM chunks WHERE document_id = ? AND id NOT IN ({REFERENCED_CHUNKS})", [doc_id])
+    kept = cur.execute("SELECT count(*) FROM chunks WHERE document_id = ?", [doc_id]).fetchone()[0]
+    if kept:
+        cur.execute(
+            "INSERT INTO retired_documents (id, path, title, ingested_at, reason) "
+            "SELECT id, path, title, ingested_at, ? FROM documents WHERE id = ?",
+            [reason, doc_id],
+        )
+    cur.execute("DELETE FROM documents WHERE id = ?", [doc_id])
+    return kept
+
+
+def delete_document(db: Database, doc_id: int) -> dict | None:
+    """Delete a document from the knowledge base; {path, title, kept_chunks}, or None when there is none."""
+    with db.transaction() as cur:
+        row = cur.execute("SELECT path, title FROM documents WHERE id = ?", [doc_id]).fetchone()
+        if row is None:
+            return None
+        return {"path": row[0], "title": row[1], "kept_chunks": _retire(cur, doc_id, "deleted")}
+
+
+def document_with_chunks(db: Database, doc_id: int) -> dict | None:
+    """A live document with its chunks in order: ordinal, text, character span, flags and ingest time."""
+    with db.cursor() as cur:
+        docs = fetch_dicts(cur, "SELECT * FROM documents WHERE id = ?", [doc_id])
+        if not docs:
+            return None
+        docs[0]["chunks"] = fetch_dicts(
+            cur,
+            "SELECT c.id, c.ordinal, c.text, c.start_char, c.end_char, d.ingested_at, "
+            "coalesce(f.flags, []) AS flags FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "LEFT JOIN chunk_flags f ON f.chunk_id = c.id WHERE c.document_id = ? ORDER BY c.ordinal",
+            [doc_id],
+        )
+    return docs[0]
 
 
 def _insert_flags(cur, doc_id: int, flags: dict[int, tuple[list[str], str]]) -> None:
@@ -148,8 +194,9 @@ def get_chunks(db: Database, ids: list[int]) -> dict[int, Chunk]:
         return {}
     with db.cursor() as cur:
         rows = cur.execute(
-            "SELECT c.id, c.document_id, c.ordinal, c.text, d.path, d.title FROM chunks c "
-            "JOIN documents d ON d.id = c.document_id WHERE c.id IN (SELECT unnest(?))",
+            "SELECT c.id, c.document_id, c.ordinal, c.text, coalesce(d.path, r.path), coalesce(d.title, r.title) "
+            "FROM chunks c LEFT JOIN documents d ON d.id = c.document_id "
+            "LEFT JOIN retired_documents r ON r.id = c.document_id WHERE c.id IN (SELECT unnest(?))",
             [list(map(int, ids))],
         ).fetchall()
     return {row[0]: Chunk(*row) for row in rows}
@@ -168,8 +215,8 @@ def list_documents(db: Database) -> list[dict]:
 
 def count_chunks(db: Database, embed_model: str | None = None) -> int:
     with db.cursor() as cur:
-        if embed_model is None:
-            return cur.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        if embed_model is None:  # chunks of deleted documents that runs still reference are not counted
+            return cur.execute("SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id").fetchone()[0]
         return cur.execute(
             "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE d.embed_model = ?",
             [embed_model],

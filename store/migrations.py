@@ -368,6 +368,21 @@ def m013_attempts_on_topic(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m014_retired_documents(con: duckdb.DuckDBPyConnection) -> None:
+    """A document deleted from (or replaced in) the knowledge base whose chunks stored runs still cite: its id
+    (the kept chunks' document_id), path and title, so old drilldowns still show their evidence and source."""
+    con.execute("""
+        CREATE TABLE retired_documents (
+            id BIGINT PRIMARY KEY,
+            path VARCHAR NOT NULL,
+            title VARCHAR,
+            ingested_at TIMESTAMP NOT NULL,
+            retired_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            reason VARCHAR NOT NULL
+        );
+    """)
+
+
 MIGRATIONS = [
     m001_knowledge_base,
     m002_run_log,
@@ -381,6 +396,7 @@ MIGRATIONS = [
     m010_journal_entries,
     m011_chunk_flags,
     m013_attempts_on_topic,
+    m014_retired_documents,
 ]
 
 

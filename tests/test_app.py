@@ -441,3 +441,21 @@ def test_settings_page_shows_every_setting_with_its_source_and_hides_keys(fake, 
     assert frame.loc["chunk_size", "source"] == "default"
     assert frame.loc["openai_api_key", "value"] == "•••••••• (set, hidden)"
     assert "sk-do-not-show" not in frame.to_string()
+
+
+def test_knowledge_base_page_previews_a_document_shows_its_chunks_and_deletes_it(kb_db):
+    at = app("pages/knowledge_base.py")
+    from pipeline.knowledge.documents import list_documents
+
+    rag_id = next(d["id"] for d in list_documents(kb_db) if d["path"].endswith("rag.md"))
+    at.selectbox(key="kb_document").set_value(rag_id).run()
+    assert "Retrieval-Augmented Generation" in at.text[0].value  # the preview
+    chunk_table = at.dataframe[1].value
+    assert list(chunk_table["ordinal"]) == list(range(len(chunk_table))) and chunk_table["ingested_at"].notna().all()
+    next(b for b in at.button if b.label == "Delete this document…").click().run()
+    assert any("Delete rag.md from the knowledge base?" in w.value.replace("\\", "") for w in at.warning)
+    next(b for b in at.button if b.label == "Yes, delete it").click().run()
+    assert not at.exception, at.exception
+    assert any("Deleted rag" in s.value for s in at.success)
+    assert "rag.md" not in set(at.dataframe[0].value["path"])
+    assert (ROOT / "data" / "kb" / "rag.md").exists()  # a file outside the uploads folder is left alone

@@ -40,6 +40,7 @@ TABLES = {
     "rejudged",
     "llm_texts",
     "spans",
+    "retired_documents",
 }
 
 

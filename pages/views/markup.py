@@ -1,4 +1,5 @@
-"""Streamlit markdown of untrusted text: everything escaped, verdicts as coloured backgrounds."""
+"""Streamlit markdown of untrusted text: everything escaped, verdicts as coloured backgrounds; and the one
+number format every page uses."""
 
 from __future__ import annotations
 
@@ -65,3 +66,34 @@ def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = "s
         + "**]"
         + escape_markdown(text[end:])
     )
+
+
+# -- numbers: one format on every page ----------------------------------------------------------------
+NOT_AVAILABLE = "n/a"
+
+
+def fmt_score(value: float | None) -> str:
+    """A score or metric in 0-1 (or a 1-5 mean): two decimals."""
+    return NOT_AVAILABLE if value is None else f"{value:.2f}"
+
+
+def fmt_pct(share: float | None, decimals: int = 0) -> str:
+    """A share in 0-1 as a percentage: 0.834 -> '83%'."""
+    return NOT_AVAILABLE if share is None else f"{share * 100:.{decimals}f}%"
+
+
+def fmt_count(n: int | None) -> str:
+    """A count with thousands separators: 12345 -> '12,345'."""
+    return NOT_AVAILABLE if n is None else f"{n:,}"
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A latency or duration: '850 ms' under a second, '1.2 s' under a minute, then '2 min 5 s'."""
+    if ms is None:
+        return NOT_AVAILABLE
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds} s"

@@ -15,6 +15,7 @@ from llama_index.core.node_parser import SentenceSplitter
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.knowledge.documents import remove_document
 from pipeline.knowledge.injection import flagged_excerpt, injection_flags
 from pipeline.models.llm import LLM
 from store import kb
@@ -196,10 +197,16 @@ def ingest(paths: list[str], settings: Settings, db: Database, llm: LLM, on_resu
     return results
 
 
+def uploads_folder(settings: Settings) -> Path:
+    """Where the Knowledge base page saves uploaded files: `uploads/` beside the knowledge base folder
+    (data/uploads by default), outside it so that the sample in data/kb stays as shipped."""
+    return Path(settings.kb_path).resolve().parent / "uploads"
+
+
 def save_uploads(files: list[tuple[str, bytes]], settings: Settings) -> list[str]:
-    """Write uploaded files into the uploads folder next to the knowledge base; return their paths.
+    """Write uploaded files into the uploads folder; return their paths.
     Only the base of each uploaded name is used, so a name cannot point outside that folder."""
-    folder = Path(settings.kb_path).parent / "uploads"
+    folder = uploads_folder(settings)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, data in files:
@@ -221,3 +228,15 @@ def ingest_and_record(paths: list[str], settings: Settings, db: Database, on_res
         return ingest(paths, settings, db, llm, on_result)
     finally:
         save_calls(db, llm.take_calls(), llm.take_cache_entries())
+
+
+def delete_document(doc_id: int, settings: Settings, db: Database) -> dict:
+    """Take a document out of the knowledge base (chunks that stored runs cite are kept for them). An uploaded
+    file is removed from the uploads folder too, so it does not come back; a file elsewhere is left alone, and
+    `file_left` names it: ingesting its folder again brings it back. Returns {path, title, kept_chunks,
+    file_left}."""
+    removed = remove_document(db, doc_id)
+    path = Path(removed["path"])
+    if path.parent == uploads_folder(settings):
+        path.unlink(missing_ok=True)
+    return {**removed, "file_left": str(path) if path.exists() else ""}
