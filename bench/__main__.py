@@ -6,6 +6,7 @@ import sys
 
 from bench import (
     answer_cost,
+    answer_vs_seed,
     detector,
     evaluation,
     kappa,
@@ -24,6 +25,7 @@ SUITES = {
     "verification": verification.run,
     "evaluation": evaluation.run,
     "answer_cost": answer_cost.run,
+    "answer-vs-seed": answer_vs_seed.run,
     "detector": detector.run,
     "regression": regression.run,
     "kappa": kappa.run,

@@ -9,7 +9,8 @@ unless a reply was scripted with `enqueue`; `inject` adds transport/content faul
 Latency model (chat and generate only; embeddings are instant): a request waits for one of `slots`
 parallel slots, spends `seconds_per_prompt_token` x its prompt's word count in the prompt phase, then
 `seconds_per_token` per reply word. A streamed reply goes out as one chunk per word at that rate, each
-flushed as it is due; `chunk_log` records when each chunk was sent (time.perf_counter, this process).
+flushed as it is due; `chunk_log` records when each chunk was sent (time.perf_counter, this process),
+and each chat/generate entry of `requests` gains its prompt_tokens, eval_tokens and received/done times.
 """
 
 import hashlib
@@ -351,7 +352,7 @@ class _Call:
     def __init__(self, path, body, model):
         self.path, self.body, self.model = path, body, model
         self.fault = None
-        self.index = None  # position in FakeOllama.requests
+        self.index = self.record = None  # position in FakeOllama.requests, and the entry there
         self.t0 = time.perf_counter_ns()
 
 
@@ -550,9 +551,10 @@ class FakeOllama:
         body = self._parse(raw)
         name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
         call = _Call(path, body, normalise_name(name) if isinstance(name, str) and name.strip() else None)
+        call.record = {"path": path, "body": body, "model": call.model, "received": call.t0 / 1e9}
         with self._lock:
             call.index = len(self.requests)
-            self.requests.append({"path": path, "body": body, "model": call.model})
+            self.requests.append(call.record)
         call.fault = self._take_fault(call)
         if call.fault == "drop":
             return None
@@ -781,6 +783,7 @@ class FakeOllama:
             "eval_count": len(reply.split()),
             "eval_duration": ended - decoding,
         }
+        call.record.update(prompt_tokens=prompt_count, eval_tokens=final["eval_count"], done=ended / 1e9)
         if stream:
             yield json.dumps({**self._head(call, wrap("")), **final}).encode() + b"\n", None
         else:

@@ -456,6 +456,9 @@ def test_non_streamed_reply_waits_for_prompt_and_decode_and_logs_one_chunk():
             assert response.message.content == "one two three four five"
             assert 0.2 <= elapsed < 0.35  # 10 prompt tokens x 10 ms + 5 reply tokens x 20 ms
             assert [(r, c, text) for r, c, _, text in fake.chunk_log] == [(0, 0, "one two three four five")]
+            record = fake.requests[0]
+            assert (record["prompt_tokens"], record["eval_tokens"]) == (10, 5)
+            assert 0.2 <= record["done"] - record["received"] < 0.35
             fake.set_latency(0.0, seconds_per_prompt_token=0.0)
             start = time.perf_counter()
             ask(client, "a b c d e f g h i j")

@@ -1,0 +1,247 @@
+"""The verified engine vs a model of the seed pipeline it replaces, on one simulated Ollama (issue 13).
+
+    python -m bench answer-vs-seed                      # 30 golden questions, both profiles
+    python -m bench.answer_vs_seed --questions 5        # a quick run
+
+Both pipelines answer the first golden questions, each question on its own simulated server: the fake
+Ollama with 4 parallel slots and 25 ms per output token, charging 0.5 ms per prompt token (GPU-like) and
+then 5 ms (CPU-like). On a server the engine answers, then the seed; several servers (lanes) run side by
+side only to keep the run short (the waits are sleeps, not CPU work).
+Tokens are the fake's whitespace words. The seed (bench/seed_pipeline.py) gets the passages of the same
+store and top_k the engine retrieves from; the response cache is off. The engine's first visible answer
+text is its first "token" event (or, from an engine that does not stream, its "generate" event); its lag
+is that event's time minus the send time of the generation request's first chunk, both perf_counter
+times in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import queue
+import statistics
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+import ollama
+
+from bench import seed_pipeline
+from bench.common import ROOT, FakeOllama, Figure, bench_environment, print_table
+from pipeline.answering.engine import VerifiedQueryEngine
+from pipeline.answering.retriever import DuckDBRetriever
+from pipeline.config import load_settings
+from pipeline.evaluation.dataset import load_dataset
+from pipeline.knowledge.ingest import ingest
+from pipeline.models.llm import LLM
+from pipeline.verification.faithfulness import Passage, context_block
+from store.db import get_database
+
+SECONDS_PER_TOKEN, SLOTS, LANES = 0.025, 4, 6
+PROFILES = (("GPU-like", 0.0005), ("CPU-like", 0.005))  # seconds per prompt token
+WALL_TARGET, TOKEN_TARGET, LAG_TARGET_MS = 0.40, 0.8, 100
+GENERATION_PATHS = ("/api/chat", "/api/generate")
+
+
+@dataclass
+class Sample:
+    wall: float
+    prompt_tokens: int
+    calls: Counter  # model -> chat/generate requests
+    visible: float | None = None  # question -> first visible answer text, seconds
+    lag: float | None = None  # server sent the first answer chunk -> the engine showed it, seconds
+
+
+def served(fake) -> tuple[int, Counter]:
+    """Prompt tokens and calls by model of the chat/generate requests the fake has served since clear()."""
+    done = [r for r in fake.requests if r["path"] in GENERATION_PATHS]
+    return sum(r.get("prompt_tokens", 0) for r in done), Counter(r["model"].split(":")[0] for r in done)
+
+
+def first_answer_chunk(fake, generator: str) -> float | None:
+    """Send time of the first non-blank chunk of the first generation request (no `format`) to `generator`."""
+    model = generator if ":" in generator else f"{generator}:latest"
+    indexes = [
+        i
+        for i, r in enumerate(fake.requests)
+        if r["path"] in GENERATION_PATHS and r["model"] == model and not (r["body"] or {}).get("format")
+    ]
+    if not indexes:
+        return None
+    sent = [t for request, _, t, text in fake.chunk_log if request == indexes[0] and text.strip()]
+    return min(sent, default=None)
+
+
+def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
+    fake.clear()
+    start = time.perf_counter()
+    shown = {}
+    for event in engine.stream(question):
+        if event.kind in ("token", "generate"):
+            shown.setdefault(event.kind, time.perf_counter())
+    wall = time.perf_counter() - start
+    tokens, calls = served(fake)
+    sample = Sample(wall, tokens, calls)
+    visible = shown.get("token", shown.get("generate"))
+    sent = first_answer_chunk(fake, engine.settings.generator_model)
+    if visible is not None:
+        sample.visible = visible - start
+        sample.lag = visible - sent if sent is not None else None
+    return sample
+
+
+def seed(client, retriever: DuckDBRetriever, fake, question: str) -> Sample:
+    fake.clear()
+    start = time.perf_counter()
+    passages = [
+        Passage(n, int(node.node.metadata["chunk_id"]), node.node.metadata["source"], node.node.get_content(), 0.0)
+        for n, node in enumerate(retriever.retrieve(question), start=1)
+    ]
+    run = seed_pipeline.answer(client, question, context_block(passages))
+    wall = time.perf_counter() - start
+    tokens, calls = served(fake)
+    assert calls == run.calls, (calls, run.calls)
+    return Sample(wall, tokens, calls, visible=wall)  # the seed shows its answer once it is checked
+
+
+def per_question(samples: list[Sample]) -> str:
+    models = Counter()
+    for s in samples:
+        models.update(s.calls)
+    return ", ".join(f"{m} {n / len(samples):.2f}" for m, n in sorted(models.items()))
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
+
+
+def figures(profile: str, mine: list[Sample], base: list[Sample], targets: bool) -> list[Figure]:
+    wall = sum(s.wall for s in mine) / sum(s.wall for s in base)
+    tokens = sum(s.prompt_tokens for s in mine) / sum(s.prompt_tokens for s in base)
+    lags = [s.lag * 1000 for s in mine if s.lag is not None]
+    visible = [s.visible for s in mine if s.visible is not None]
+    median_ratio = statistics.median(m.wall / b.wall for m, b in zip(mine, base, strict=True))
+    out = [
+        Figure(
+            f"answer vs seed: wall time, total ({profile})",
+            wall,
+            "×",
+            WALL_TARGET if targets else None,
+            note=f"per question ours {statistics.median(s.wall for s in mine):.2f} s, "
+            f"seed {statistics.median(s.wall for s in base):.2f} s (medians); median ratio {median_ratio:.2f}",
+        ),
+        Figure(
+            f"answer vs seed: prompt tokens, total ({profile})",
+            tokens,
+            "×",
+            TOKEN_TARGET if targets else None,
+            note=f"per question ours {statistics.mean(s.prompt_tokens for s in mine):,.0f}, "
+            f"seed {statistics.mean(s.prompt_tokens for s in base):,.0f} (means)",
+        ),
+        Figure(
+            f"answer vs seed: LLM calls per question, ours ({profile})",
+            statistics.mean(sum(s.calls.values()) for s in mine),
+            "calls",
+            note=per_question(mine),
+        ),
+        Figure(
+            f"answer vs seed: LLM calls per question, seed ({profile})",
+            statistics.mean(sum(s.calls.values()) for s in base),
+            "calls",
+            note=per_question(base),
+        ),
+    ]
+    if lags:
+        out.append(
+            Figure(
+                f"answer vs seed: first token sent -> shown, p95 ({profile})",
+                p95(lags),
+                "ms",
+                LAG_TARGET_MS,
+                note=f"max {max(lags):.0f} ms over {len(lags)} answers",
+            )
+        )
+    if visible:
+        out.append(
+            Figure(
+                f"answer vs seed: question -> first visible token, median ({profile})",
+                statistics.median(visible),
+                "s",
+                note=f"p95 {p95(visible):.2f} s; the seed shows its answer after checking: "
+                f"median {statistics.median(s.visible for s in base):.2f} s",
+            )
+        )
+    return out
+
+
+class Lane:
+    """One simulated server with an engine, the seed's client and a retriever that talk to it."""
+
+    def __init__(self, settings, db, fake: FakeOllama):
+        self.fake = fake
+        self.settings = dataclasses.replace(settings, ollama_host=fake.url)
+        self.engine = VerifiedQueryEngine(settings=self.settings, db=db, kind="chat")
+        self.retriever = DuckDBRetriever(LLM(self.settings, db), db, settings.top_k)
+        self.client = ollama.Client(host=fake.url)
+
+    def both(self, question: str) -> tuple[Sample, Sample]:
+        return ours(self.engine, self.fake, question), seed(self.client, self.retriever, self.fake, question)
+
+
+def run_profile(lanes: list[Lane], questions: list[str], per_prompt_token: float) -> list[tuple[Sample, Sample]]:
+    free: queue.Queue = queue.Queue()
+    for lane in lanes:
+        lane.fake.set_latency(SECONDS_PER_TOKEN, SLOTS, per_prompt_token)
+        free.put(lane)
+
+    def on_a_free_lane(question: str) -> tuple[Sample, Sample]:
+        lane = free.get()
+        try:
+            return lane.both(question)
+        finally:
+            free.put(lane)
+
+    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        return list(pool.map(on_a_free_lane, questions))
+
+
+def run(n_questions: int = 30, lanes: int = LANES) -> list[Figure]:
+    out = []
+    with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, _), ExitStack() as stack:
+        settings = load_settings()
+        db = get_database(settings)
+        ingest([str(ROOT / "data" / "kb")], settings, db, LLM(settings, db))
+        questions = [item.question for item in load_dataset(ROOT / "data" / "eval" / "golden.jsonl").items]
+        questions = questions[:n_questions]
+        servers = [stack.enter_context(FakeOllama()) for _ in range(min(lanes, n_questions))]
+        pool = [Lane(settings, db, server) for server in servers]
+        for lane in pool:
+            lane.both(questions[0])  # warm-up, no latency
+        for profile, per_prompt_token in PROFILES:
+            mine, base = zip(*run_profile(pool, questions, per_prompt_token), strict=True)
+            out += figures(profile, list(mine), list(base), targets=profile == PROFILES[0][0])
+        for lane in pool:
+            lane.client.close()
+        db.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.answer_vs_seed", description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=30, help="how many golden questions (default 30)")
+    parser.add_argument("--lanes", type=int, default=LANES, help=f"simulated servers side by side (default {LANES})")
+    args = parser.parse_args(argv)
+    if not 1 <= args.questions <= 30:
+        parser.error("--questions takes 1 to 30")
+    if args.lanes < 1:
+        parser.error("--lanes takes 1 or more")
+    start = time.perf_counter()
+    print_table(run(args.questions, args.lanes))
+    print(f"({time.perf_counter() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
