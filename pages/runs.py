@@ -66,8 +66,9 @@ frame = pd.DataFrame(rows)
 for criterion in ("correctness", "helpfulness", "faithfulness"):
     frame[f"judge {criterion}"] = frame["judge"].map(lambda j, c=criterion: j.get(c))
 frame["open"] = frame["id"].map(lambda i: f"/runs?run_id={i}")
-shown = frame[
+shown = frame[  # the link first, so it is on screen however wide the other columns are
     [
+        "open",
         "id",
         "kind",
         "status",
@@ -80,7 +81,6 @@ shown = frame[
         "generator_model",
         "latency_ms",
         "started_at",
-        "open",
     ]
 ]
 st.dataframe(

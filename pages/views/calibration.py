@@ -88,7 +88,9 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
         color_continuous_scale="Blues",
         title=f"{criterion}: judge x human",
     )
-    left.plotly_chart(heat, width="stretch")
+    heat.update_xaxes(dtick=1)  # every score labelled; plotly's own ticks skip odd ones on a narrow chart
+    heat.update_yaxes(dtick=1)
+    left.plotly_chart(heat, width="stretch", key=f"heat-{criterion}")  # keyed: two criteria may draw alike
     rates = pd.DataFrame(
         {
             "score": list(range(1, 6)) * 2,
@@ -98,7 +100,9 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
         }
     )
     right.plotly_chart(
-        px.bar(rates, x="score", y="share", color="rater", barmode="group", title="Base rates"), width="stretch"
+        px.bar(rates, x="score", y="share", color="rater", barmode="group", title="Base rates"),
+        width="stretch",
+        key=f"rates-{criterion}",
     )
     wide = disagreements(pairs)
     if wide:
@@ -142,19 +146,31 @@ def corrections_form(db, pairs_by_criterion: dict[str, list[dict]]) -> None:
         f"Correction set version {version or 0}: {len(corrections)} corrections. The judge's prompt carries "
         "the most relevant ones; the version is part of the judge pin."
     )
-    candidates = [(c, p) for c in CRITERIA for p in disagreements(pairs_by_criterion[c])]
+    corrected = {(c.criterion, c.run_id, c.human_score) for c in corrections}  # not offered twice
+    candidates = [
+        (c, p)
+        for c in CRITERIA
+        for p in disagreements(pairs_by_criterion[c])
+        if (c, p["run_id"], p["human"]) not in corrected
+    ]
     if not candidates:
         st.caption("No disagreements of 2 or more to turn into corrections.")
         return
-    with st.form("corrections"):
+    # cleared once submitted, so pressing the button again does not save the same corrections as a new version
+    with st.form("corrections", clear_on_submit=True):
 
         def label(i: int) -> str:
             criterion, pair = candidates[i]
-            return f"{criterion} · run {pair['run_id']} · judge {pair['judge']} vs human {pair['human']}"
+            return (
+                f"{criterion} · run {pair['run_id']} · judge {pair['judge']} vs {pair['human']} by {pair['annotator']}"
+            )
 
         chosen = st.multiselect("Disagreements to turn into corrections", range(len(candidates)), format_func=label)
         why = st.text_area("Why the human score is right")
         if st.form_submit_button("Add corrections"):
+            if not chosen:
+                st.warning("Choose at least one disagreement to turn into a correction; nothing was saved.")
+                return
             try:
                 new = add_corrections(
                     db,

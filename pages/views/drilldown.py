@@ -37,6 +37,13 @@ def show_drilldown(stored: StoredRun) -> None:
         icon=":material/rate_review:",
         query_params={"run_id": str(result.run_id)},
     )
+    for evaluation in dict.fromkeys(s["evaluation"] for s in stored.scores if s["evaluation"]):
+        st.page_link(
+            "pages/evaluate.py",
+            label=escape_markdown(f"Evaluation {evaluation}"),
+            icon=":material/science:",
+            query_params={"eval": evaluation},
+        )
     st.subheader("Question")
     st.text(result.question)
     if result.error:

@@ -44,19 +44,21 @@ def start_form(settings, db, dataset: Dataset) -> None:
         st.warning(escape_markdown(f"{len(dataset.bad_rows)} bad rows skipped ({listed})"))
     default_name = f"{Path(dataset.name).stem}-{time.strftime('%Y%m%d-%H%M')}"
     with st.form("start"):
-        name = st.text_input("Run name (the same name resumes a run)", value=default_name)
+        # keyed, so what the user typed survives reruns (the default name changes every minute)
+        name = st.text_input("Run name (the same name resumes a run)", value=default_name, key="eval_name")
         cols = st.columns(3)
-        concurrency = cols[0].number_input("Concurrency", 1, 32, settings.eval_concurrency)
-        limit = cols[1].number_input("Only the first N items (0 = all)", 0, len(dataset.items), 0)
-        tags = cols[2].multiselect("Only items with tags", dataset.tags)
+        concurrency = cols[0].number_input("Concurrency", 1, 32, settings.eval_concurrency, key="eval_concurrency")
+        limit = cols[1].number_input("Only the first N items (0 = all)", 0, len(dataset.items), 0, key="eval_limit")
+        tags = cols[2].multiselect("Only items with tags", dataset.tags, key="eval_tags")
         st.caption(f"{len(dataset.items)} valid items in {escape_markdown(dataset.name)}")
         if st.form_submit_button("Start evaluation"):
             try:
-                start_job(settings, db, dataset.select(limit or None, tags), name, int(concurrency))
+                job = start_job(settings, db, dataset.select(limit or None, tags), name, int(concurrency))
             except WorkbenchError as exc:
                 show_error(exc)
                 return
-            st.session_state["eval_selected"] = name.strip()
+            watch(job)
+            st.session_state[NOTICES] = {}  # a new run replaces the messages of earlier ones
 
 
 def job_progress(job: EvalJob) -> None:
@@ -71,22 +73,93 @@ def job_progress(job: EvalJob) -> None:
     st.progress(done / total if total else 0.0, text=escape_markdown(label))
     if p and p.last_error:
         st.caption(escape_markdown(f"Last failure: {p.last_error}"))
-    if job.error:
-        st.error(escape_markdown(job.error))
     if job.running and st.button("Cancel", key=f"cancel-{job.name}"):
         job.cancel.set()
         st.info("Cancelling: items in progress finish, then the run stops. Start it again to resume.")
 
 
+# Session state: the jobs this session started or saw running, and how those that ended ended (shown until
+# dismissed or replaced). Jobs live in the process, shared by every browser session; these are per session.
+WATCHED, NOTICES, SHOW = "eval_watched", "eval_notices", "eval_show"
+SELECTED = "eval_selected"  # the Evaluation selectbox's key
+
+
+def watch(job: EvalJob) -> None:
+    st.session_state.setdefault(WATCHED, set()).add(job.serial)
+
+
 @st.fragment(run_every=1.0)
 def live_progress() -> None:
-    running = [j for j in jobs() if j.running]
-    for job in running:
-        job_progress(job)
-    for job in [j for j in jobs() if not j.running and j.outcome and not j.announced]:
-        job.announced = True
-        shown = st.success if job.outcome.status == "finished" else st.warning  # "finished with N failures"
-        shown(escape_markdown(f"{job.name}: {job.outcome.status}"))
+    watched = st.session_state.setdefault(WATCHED, set())
+    notices = st.session_state.setdefault(NOTICES, {})
+    ended = False
+    for job in jobs():
+        if job.running:
+            watched.add(job.serial)
+            job_progress(job)
+        elif job.serial in watched:  # it ended since this session last looked (or failed at once)
+            watched.discard(job.serial)
+            notices[job.name] = job
+            ended = True
+            if job.outcome is not None:
+                st.session_state[SHOW] = job.name
+    if ended:
+        st.rerun()  # the whole page, not the fragment: the sidebar's alert count and the report are outside it
+    for job in list(notices.values()):
+        slot = st.empty()
+        with slot.container():
+            show_notice(job)
+            dismissed = st.button("Dismiss", key=f"dismiss-{job.serial}")
+        if dismissed:
+            del notices[job.name]
+            slot.empty()
+
+
+def show_notice(job: EvalJob) -> None:
+    """How a job this session watched ended: its outcome, or the error that stopped it with its fix."""
+    if job.error is not None:
+        if isinstance(job.error, WorkbenchError):
+            show_error(WorkbenchError(f"Evaluation {job.name} stopped: {job.error.message}", job.error.fix))
+        else:
+            st.error(escape_markdown(f"Evaluation {job.name} stopped by an unexpected error: {job.error!r}"))
+        return
+    outcome = job.outcome
+    p = outcome.progress
+    text = f"Evaluation {job.name}: {outcome.status} · {p.done} done, {p.failed} failed of {p.total} items"
+    if isinstance(outcome.regressions, str):
+        text += f" · not compared with a baseline: {outcome.regressions}"
+    elif outcome.regressions:
+        text += f" · {len(outcome.regressions)} regression alert(s) opened: see Trends"
+    elif outcome.status == "finished":
+        text += " · no regression alert"
+    shown = st.success if outcome.status == "finished" else st.warning  # failures, or cancelled
+    shown(escape_markdown(text))
+
+
+def choose_evaluation(names: list[str]) -> str | None:
+    """The evaluation to report: the one that just finished, else the one the URL names (?eval=NAME, kept in
+    step with the choice so the address can be shared or reloaded), else the newest."""
+    wanted = st.query_params.get("eval")
+    if wanted is not None and wanted not in names:
+        st.error(
+            f"There is no evaluation {escape_markdown(repr(wanted))}: it may have been renamed, or the link is "
+            "mistyped. Choose one below."
+        )
+    if not names:
+        return None
+    shown = st.session_state.pop(SHOW, None) or wanted
+    if shown in names:
+        st.session_state[SELECTED] = shown
+    elif st.session_state.get(SELECTED) not in names:
+        st.session_state.pop(SELECTED, None)
+    name = st.selectbox("Evaluation", names, key=SELECTED, on_change=follow_choice)
+    if name != wanted and (wanted is None or wanted in names):
+        st.query_params["eval"] = name
+    return name
+
+
+def follow_choice() -> None:
+    st.query_params["eval"] = st.session_state[SELECTED]
 
 
 def show_report(result: EvalReport) -> None:

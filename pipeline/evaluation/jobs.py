@@ -1,8 +1,13 @@
 """Evaluations started from the app run in a background thread of the app's process, so closing the
-browser or leaving the page does not stop them; the page polls their progress and can cancel them."""
+browser or leaving the page does not stop them; the page polls their progress and can cancel them.
+
+A job keeps how it ended (its outcome, or the error that stopped it) after its thread is gone: a page that
+only looked at running jobs would never see a run that failed at once, e.g. with Ollama stopped."""
 
 from __future__ import annotations
 
+import itertools
+import logging
 import threading
 from dataclasses import dataclass, field
 
@@ -12,17 +17,20 @@ from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.runner import EvalOutcome, Progress, run_evaluation
 from store.db import Database
 
+log = logging.getLogger(__name__)
+_serials = itertools.count(1)
+
 
 @dataclass
 class EvalJob:
     name: str
     total: int
+    serial: int = field(default_factory=lambda: next(_serials))  # tells apart two jobs of the same name
     cancel: threading.Event = field(default_factory=threading.Event)
     progress: Progress | None = None
     outcome: EvalOutcome | None = None
-    error: str | None = None
+    error: Exception | None = None  # what stopped the run before it ended; a WorkbenchError carries its fix
     thread: threading.Thread | None = None
-    announced: bool = False
 
     @property
     def running(self) -> bool:
@@ -35,6 +43,8 @@ _guard = threading.Lock()
 
 def start_job(settings: Settings, db: Database, dataset: Dataset, name: str, concurrency: int) -> EvalJob:
     name = name.strip()
+    if not name:
+        raise InputError("the evaluation needs a name", fix="type a run name, e.g. baseline")
     with _guard:
         if name in _jobs and _jobs[name].running:
             raise InputError(f"evaluation {name!r} is already running", fix="wait for it, or cancel it first")
@@ -49,8 +59,10 @@ def start_job(settings: Settings, db: Database, dataset: Dataset, name: str, con
                 settings, db, dataset, name, concurrency, on_progress=update, cancel=job.cancel
             )
             job.progress = job.outcome.progress
-        except WorkbenchError as exc:
-            job.error = str(exc)
+        except Exception as exc:  # kept for the page: a thread's exception is otherwise lost
+            if not isinstance(exc, WorkbenchError):
+                log.exception("evaluation %r stopped", name)
+            job.error = exc
 
     job.thread = threading.Thread(target=work, name=f"eval-{name}", daemon=True)
     job.thread.start()

@@ -1,0 +1,97 @@
+"""AppTests of the Evaluate page's start-up failures and deep links, and the Calibration corrections form."""
+
+import numpy as np
+from conftest import ROOT
+from streamlit.testing.v1 import AppTest
+from test_app import app, fresh_streamlit_caches, wait_for_jobs  # noqa: F401 - the fixture
+from test_regression import store_run
+
+
+def evaluate_page(eval_param: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    if eval_param is not None:
+        at.query_params["eval"] = eval_param
+    at.run()
+    at.switch_page("pages/evaluate.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_an_evaluation_that_cannot_start_says_why_and_keeps_the_form(fake, kb_db):
+    fake.stop()
+    at = app("pages/evaluate.py")
+    at.text_input(key="eval_name").set_value("offline")
+    at.button[0].click().run()
+    wait_for_jobs()
+    at.run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert any("Evaluation offline stopped\\: Ollama is not reachable" in e and "ollama serve" in e for e in errors)
+    assert at.text_input(key="eval_name").value == "offline"
+    at.run()  # the message stays on later reruns, until dismissed
+    assert any("Evaluation offline stopped" in e.value for e in at.error)
+    next(b for b in at.button if b.label == "Dismiss").click().run()
+    assert not any("Evaluation offline stopped" in e.value for e in at.error)
+
+
+def test_a_finished_evaluation_is_announced_and_selected(kb_db):
+    at = app("pages/evaluate.py")
+    at.text_input(key="eval_name").set_value("tiny")
+    next(n for n in at.number_input if "first N" in n.label).set_value(2)
+    at.button[0].click().run()
+    wait_for_jobs()
+    at.run()
+    assert not at.exception, at.exception
+    finished = "Evaluation tiny\\: finished · 2 done, 0 failed of 2 items · no regression alert"
+    assert finished in [s.value for s in at.success]
+    assert at.selectbox(key="eval_selected").value == "tiny"
+    assert at.query_params["eval"] == "tiny"
+
+
+def test_evaluate_opens_the_evaluation_a_link_names_and_explains_an_unknown_one(db):
+    base = np.linspace(0.8, 1.0, 10)
+    store_run(db, "monday", {"faithfulness": base})
+    store_run(db, "tuesday", {"faithfulness": base})
+    assert evaluate_page().selectbox(key="eval_selected").value == "tuesday"  # the newest
+    at = evaluate_page("monday")
+    assert at.selectbox(key="eval_selected").value == "monday"
+    assert not at.error
+    at = evaluate_page("<b>**gone**</b>")
+    assert [e.value for e in at.error] == [
+        "There is no evaluation \\'\\<b\\>\\*\\*gone\\*\\*\\</b\\>\\': it may have been renamed, or the link is "
+        "mistyped. Choose one below."
+    ]
+    assert at.selectbox(key="eval_selected").value == "tuesday"
+
+
+def test_corrections_form_names_the_annotator_and_clears_after_adding(fake, settings, kb_db):
+    from test_evaluation import dataset
+
+    from pipeline.calibration.annotations import current_corrections, save_rating
+    from pipeline.evaluation.judge import CRITERIA
+    from pipeline.evaluation.runner import run_evaluation
+    from pipeline.history.evaluations import run_ids_of
+
+    run_evaluation(settings, kb_db, dataset(), "cal")
+    run_id = run_ids_of(kb_db, 1)[0]
+    for annotator in ("ana", "bo"):
+        save_rating(kb_db, run_id, annotator, dict.fromkeys(CRITERIA, 1))
+    at = app("pages/calibration.py")
+    chooser = next(m for m in at.multiselect if m.label == "Disagreements to turn into corrections")
+    labels = [o for o in chooser.options if o.startswith("correctness")]
+    assert len(labels) == 2 and labels[0].endswith("by ana") and labels[1].endswith("by bo"), labels
+    chooser.set_value([chooser.options.index(labels[0])])
+    next(t for t in at.text_area if t.label == "Why the human score is right").set_value("the answer is wrong")
+    add = next(b for b in at.button if b.label == "Add corrections")
+    add.click().run()
+    assert not at.exception, at.exception
+    assert any("Correction set version 1 saved" in s.value for s in at.success)
+    # pressed again: the corrected disagreements are no longer offered and nothing new is saved
+    next(b for b in at.button if b.label == "Add corrections").click().run()
+    assert not at.exception, at.exception
+    version, corrections = current_corrections(kb_db)
+    assert version == 1 and len(corrections) == 1
+    assert any("nothing was saved" in w.value for w in at.warning)
+    chooser = next(m for m in at.multiselect if m.label == "Disagreements to turn into corrections")
+    assert chooser.value == [] and not [o for o in chooser.options if o.startswith(f"correctness · run {run_id} ")]
