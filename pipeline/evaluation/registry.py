@@ -49,6 +49,7 @@ class Metric:
     scale: tuple[float, float]
     compute: Callable[[MetricInput], MetricScore]
     label: str
+    higher_is_better: bool = True  # every shipped metric; a comparison colours a change by it
 
     @property
     def span(self) -> float:
@@ -81,7 +82,13 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
-def register_metric(name: str, component: str, scale: tuple[float, float] = UNIT, label: str | None = None):
+def register_metric(
+    name: str,
+    component: str,
+    scale: tuple[float, float] = UNIT,
+    label: str | None = None,
+    higher_is_better: bool = True,
+):
     """Decorator for a compute function `(MetricInput) -> MetricScore`; returns the function unchanged."""
     if not NAME.fullmatch(name):
         raise ValueError(f"metric name {name!r}: lower-case letters, digits and _ only (it is a column name)")
@@ -93,7 +100,12 @@ def register_metric(name: str, component: str, scale: tuple[float, float] = UNIT
         if known is not None and known.compute is not compute:
             raise ValueError(f"metric name {name!r} is already registered ({known.component})")
         METRICS[name] = Metric(
-            name, component, (float(scale[0]), float(scale[1])), compute, label or name.replace("_", " ")
+            name,
+            component,
+            (float(scale[0]), float(scale[1])),
+            compute,
+            label or name.replace("_", " "),
+            higher_is_better,
         )
         return compute
 
@@ -134,6 +146,11 @@ def scale_of(name: str) -> tuple[float, float]:
 def span_of(name: str) -> float:
     low, high = scale_of(name)
     return high - low
+
+
+def higher_is_better(name: str) -> bool:
+    metric = get_metric(name)
+    return metric.higher_is_better if metric else True
 
 
 def label_of(name: str) -> str:

@@ -1,0 +1,210 @@
+"""Two evaluation runs side by side: metric means with their change (B − A), the paired change over the items
+both scored (the regression check's own test, pipeline.regression.compare), and the items that got worse or
+better per metric. Items are matched by golden id. Judge scores are compared only under the same judge pin;
+runs over different datasets (content hash or size) are compared item by item but marked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from pipeline.answering.events import AnswerResult
+from pipeline.config import Settings
+from pipeline.errors import InputError
+from pipeline.evaluation.registry import get_metric, higher_is_better, label_of, metric_names, scale_of
+from pipeline.history.runs import load_result
+from pipeline.regression import family
+from pipeline.regression.compare import Comparison, baseline_of, compare_family, same_pin
+from store import alerts as alert_store
+from store import baselines, evals
+from store.db import Database
+
+PIN_DIFFERS = "not comparable: judge pin differs"
+
+
+@dataclass(frozen=True)
+class Side:
+    run: evals.EvalRun
+    dataset_hash: str | None
+
+    @property
+    def pin(self) -> str:
+        return f"{self.run.judge_model}@{(self.run.judge_digest or '')[:12]} / {self.run.judge_prompt_version}"
+
+    @property
+    def link(self) -> str:
+        """The Evaluate page showing this run."""
+        return "/evaluate?" + urlencode({"eval": self.run.name})
+
+
+@dataclass(frozen=True)
+class Tile:
+    metric: str
+    label: str
+    scale: tuple[float, float]
+    higher_is_better: bool
+    a_mean: float | None
+    a_n: int
+    b_mean: float | None
+    b_n: int
+    comparable: bool  # False: a judge criterion under different judge pins
+    paired: Comparison | None = None  # the paired change over shared items, when tested
+
+    @property
+    def delta(self) -> float | None:
+        """B − A of the means; None when not comparable or a side has no mean."""
+        if not self.comparable or self.a_mean is None or self.b_mean is None:
+            return None
+        return self.b_mean - self.a_mean
+
+
+@dataclass(frozen=True)
+class ItemChange:
+    item_id: str
+    question: str
+    metric: str
+    a: float
+    b: float
+    a_run_id: int | None
+    b_run_id: int | None
+    worse: bool
+
+    @property
+    def delta(self) -> float:
+        return self.b - self.a
+
+
+@dataclass
+class RunComparison:
+    a: Side
+    b: Side
+    tiles: list[Tile]
+    changes: list[ItemChange]  # per metric, shared items whose score changed, the largest change first
+    shared: list[str]  # golden ids both runs hold
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+
+    @property
+    def same_pin(self) -> bool:
+        return same_pin(self.a.run, self.b.run)
+
+    @property
+    def same_dataset(self) -> bool:
+        return (self.a.dataset_hash, self.a.run.n_items) == (self.b.dataset_hash, self.b.run.n_items)
+
+    def changed(self, metric: str, worse: bool) -> list[ItemChange]:
+        return [c for c in self.changes if c.metric == metric and c.worse == worse]
+
+
+def evaluation_names(db: Database) -> list[str]:
+    """Every evaluation run's name, newest first."""
+    return [row["name"] for row in evals.list_eval_runs(db)]
+
+
+def default_pair(db: Database) -> tuple[str | None, str | None, str]:
+    """(A, B, why): B the newest run, A its baseline by the one rule (pipeline.regression.compare.baseline_of);
+    without a baseline, the run before it."""
+    runs = evals.list_eval_runs(db)
+    if not runs:
+        return None, None, "there is no evaluation run yet"
+    newest = evals.get_eval_run(db, runs[0]["name"])
+    baseline_id = baseline_of(db, newest)
+    if baseline_id is not None:
+        baseline = evals.get_eval_run_by_id(db, baseline_id)
+        return baseline.name, newest.name, f"A is the baseline of B, the newest run ({newest.name})"
+    if len(runs) < 2:
+        return None, newest.name, "there is only one evaluation run"
+    return runs[1]["name"], newest.name, f"the newest run ({newest.name}) has no baseline; A is the run before it"
+
+
+def _side(db: Database, name: str, which: str) -> Side:
+    run = evals.get_eval_run(db, name)
+    if run is None:
+        raise InputError(f"there is no evaluation named {name!r} (run {which})", fix="choose one from the list")
+    identity = baselines.dataset_identity(db, run.id) or (None, None)
+    return Side(run, identity[0])
+
+
+def _comparable(metric: str, pins_equal: bool) -> bool:
+    registered = get_metric(metric)
+    judged = metric.startswith("judge_") or (registered is not None and registered.component == "judge")
+    return pins_equal or not judged
+
+
+def _tiles(settings: Settings, db: Database, a: Side, b: Side, metrics: list[str], pins_equal: bool) -> list[Tile]:
+    summaries = [{r["metric"]: r for r in evals.metric_summary(db, side.run.id)} for side in (a, b)]
+    tested = [m for m in metrics if _comparable(m, pins_equal)]
+    base = {m: alert_store.item_scores(db, a.run.id, m) for m in tested}
+    new = {m: alert_store.item_scores(db, b.run.id, m) for m in tested}
+    paired = {c.metric: c for c in compare_family(base, new, settings.min_effect) if c.slice == family.OVERALL}
+    tiles = []
+    for metric in metrics:
+        ra, rb = (s.get(metric, {}) for s in summaries)
+        tiles.append(
+            Tile(
+                metric,
+                label_of(metric),
+                scale_of(metric),
+                higher_is_better(metric),
+                ra.get("mean"),
+                ra.get("n", 0),
+                rb.get("mean"),
+                rb.get("n", 0),
+                metric in tested,
+                paired.get(metric),
+            )
+        )
+    return tiles
+
+
+def _changes(db: Database, a: Side, b: Side, metrics: list[str], shared: list[str]) -> list[ItemChange]:
+    rows_a, rows_b = ({r["item_id"]: r for r in evals.item_results(db, s.run.id, metrics)} for s in (a, b))
+    changes = []
+    for metric in metrics:
+        up = higher_is_better(metric)
+        for item in shared:
+            va, vb = rows_a[item].get(metric), rows_b[item].get(metric)
+            if va is None or vb is None or va == vb:
+                continue
+            changes.append(
+                ItemChange(
+                    item,
+                    rows_b[item]["question"],
+                    metric,
+                    va,
+                    vb,
+                    rows_a[item]["run_id"],
+                    rows_b[item]["run_id"],
+                    worse=(vb < va) == up,
+                )
+            )
+    return sorted(changes, key=lambda c: (metrics.index(c.metric), -abs(c.delta), c.item_id))
+
+
+def compare_runs(settings: Settings, db: Database, a_name: str, b_name: str) -> RunComparison:
+    """Run A against run B; the metrics are the registry's, in its order, that either run scored."""
+    a, b = _side(db, a_name, "A"), _side(db, b_name, "B")
+    if a.run.id == b.run.id:
+        raise InputError(f"A and B are both {a_name!r}", fix="choose two different evaluation runs")
+    pins_equal = same_pin(a.run, b.run)
+    scored = {r["metric"] for side in (a, b) for r in evals.metric_summary(db, side.run.id)}
+    metrics = [m for m in metric_names() if m in scored] + sorted(scored - set(metric_names()))
+    items_a, items_b = (set(evals.item_statuses(db, s.run.id)) for s in (a, b))
+    shared = sorted(items_a & items_b)
+    compared = [m for m in metrics if _comparable(m, pins_equal)]
+    return RunComparison(
+        a,
+        b,
+        _tiles(settings, db, a, b, metrics, pins_equal),
+        _changes(db, a, b, compared, shared),
+        shared,
+        sorted(items_a - items_b),
+        sorted(items_b - items_a),
+    )
+
+
+def answers(db: Database, change: ItemChange) -> tuple[AnswerResult | None, AnswerResult | None]:
+    """Both runs' answers to the item, with their claims (None where a run is gone or the item failed)."""
+    return tuple(
+        load_result(db, run_id) if run_id is not None else None for run_id in (change.a_run_id, change.b_run_id)
+    )

@@ -1,0 +1,97 @@
+"""Comparing two evaluation runs: tiles with B − A, the item diff, judge pins, datasets, the default pair."""
+
+import pytest
+from test_regression import store_run
+
+from pipeline.errors import InputError
+from pipeline.evaluation.compare_runs import compare_runs, default_pair
+from store import alerts as alert_store
+
+A_FAITH = [1.0, 0.8, 0.5, 1.0, 0.9, 0.7]
+B_FAITH = [0.5, 0.8, 0.75, 1.0, 0.9, 0.7]
+A_JUDGE = [5.0, 4.0, 3.0, 5.0, 4.0, 4.0]
+B_JUDGE = [5.0, 2.0, 3.0, 5.0, 5.0, 4.0]
+
+
+def tiles_of(comparison):
+    return {t.metric: t for t in comparison.tiles}
+
+
+def test_known_scores_give_the_expected_deltas_and_item_diff(db, settings):
+    store_run(db, "before", {"faithfulness": A_FAITH, "judge_correctness": A_JUDGE})
+    store_run(db, "after", {"faithfulness": B_FAITH, "judge_correctness": B_JUDGE})
+    result = compare_runs(settings, db, "before", "after")
+    assert result.same_pin and result.same_dataset and result.shared == [f"i{k}" for k in range(6)]
+    tiles = tiles_of(result)
+    assert list(tiles) == ["faithfulness", "judge_correctness"]  # registry order, only what was scored
+    faith, judge = tiles["faithfulness"], tiles["judge_correctness"]
+    assert faith.a_mean == pytest.approx(sum(A_FAITH) / 6) and faith.b_mean == pytest.approx(sum(B_FAITH) / 6)
+    assert faith.delta == pytest.approx((sum(B_FAITH) - sum(A_FAITH)) / 6) == pytest.approx(-0.25 / 6)
+    assert (faith.a_n, faith.b_n) == (6, 6) and faith.higher_is_better and faith.scale == (0.0, 1.0)
+    assert judge.delta == pytest.approx(-1 / 6) and judge.scale == (1.0, 5.0) and judge.comparable
+    # the paired change is the regression check's own test over the six shared items
+    assert faith.paired.n == 6 and faith.paired.ci_low < faith.paired.delta < faith.paired.ci_high
+    worse = result.changed("faithfulness", worse=True)
+    assert [(c.item_id, c.a, c.b, c.delta) for c in worse] == [("i0", 1.0, 0.5, -0.5)]
+    assert [(c.item_id, c.delta) for c in result.changed("faithfulness", worse=False)] == [("i2", 0.25)]
+    assert [(c.item_id, c.delta) for c in result.changed("judge_correctness", worse=True)] == [("i1", -2.0)]
+    assert [(c.item_id, c.delta) for c in result.changed("judge_correctness", worse=False)] == [("i4", 1.0)]
+    # links to each side's runs (store_run numbers them 1000 × evaluation id + k) and evaluations
+    assert (worse[0].a_run_id, worse[0].b_run_id) == (1000, 2000)
+    assert result.a.link == "/evaluate?eval=before" and result.b.link == "/evaluate?eval=after"
+
+
+def test_judge_scores_under_different_pins_are_not_compared(db, settings):
+    store_run(db, "before", {"faithfulness": A_FAITH, "judge_correctness": A_JUDGE})
+    store_run(db, "after", {"faithfulness": B_FAITH, "judge_correctness": B_JUDGE}, judge_digest="other")
+    result = compare_runs(settings, db, "before", "after")
+    assert not result.same_pin
+    judge = tiles_of(result)["judge_correctness"]
+    assert not judge.comparable and judge.delta is None and judge.paired is None
+    assert judge.a_mean == pytest.approx(sum(A_JUDGE) / 6) and judge.b_n == 6  # each side still shown
+    assert not [c for c in result.changes if c.metric == "judge_correctness"]
+    assert tiles_of(result)["faithfulness"].delta == pytest.approx(-0.25 / 6)  # other metrics still are
+
+
+def test_runs_over_different_datasets_are_marked_and_matched_by_golden_id(db, settings):
+    store_run(db, "before", {"faithfulness": A_FAITH})
+    store_run(db, "after", {"faithfulness": B_FAITH[:4]}, dataset_hash="h2")
+    result = compare_runs(settings, db, "before", "after")
+    assert not result.same_dataset and (result.a.dataset_hash, result.b.dataset_hash) == ("h", "h2")
+    assert result.shared == ["i0", "i1", "i2", "i3"] and result.only_a == ["i4", "i5"] and result.only_b == []
+    faith = tiles_of(result)["faithfulness"]
+    assert (faith.a_n, faith.b_n) == (6, 4) and faith.paired.n == 4
+    assert [c.item_id for c in result.changes] == ["i0", "i2"]
+
+
+def test_the_same_content_under_another_size_is_another_dataset(db, settings):
+    store_run(db, "before", {"faithfulness": A_FAITH})
+    store_run(db, "after", {"faithfulness": A_FAITH[:5]})
+    assert not compare_runs(settings, db, "before", "after").same_dataset
+
+
+def test_unknown_names_and_one_run_twice_are_explained(db, settings):
+    store_run(db, "before", {"faithfulness": A_FAITH})
+    with pytest.raises(InputError, match=r"no evaluation named '<b>nope</b>' \(run B\)"):
+        compare_runs(settings, db, "before", "<b>nope</b>")
+    with pytest.raises(InputError, match="both 'before'"):
+        compare_runs(settings, db, "before", "before")
+
+
+def test_the_default_pair_is_the_newest_run_and_its_baseline(db):
+    assert default_pair(db)[:2] == (None, None)
+    first = store_run(db, "first", {"faithfulness": A_FAITH})
+    assert default_pair(db)[:2] == (None, "first")
+    store_run(db, "second", {"faithfulness": A_FAITH})
+    store_run(db, "other-judge", {"faithfulness": A_FAITH}, judge_digest="d2")
+    store_run(db, "third", {"faithfulness": A_FAITH})
+    assert default_pair(db)[:2] == ("second", "third")  # the newest comparable clean run
+    alert_store.pin_baseline(db, "golden.jsonl", first)
+    assert default_pair(db)[:2] == ("first", "third")
+
+
+def test_without_a_baseline_the_default_a_is_the_run_before_the_newest(db):
+    store_run(db, "first", {"faithfulness": A_FAITH})
+    store_run(db, "other-judge", {"faithfulness": A_FAITH}, judge_digest="d2")
+    a, b, why = default_pair(db)
+    assert (a, b) == ("first", "other-judge") and "has no baseline" in why
