@@ -3,7 +3,7 @@ source. The other pages are the scripts in pages/ (Streamlit's pages/ mode)."""
 
 import streamlit as st
 
-from pages.views.answer import show_answer, step_line
+from pages.views.answer import follow_live, show_answer
 from pages.views.common import ollama_checks, page_setup, show_error, show_failed_checks
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.errors import InputError
@@ -36,19 +36,6 @@ if question is not None:
     with st.chat_message("user"):
         st.text(question)
     with st.chat_message("assistant"):
-        result = None
-        with st.status("Working…", expanded=True) as status:
-            for event in events:
-                if event.kind == "final":
-                    result = event.data["result"]
-                else:
-                    status.write(step_line(event))
-                    status.update(label=step_line(event))
-            failed = result.status == "failed"
-            status.update(
-                label="Failed" if failed else "Done: " + result.status,
-                expanded=False,
-                state="error" if failed else "complete",
-            )
+        result = follow_live(events, st.status("Working…", expanded=True))
         show_answer(result)
     conversation.append({"question": question, "result": result})

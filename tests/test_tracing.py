@@ -171,7 +171,8 @@ def test_a_stored_run_has_its_trace_and_every_call_sits_on_a_step_of_it(settings
     names = [name for _, name in rows]
     assert rows[0] == (0, "question")
     assert {"retrieve", "grade context", "attempt 1", "generate", "extract claims", "verify"} <= set(names)
-    assert (1, "attempt 1") in rows and (2, "generate") in rows and (2, "verify") in rows
+    assert (1, "attempt 1") in rows and (2, "generate") in rows and (2, "check sentence 1") in rows
+    assert (3, "verify") in rows
     assert "DuckDBRetriever.retrieve" in names and "Ollama.chat" in names
     span_ids = {s.span_id for s in stored.spans}
     assert stored.calls and all(c["span_id"] in span_ids for c in stored.calls)

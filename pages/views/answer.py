@@ -31,6 +31,62 @@ def step_line(event: Event) -> str:
     return escape_markdown(event.message)
 
 
+class LiveAnswer:
+    """The attempt being written, as its events come in: its text so far and the claims of its finished
+    sentences (each on the sentence it came from), or a note that the context grade withdrew it."""
+
+    def __init__(self):
+        self.attempt: int | None = None
+        self.text = ""
+        self.claims: list = []
+        self.withdrawn = False
+
+    def take(self, event: Event) -> bool:
+        """Update from one event; True when what is shown changed."""
+        data = event.data
+        if event.kind == "token":
+            if data["attempt"] != self.attempt:
+                self.attempt, self.text, self.claims, self.withdrawn = data["attempt"], "", [], False
+            self.text += data["delta"]
+            return True
+        if event.kind == "sentence" and data["attempt"] == self.attempt:
+            self.claims += data["claims"]
+            return True
+        if event.kind == "discard" and data["attempt"] == self.attempt:
+            self.withdrawn = True
+            return True
+        return False
+
+    def markdown(self) -> str:
+        """Escaped markdown: each finished sentence coloured by its verdicts, the rest as plain text."""
+        if self.withdrawn:
+            return ":gray[*The retrieved passages do not answer the question: the answer being written was withdrawn.*]"
+        head = f":gray[Attempt {self.attempt}, with the stricter prompt:]  \n" if (self.attempt or 1) > 1 else ""
+        return head + annotated_markdown(self.text, self.claims)
+
+
+def follow_live(events, steps) -> AnswerResult | None:
+    """Show a run as it goes: every step in the `steps` status box (open while it runs, closed at the end),
+    the answer's text below it as it streams, sentences coloured as their verdicts arrive. The live text
+    gives way to the final answer (or the abstention) when the run ends."""
+    live, shown, result = LiveAnswer(), st.empty(), None
+    for event in events:
+        if event.kind == "final":
+            result = event.data["result"]
+            continue
+        if live.take(event):
+            shown.markdown(live.markdown())
+        if event.kind != "token":
+            steps.write(step_line(event))
+            steps.update(label=step_line(event), expanded=True)
+    failed = result is None or result.status == "failed"
+    steps.update(
+        label="Failed" if failed else "Done: " + result.status, expanded=False, state="error" if failed else "complete"
+    )
+    shown.empty()
+    return result
+
+
 def show_answer(result: AnswerResult) -> None:
     if result.journal:
         st.info(

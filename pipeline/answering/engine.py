@@ -3,7 +3,6 @@ retry with a stricter prompt, decide; every step streams out as an Event and lan
 
 from __future__ import annotations
 
-import queue
 import re
 import time
 from collections.abc import Iterator
@@ -18,22 +17,17 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from pipeline import tracing
 from pipeline.answering import prompts, status
 from pipeline.answering.events import AnswerResult, Attempt, Event
+from pipeline.answering.live import grade_view
 from pipeline.answering.retriever import DuckDBRetriever
+from pipeline.answering.streamed import LiveAttempt, is_abstention
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
-from pipeline.text import one_line
+from pipeline.text import one_line, sentences
 from pipeline.verification.chain import effective_chain
-from pipeline.verification.faithfulness import (
-    ABSTAIN_SENTENCE,
-    SUPPORTED,
-    UNVERIFIED,
-    FaithfulnessChecker,
-    Passage,
-    context_block,
-)
-from pipeline.verification.placement import place_claims
+from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, CheckedClaim, FaithfulnessChecker, Passage
+from pipeline.verification.placement import place_claim
 from store.db import Database
 from store.journal import save_run
 from store.records import AttemptRecord, GradeRecord, RetrievalRecord, RunLog
@@ -43,10 +37,12 @@ PROMPTS = (
     prompts.REWRITE_QUERY,
     prompts.GENERATE,
     prompts.GENERATE_STRICT,
-    prompts.EXTRACT_CLAIMS,
+    prompts.EXTRACT_SENTENCE_CLAIMS,
     prompts.NLI_JUDGE,
 )
-_DONE = object()
+# Threads per run: the generation, the context grade, and the sentences being checked (each of which verifies
+# its claims on a pool of its own, verify_concurrency wide).
+RUN_THREADS = 6
 
 
 INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
@@ -102,10 +98,6 @@ def run_config(settings: Settings) -> dict:
     return config
 
 
-def is_abstention(answer: str) -> bool:
-    return one_line(answer).lower().startswith(ABSTAIN_SENTENCE.lower().rstrip("."))
-
-
 class QuestionRun:
     """The state of one question as it goes through the steps."""
 
@@ -143,7 +135,10 @@ class QuestionRun:
 
     # -- the stream ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
-        with tracing.recording("question", kind=self.result.kind) as self.trace:
+        with (
+            tracing.recording("question", kind=self.result.kind) as self.trace,
+            ThreadPoolExecutor(max_workers=RUN_THREADS, thread_name_prefix="question") as self.pool,
+        ):
             yield from self._traced_events()
 
     def _traced_events(self) -> Iterator[Event]:
@@ -172,20 +167,18 @@ class QuestionRun:
                 answer=status.EMPTY_KB,
             )
             return
-        relevant, reason = yield from self._grade(1, passages)
-        self.relevant = relevant
-        if relevant is False:
-            query = yield from self._rewrite()
-            if query:
-                passages = yield from self._retrieve(2, query)
-                relevant, reason = (yield from self._grade(2, passages)) if passages else (False, "nothing found")
-            if relevant is False:
-                yield from self._abstain(
-                    f"the knowledge base does not cover this question ({reason})", answer=status.NOT_COVERED
-                )
+        if (yield from self._answer(1, passages)):
+            return
+        reason = self.grades[-1].reason
+        query = yield from self._rewrite()
+        if query:
+            passages = yield from self._retrieve(2, query)
+            if passages and (yield from self._answer(2, passages)):
                 return
-            self.relevant = relevant
-        yield from self._answer(passages)
+            reason = self.grades[-1].reason if passages else "nothing found"
+        yield from self._abstain(
+            f"the knowledge base does not cover this question ({reason})", answer=status.NOT_COVERED
+        )
 
     # -- retrieval, grading, rewriting -----------------------------------------------------------
     def _retrieve(self, round_no: int, query: str):
@@ -210,33 +203,38 @@ class QuestionRun:
         )
         return passages
 
-    def _grade(self, round_no: int, passages: list[Passage]):
+    def _grade_call(self, round_no: int, passages: list[Passage]):
+        """The context grade, read from the short view of the context (runs while the answer streams)."""
         with tracing.step("grade context", round=round_no):
             result = ask(
                 self.llm,
                 "grade_context",
                 self.settings.generator_model,
                 prompts.GRADE_CONTEXT,
-                prompts.grade_input(self.question, context_block(passages)),
+                prompts.grade_input(self.question, grade_view(self.question, passages)),
             )
             tracing.annotate(relevant=result.value.relevant if result.value else None)
+        return result
+
+    def _graded(self, round_no: int, result) -> tuple[Event, bool | None, str]:
         query = self.retrievals[-1].query
+        self.relevant = result.value.relevant if result.value else None
         if result.value is None:
             self.grades.append(GradeRecord(round_no, query, None, result.invalid_reason))
-            yield Event(
+            event = Event(
                 "grade",
                 f"context grade unreadable, answering anyway: {result.invalid_reason}",
                 {"round": round_no, "relevant": None, "reason": result.invalid_reason},
             )
-            return None, result.invalid_reason
+            return event, None, result.invalid_reason
         grade = result.value
         self.grades.append(GradeRecord(round_no, query, grade.relevant, grade.reason))
-        yield Event(
+        event = Event(
             "grade",
             ("context is relevant" if grade.relevant else "context is not relevant") + f": {grade.reason}",
             {"round": round_no, "relevant": grade.relevant, "reason": grade.reason},
         )
-        return grade.relevant, grade.reason
+        return event, grade.relevant, grade.reason
 
     def _rewrite(self):
         with tracing.step("rewrite query"):
@@ -260,10 +258,14 @@ class QuestionRun:
         return query
 
     # -- generation and checking --------------------------------------------------------------
-    def _answer(self, passages: list[Passage]):
+    def _answer(self, round_no: int, passages: list[Passage]):
+        """The attempts on one round's passages; False when that round's grade found the context not relevant
+        (the first attempt, streamed while the grade ran, is then withdrawn)."""
         failed: list[str] = []
         for attempt_no in range(1, self.settings.max_retries + 2):
-            attempt = yield from self._attempt(attempt_no, passages, failed)
+            attempt = yield from self._attempt(attempt_no, passages, failed, round_no if attempt_no == 1 else None)
+            if attempt is None:
+                return False
             if attempt.record.status != status.FLAGGED:
                 break
             faith = attempt.record.faithfulness
@@ -276,78 +278,50 @@ class QuestionRun:
                     {"attempt": attempt_no + 1, "failed_claims": failed},
                 )
         yield from self._decide()
+        return True
 
-    def _attempt(self, attempt_no: int, passages: list[Passage], failed: list[str]):
+    def _attempt(self, attempt_no: int, passages: list[Passage], failed: list[str], grade_round: int | None):
         with tracing.step(f"attempt {attempt_no}", strict=attempt_no > 1):
-            attempt = yield from self._checked_attempt(attempt_no, passages, failed)
+            live = LiveAttempt(self, attempt_no, passages, failed)
+            try:
+                yield from live.run(grade_round)
+            finally:
+                live.stop.set()
+            if live.discarded:
+                return None
+            attempt = self._score(live)
             tracing.annotate(status=attempt.record.status, faithfulness=attempt.record.faithfulness)
+        if live.errors:
+            yield Event(
+                "claims",
+                f"claims could not be extracted: {live.errors[0]}",
+                {"attempt": attempt_no, "claims": None, "error": live.errors[0]},
+            )
+        elif attempt.record.status != "abstained":
+            yield _score_event(attempt)
         return attempt
 
-    def _checked_attempt(self, attempt_no: int, passages: list[Passage], failed: list[str]):
-        strict = attempt_no > 1
-        prompt = prompts.GENERATE_STRICT if strict else prompts.GENERATE
-        with tracing.step("generate"):
-            reply = self.llm.chat(
-                "generate",
-                self.settings.generator_model,
-                prompt.messages(
-                    prompts.generate_input(self.question, context_block(passages), failed if strict else None)
-                ),
-            )
-        answer = reply.text.strip()
-        yield Event(
-            "generate",
-            f"attempt {attempt_no}: generated {len(answer.split())} words"
-            + (" with the stricter prompt" if strict else ""),
-            {"attempt": attempt_no, "strict": strict, "answer": answer},
-        )
-        record = AttemptRecord(attempt_no, strict, answer, status.UNVERIFIED, None, 0, 0)
+    def _score(self, live: LiveAttempt) -> Attempt:
+        """The attempt's record from its streamed answer and the verdicts of its sentences."""
+        raw = live.reply.text
+        answer = raw.strip()
+        record = AttemptRecord(live.attempt_no, live.strict, answer, status.UNVERIFIED, None, 0, 0)
         attempt = Attempt(record)
         self.result.attempts.append(attempt)
         if is_abstention(answer) or not answer:
             record.status = "abstained"
             return attempt
-        with tracing.step("extract claims"):
-            extraction = self.checker.extract_claims(self.question, answer)
-        if extraction.claims is None:
-            record.status, record.error = "unverified", extraction.invalid_reason
-            yield Event(
-                "claims",
-                f"claims could not be extracted: {extraction.invalid_reason}",
-                {"attempt": attempt_no, "claims": None, "error": extraction.invalid_reason},
-            )
+        if live.errors:
+            record.status, record.error = "unverified", live.errors[0]
             return attempt
-        yield Event(
-            "claims", f"extracted {len(extraction.claims)} claims", {"attempt": attempt_no, "claims": extraction.claims}
-        )
-        attempt.claims = place_claims(answer, (yield from self._verify(attempt_no, extraction.claims, passages)))
+        attempt.claims = _placed(answer, len(raw) - len(raw.lstrip()), live.claims)
         faith, scored = self.checker.score(attempt.claims)
         record.status = status.attempt_status(faith, scored, self.settings.faithfulness_threshold)
         record.faithfulness = faith
         record.n_claims = len(attempt.claims)
         record.n_supported = sum(c.verdict == SUPPORTED for c in attempt.claims)
         record.failed_claims = [c.text for c in attempt.claims if c.verdict not in (SUPPORTED, UNVERIFIED)]
-        yield Event(
-            "score",
-            f"attempt {attempt_no}: faithfulness "
-            + (
-                f"{faith:.2f} ({record.n_supported}/{record.n_claims} claims supported)"
-                if faith is not None
-                else f"not scored ({record.status})"
-            ),
-            {"attempt": attempt_no, "faithfulness": faith, "status": record.status},
-        )
         return attempt
-
-    def _verify(self, attempt_no: int, claims: list[str], passages: list[Passage]):
-        """Verify claims concurrently and stream each verdict as it arrives."""
-        arrived: queue.Queue = queue.Queue()
-        with tracing.step("verify", claims=len(claims)), ThreadPoolExecutor(max_workers=1) as runner:
-            future = tracing.submit(runner, self.checker.verify_claims, claims, passages, arrived.put, self.question)
-            future.add_done_callback(lambda _: arrived.put(_DONE))
-            while (item := arrived.get()) is not _DONE:
-                yield Event("verdict", f"claim {item.claim_no}: {item.verdict}", {"attempt": attempt_no, "claim": item})
-            return future.result()
 
     # -- decision -----------------------------------------------------------------------------
     def _decide(self):
@@ -409,6 +383,35 @@ class QuestionRun:
         if self.persist:  # a locked, read-only, newer or damaged store: the run is kept in the journal
             self.result.run_id, kept = save_run(self.db, self.log, self.settings.store_save_wait_s)
             self.result.journal = str(kept) if kept else None
+
+
+def _score_event(attempt: Attempt) -> Event:
+    record = attempt.record
+    faith = record.faithfulness
+    return Event(
+        "score",
+        f"attempt {record.attempt_no}: faithfulness "
+        + (
+            f"{faith:.2f} ({record.n_supported}/{record.n_claims} claims supported)"
+            if faith is not None
+            else f"not scored ({record.status})"
+        ),
+        {"attempt": record.attempt_no, "faithfulness": faith, "status": record.status},
+    )
+
+
+def _placed(answer: str, lead: int, claims: list[CheckedClaim]) -> list[CheckedClaim]:
+    """Claims on the answer sentence they were extracted from (spans moved by the `lead` whitespace the
+    answer lost); a claim whose sentence the final answer cuts differently is placed by its text."""
+    parts = sentences(answer)
+    spans = {(p.start, p.end) for p in parts}
+    for claim in claims:
+        start, end = claim.answer_span
+        claim.answer_span = (start - lead, end - lead)
+        if claim.answer_span not in spans:
+            at = place_claim(claim.text, parts)
+            claim.answer_span = (parts[at].start, parts[at].end) if at is not None else None
+    return claims
 
 
 def _decision_message(status: str, record: AttemptRecord) -> str:

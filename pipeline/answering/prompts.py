@@ -55,10 +55,11 @@ DATA_RULE = (
 
 GRADE_CONTEXT = Prompt(
     name="grade_context",
-    version="1",
+    version="2",
     output=ContextGrade,
     system=(
         "You decide whether retrieved context contains the information needed to answer a question. "
+        "The context shows, of each retrieved passage, the sentence closest to the question. "
         "relevant is true only if the context states facts that answer the question; a shared topic "
         "alone is not enough. " + DATA_RULE + " Reply with JSON."
     ),
@@ -112,6 +113,23 @@ EXTRACT_CLAIMS = Prompt(
     ),
 )
 
+EXTRACT_SENTENCE_CLAIMS = Prompt(
+    name="extract_sentence_claims",
+    version="1",
+    output=ClaimList,
+    system=(
+        "Split the sentence under 'Answer:' into atomic factual claims. Each claim is one short, "
+        "self-contained sentence that can be checked on its own: replace pronouns with the names they "
+        "refer to (the question and the earlier sentence say who or what they are), drop citation markers "
+        "like [1]. Leave out questions, greetings and statements that the knowledge base does not cover the "
+        "question. Reply with JSON."
+    ),
+    examples=(
+        'Earlier sentence: "BERT was released by Google in 2018 [1]."\nAnswer: "It has 340 million parameters '
+        'and 24 layers [2]."\n{"claims": ["BERT has 340 million parameters.", "BERT has 24 layers."]}',
+    ),
+)
+
 NLI_JUDGE = Prompt(
     name="nli_judge",
     version="1",
@@ -149,6 +167,12 @@ def generate_input(question: str, context: str, failed_claims: list[str] | None 
 
 def claims_input(question: str, answer: str) -> str:
     return f"Question: {question}\n\nAnswer:\n{answer}"
+
+
+def sentence_claims_input(question: str, sentence: str, earlier: str = "") -> str:
+    """One sentence of an answer, with the sentence before it for what its pronouns refer to."""
+    before = f"Earlier sentence:\n{earlier}\n\n" if earlier else ""
+    return f"Question: {question}\n\n{before}Answer:\n{sentence}"
 
 
 def verifier_input(document: str, claim: str) -> str:

@@ -17,7 +17,14 @@ from rich.text import Text
 
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.events import AnswerResult
-from pipeline.cli.output import evaluation_progress, print_detector, print_gate, print_report, report_json
+from pipeline.cli.output import (
+    evaluation_progress,
+    follow_answer,
+    print_detector,
+    print_gate,
+    print_report,
+    report_json,
+)
 from pipeline.cli.terminal import SafeConsole
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.errors import InputError, WorkbenchError
@@ -143,12 +150,7 @@ def finish_store(db, err: Console) -> None:
 
 def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
     engine = VerifiedQueryEngine(settings=settings, db=db)
-    result: AnswerResult | None = None
-    for event in engine.stream(args.question):
-        if event.kind == "final":
-            result = event.data["result"]
-        elif not args.quiet:
-            err.print(Text(f"· {event.message}", style="dim"))
+    result: AnswerResult | None = follow_answer(engine.stream(args.question), err, args.quiet)
     if args.json:
         out.print_json(json.dumps(result_json(result), default=str))
     else:

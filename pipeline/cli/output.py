@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -9,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.answering.events import AnswerResult, Event
 from pipeline.evaluation.registry import UNIT, get_metric, scale_of
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
 
@@ -34,6 +36,34 @@ def evaluation_progress(console: Console):
             bar.update(task, completed=progress.finished, failed=progress.failed)
 
         yield update
+
+
+def follow_answer(events: Iterable[Event], err: Console, quiet: bool = False) -> AnswerResult | None:
+    """Show a question's steps as they happen and the answer's text as it streams (on one line, not a line per
+    piece); steps that come in while the answer streams (its sentences' verdicts) are shown after it."""
+    result, streaming, held = None, False, []
+    for event in events:
+        if event.kind == "final":
+            result = event.data["result"]
+        elif quiet:
+            continue
+        elif event.kind == "token":
+            err.print(Text(event.data["delta"], style="dim italic"), end="")
+            streaming = True
+        elif streaming and event.kind not in ("generate", "discard", "error"):
+            held.append(event)
+        else:
+            if streaming:
+                err.print()
+                streaming = False
+            for step in [*held, event]:
+                err.print(Text(f"· {step.message}", style="dim"))
+            held = []
+    if streaming:
+        err.print()
+    for step in held:
+        err.print(Text(f"· {step.message}", style="dim"))
+    return result
 
 
 def _fmt(value, metric: str) -> str:

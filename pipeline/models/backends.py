@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import openai
@@ -36,6 +36,15 @@ class ChatResult:
     text: str
     prompt_tokens: int | None
     completion_tokens: int | None
+
+
+@dataclass
+class StreamPiece:
+    """One chunk of a streamed reply: its new text; the token counts ride on the last chunk."""
+
+    delta: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 def _cached(key: tuple, build: Callable):
@@ -84,13 +93,21 @@ class OllamaChat:
         )
 
     def chat(self, model: str, messages: list[dict], schema: dict | None, options: dict) -> ChatResult:
-        # A copy carries this call's options (it shares the cached object's HTTP client).
-        llm = self.llm(model).model_copy(
-            update={"temperature": options.get("temperature"), "additional_kwargs": options}
-        )
-        response = llm.chat(_chat_messages(messages), format=schema)
+        response = self._with_options(model, options).chat(_chat_messages(messages), format=schema)
         raw = response.raw or {}
         return ChatResult(response.message.content or "", raw.get("prompt_eval_count"), raw.get("eval_count"))
+
+    def stream_chat(self, model: str, messages: list[dict], options: dict) -> Iterator[StreamPiece]:
+        """The reply chunk by chunk, through LlamaIndex's Ollama.stream_chat (Ollama's own NDJSON stream)."""
+        for response in self._with_options(model, options).stream_chat(_chat_messages(messages)):
+            raw = response.raw or {}
+            yield StreamPiece(response.delta or "", raw.get("prompt_eval_count"), raw.get("eval_count"))
+
+    def _with_options(self, model: str, options: dict) -> Ollama:
+        # A copy carries this call's options (it shares the cached object's HTTP client).
+        return self.llm(model).model_copy(
+            update={"temperature": options.get("temperature"), "additional_kwargs": options}
+        )
 
 
 class OpenAIChat:
@@ -161,6 +178,18 @@ class OpenAIChat:
             getattr(usage, "prompt_tokens", None),
             getattr(usage, "completion_tokens", None),
         )
+
+    def stream_chat(self, model: str, messages: list[dict], options: dict) -> Iterator[StreamPiece]:
+        """The reply chunk by chunk through OpenAILike.stream_chat; usage comes in the last chunk
+        (stream_options.include_usage), which servers that do not report it simply leave out."""
+        kwargs = {**_openai_kwargs(options), "stream_options": {"include_usage": True}}
+        for response in self.llm(model).stream_chat(_chat_messages(messages), **kwargs):
+            usage = getattr(response.raw, "usage", None)
+            yield StreamPiece(
+                response.delta or "",
+                getattr(usage, "prompt_tokens", None),
+                getattr(usage, "completion_tokens", None),
+            )
 
 
 def _openai_kwargs(options: dict) -> dict:

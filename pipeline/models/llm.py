@@ -9,10 +9,11 @@ record of every call with its texts (recorder.py).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from llama_index.embeddings.ollama import OllamaEmbedding
@@ -20,7 +21,7 @@ from llama_index.embeddings.ollama import OllamaEmbedding
 from pipeline.config import Settings
 from pipeline.errors import ModelMissing
 from pipeline.models import ollama_models
-from pipeline.models.backends import chat_backend
+from pipeline.models.backends import StreamPiece, chat_backend
 from pipeline.models.failures import ollama_guard, with_retries
 from pipeline.models.ollama_models import forget_digests, normalise_model  # noqa: F401  (public here)
 from pipeline.models.recorder import CallRecorder, PendingCall, embed_text, messages_text
@@ -119,6 +120,67 @@ class LLM:
             )
         return LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens)
 
+    def stream_chat(
+        self,
+        stage: str,
+        model: str,
+        messages: list[dict],
+        on_delta: Callable[[str], None],
+        options: dict | None = None,
+        stop: Callable[[], bool] | None = None,
+    ) -> LLMReply:
+        """One chat call whose reply reaches `on_delta` piece by piece as the server sends it; recorded,
+        cached and translated like `chat`. Transient failures are retried only before the first piece
+        (after it, the caller has shown text). A cache hit arrives as one piece. When `stop()` turns
+        true the stream is closed (the server stops generating); the call is recorded with the text so
+        far, marked stopped, and not cached."""
+        backend = self.backend
+        options = backend.options(options)
+        call = self.recorder.start(stage, model, backend.name, messages_text(messages))
+        with self.recorder.failures(call):
+            call.digest = self.digest(model)
+            key = _cache_key(model, call.digest, messages, None, options)
+            call.prompt_hash = key[:16]
+            call.restart_clock()
+            hit = self._cached(key)
+            if hit is not None:
+                on_delta(hit["text"])
+                self.recorder.finish(
+                    call, hit["text"], hit.get("prompt_tokens"), hit.get("completion_tokens"), cache_hit=True
+                )
+                return LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
+            pieces, first = self._with_retries(
+                stage, model, lambda: _first_piece(backend.stream_chat(model, messages, options)), backend.guard
+            )
+            text, last, stopped = self._drain(stage, model, pieces, first, on_delta, stop)
+        if stopped:
+            self.recorder.finish(call, text, error="stopped: the caller discarded the reply")
+            return LLMReply(text, False, None, None)
+        self.recorder.finish(call, text, last.prompt_tokens, last.completion_tokens)
+        self._remember(
+            key,
+            model,
+            call.digest,
+            {"text": text, "prompt_tokens": last.prompt_tokens, "completion_tokens": last.completion_tokens},
+        )
+        return LLMReply(text, False, last.prompt_tokens, last.completion_tokens)
+
+    def _drain(self, stage, model, pieces, first, on_delta, stop) -> tuple[str, StreamPiece, bool]:
+        """Hand each piece on as it comes; failures after the first piece are translated, not retried."""
+        text, piece = "", first or StreamPiece("")
+        try:
+            while piece is not None:
+                if piece.delta:
+                    text += piece.delta
+                    on_delta(piece.delta)
+                last = piece
+                if stop is not None and stop():
+                    return text, last, True
+                piece = self._with_retries(stage, model, lambda: next(pieces, None), self.backend.guard, retry=False)
+        finally:
+            pieces.close()
+        return text, last, False
+
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         prefix = self.settings.embed_document_prefix
         call = self._embed_call("embed_documents", embed_text([_prefixed(prefix, t) for t in texts]))
@@ -162,10 +224,12 @@ class LLM:
         call.prompt_hash = hashlib.sha256(prompt_text.encode("utf-8")).hexdigest()[:16]
         return call
 
-    def _with_retries(self, stage: str, model: str, call: Callable, guard: Callable):
-        """Every model request passes here (bench/overhead.py times it to tell model time from ours)."""
+    def _with_retries(self, stage: str, model: str, call: Callable, guard: Callable, retry: bool = True):
+        """Every model request passes here (bench/overhead.py times it to tell model time from ours), each
+        piece of a streamed reply too (retry=False: translated, not retried)."""
+        settings = self.settings if retry else dataclasses.replace(self.settings, llm_retries=0)
         try:
-            return with_retries(self.settings, stage, model, call, guard)
+            return with_retries(settings, stage, model, call, guard)
         except ModelMissing:
             forget_digests()  # the listing is stale: the model went away after it was read
             raise
@@ -201,6 +265,11 @@ class LLM:
         with self._cache_guard:
             entries, self._pending_cache = list(self._pending_cache.values()), {}
         return entries
+
+
+def _first_piece(pieces: Iterator[StreamPiece]) -> tuple[Iterator[StreamPiece], StreamPiece | None]:
+    """Open the stream and wait for its first piece (None: the reply was empty)."""
+    return pieces, next(pieces, None)
 
 
 def _prefixed(prefix: str, text: str) -> str:

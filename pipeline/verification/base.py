@@ -8,6 +8,7 @@ Undecided hands the claim to the next verifier of the chain.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from typing import ClassVar
 
 from pipeline.config import Settings
@@ -30,14 +31,18 @@ class Verifier(ABC):
         """What a claim's `verifier` column says: the model for model verifiers."""
         return self.name
 
-    def verify(self, claim_no: int, claim: str, passages: list[Passage], question: str = "") -> CheckedClaim:
+    def verify(
+        self, claim_no: int, claim: str, passages: list[Passage], question: str = "", cited: Collection[int] = ()
+    ) -> CheckedClaim:
+        """`cited`: the numbers of the passages the answer sentence cites, which a verifier that tries
+        passages one by one tries first."""
         if not claim or not claim.strip():
             raise ValueError(f"{self.name}: claim {claim_no} is empty")
         if not passages:
             return CheckedClaim(
                 claim_no, claim, UNSUPPORTED, self.label, reason="there is no passage to check it against"
             )
-        checked = self._verify_for(question, claim_no, claim, passages)
+        checked = self._verify_for(question, claim_no, claim, passages, cited)
         if checked.verdict not in VERIFIER_VERDICTS:
             raise ValueError(
                 f"verifier {self.name} returned {checked.verdict!r}; a verifier says one of "
@@ -47,8 +52,11 @@ class Verifier(ABC):
             raise ValueError(f"verifier {self.name} answered for another claim than claim {claim_no}")
         return checked
 
-    def _verify_for(self, question: str, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
-        """`_verify` knowing the question asked; a verifier that reads the question overrides this."""
+    def _verify_for(
+        self, question: str, claim_no: int, claim: str, passages: list[Passage], cited: Collection[int] = ()
+    ) -> CheckedClaim:
+        """`_verify` knowing the question asked and the cited passages; a verifier that reads them overrides
+        this."""
         return self._verify(claim_no, claim, passages)
 
     @abstractmethod

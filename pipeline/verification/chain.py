@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
@@ -36,12 +36,12 @@ class VerifierChain:
         return [v.name for v in self.verifiers]
 
     def verify(
-        self, claim_no: int, claim: str, passages: list[Passage], question: str = ""
+        self, claim_no: int, claim: str, passages: list[Passage], question: str = "", cited: Collection[int] = ()
     ) -> tuple[CheckedClaim, Verifier]:
         """(the first decided verdict, the verifier that gave it); when none decides, the claim is
         unverified with the last verifier's reason."""
         for verifier in self.verifiers:
-            checked = verifier.verify(claim_no, claim, passages, question)
+            checked = verifier.verify(claim_no, claim, passages, question, cited)
             if checked.verdict != UNDECIDED:
                 return checked, verifier
         reason = (

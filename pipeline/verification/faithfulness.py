@@ -13,7 +13,7 @@ The checker is also a LlamaIndex `BaseEvaluator`: `evaluate(query, response, con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -67,10 +67,18 @@ class FaithfulnessChecker(BaseEvaluator):
             prompts.EXTRACT_CLAIMS,
             prompts.claims_input(question, answer),
         )
-        if result.value is None:
-            return ClaimExtraction(None, result.invalid_reason)
-        claims = [" ".join(c.split()) for c in result.value.claims if c and c.strip() and not is_meta_statement(c)]
-        return ClaimExtraction(list(dict.fromkeys(claims)))
+        return _extraction(result)
+
+    def extract_sentence_claims(self, question: str, sentence: str, earlier: str = "") -> ClaimExtraction:
+        """Step 1 on one sentence of an answer that is still being written (`earlier`: the sentence before)."""
+        result = ask(
+            self.llm,
+            "extract_claims",
+            self.settings.claim_model,
+            prompts.EXTRACT_SENTENCE_CLAIMS,
+            prompts.sentence_claims_input(question, sentence, earlier),
+        )
+        return _extraction(result)
 
     # step 2
     def verify_claims(
@@ -79,23 +87,28 @@ class FaithfulnessChecker(BaseEvaluator):
         passages: list[Passage],
         on_verdict: Callable[[CheckedClaim], None] | None = None,
         question: str = "",
+        cited: Collection[int] = (),
+        first_no: int = 1,
     ) -> list[CheckedClaim]:
-        """Each claim down the chain; `question` lets the pre-check accept names the user asked about."""
+        """Each claim down the chain; `question` lets the pre-check accept names the user asked about;
+        `cited` passages are tried first; claims are numbered from `first_no`."""
 
         def check(claim_no: int, claim: str) -> CheckedClaim:
             with tracing.step(f"verify claim {claim_no}"):
-                verdict = self.verify_claim(claim_no, claim, passages, question)
+                verdict = self.verify_claim(claim_no, claim, passages, question, cited)
                 tracing.annotate(verdict=verdict.verdict, verifier=verdict.verifier)
             if on_verdict:
                 on_verdict(verdict)
             return verdict
 
         with ThreadPoolExecutor(max_workers=self.settings.verify_concurrency) as pool:
-            futures = [tracing.submit(pool, check, n, claim) for n, claim in enumerate(claims, start=1)]
+            futures = [tracing.submit(pool, check, n, claim) for n, claim in enumerate(claims, start=first_no)]
             return [future.result() for future in futures]
 
-    def verify_claim(self, claim_no: int, claim: str, passages: list[Passage], question: str = "") -> CheckedClaim:
-        checked, verifier = self.chain.verify(claim_no, claim, passages, question)
+    def verify_claim(
+        self, claim_no: int, claim: str, passages: list[Passage], question: str = "", cited: Collection[int] = ()
+    ) -> CheckedClaim:
+        checked, verifier = self.chain.verify(claim_no, claim, passages, question, cited)
         if checked.verdict == UNSUPPORTED and verifier.classify_rejected and self.classify and passages:
             return self.classify_rejected(checked, passages)
         return checked
@@ -189,6 +202,14 @@ class FaithfulnessChecker(BaseEvaluator):
     def _update_prompts(self, prompts_dict: dict) -> None:
         if prompts_dict:
             raise NotImplementedError("the checker's prompts are versioned in pipeline/answering/prompts.py")
+
+
+def _extraction(result) -> ClaimExtraction:
+    """Claims of a structured reply: meta statements and repeats left out; invalid with its reason."""
+    if result.value is None:
+        return ClaimExtraction(None, result.invalid_reason)
+    claims = [" ".join(c.split()) for c in result.value.claims if c and c.strip() and not is_meta_statement(c)]
+    return ClaimExtraction(list(dict.fromkeys(claims)))
 
 
 def locate_quote(quote: str, passages: list[Passage]) -> tuple[Passage | None, tuple[int, int] | None]:

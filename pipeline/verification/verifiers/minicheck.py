@@ -30,12 +30,15 @@ class YesNoVerifier(Verifier):
 
 @register_verifier("minicheck_chunk")
 class MiniCheckChunk(YesNoVerifier):
-    """Each passage in turn, best word overlap first; the first passage that supports the claim is
-    its evidence."""
+    """Each passage in turn, the ones the sentence cites first, then best word overlap first; the first
+    passage that supports the claim is its evidence."""
 
     def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+        return self._verify_for("", claim_no, claim, passages)
+
+    def _verify_for(self, question: str, claim_no: int, claim: str, passages: list[Passage], cited=()) -> CheckedClaim:
         unreadable = []
-        for passage in sorted(passages, key=lambda p: -overlap(claim, p.text)):
+        for passage in sorted(passages, key=lambda p: (p.n not in cited, -overlap(claim, p.text))):
             supported, text = self.ask(passage.text, claim)
             if supported is None:
                 unreadable.append(text[:40])

@@ -19,7 +19,7 @@ class PrecheckVerifier(Verifier):
     def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
         return self._verify_for("", claim_no, claim, passages)
 
-    def _verify_for(self, question: str, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
+    def _verify_for(self, question: str, claim_no: int, claim: str, passages: list[Passage], cited=()) -> CheckedClaim:
         result = precheck(
             claim,
             "\n\n".join(p.text for p in passages),

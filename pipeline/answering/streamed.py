@@ -1,0 +1,192 @@
+"""One attempt of the answer loop as it streams: the answer's tokens go out as they arrive, each finished
+sentence has its claims extracted and checked on the run's thread pool while generation goes on (the
+passages the sentence cites first), and the round's context grade runs alongside; a grade that finds the
+context not relevant stops the generation and withdraws what was streamed."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+from pipeline import tracing
+from pipeline.answering import prompts
+from pipeline.answering.events import Event
+from pipeline.answering.live import LiveSentence, SentenceFeed
+from pipeline.models.llm import LLMReply
+from pipeline.text import is_meta_statement, one_line
+from pipeline.verification.claims import CheckedClaim, Passage, context_block
+from pipeline.verification.faithfulness import ABSTAIN_SENTENCE
+
+
+def is_abstention(answer: str) -> bool:
+    return one_line(answer).lower().startswith(ABSTAIN_SENTENCE.lower().rstrip("."))
+
+
+@dataclass
+class SentenceCheck:
+    sentence: LiveSentence
+    claims: list[CheckedClaim] = field(default_factory=list)
+    error: str | None = None  # the claims could not be extracted
+
+
+class LiveAttempt:
+    """`run()` yields the attempt's events; afterwards `reply`, `claims` (numbered in answer order),
+    `errors` and `discarded` hold its outcome. `run` (the QuestionRun) supplies the model seam, the
+    checker, the question, the thread pool and the grading call."""
+
+    def __init__(self, run, attempt_no: int, passages: list[Passage], failed: list[str]):
+        self.run_, self.attempt_no, self.passages = run, attempt_no, passages
+        self.strict = attempt_no > 1
+        self.failed = failed if self.strict else None
+        self.pool: Executor = run.pool
+        self.inbox: queue.Queue = queue.Queue()
+        self.stop = threading.Event()
+        self.generation_done = threading.Event()
+        self.feed = SentenceFeed()
+        self.sentences: list[LiveSentence] = []
+        self.checked: dict[int, SentenceCheck] = {}
+        self.shown = 0  # sentences whose verdicts went out, in answer order
+        self.reply: LLMReply | None = None
+        self.claims: list[CheckedClaim] = []
+        self.errors: list[str] = []
+        self.discarded = False
+
+    # -- the attempt's event loop -------------------------------------------------------------
+    def run(self, grade_round: int | None) -> Iterator[Event]:
+        grading = grade_round is not None
+        if grading:
+            self._submit("graded", self.run_._grade_call, grade_round, self.passages)
+        self._submit("generated", self._generate)
+        while self.reply is None or self.shown < len(self.sentences) or grading:
+            kind, *payload = self.inbox.get()
+            if kind == "failed":
+                raise payload[0]
+            if kind == "token":
+                yield Event("token", "", {"attempt": self.attempt_no, "delta": payload[0]})
+                self._check(payload[1])
+            elif kind == "generated":
+                self.reply = payload[0]
+                self._check(self.feed.finish())
+                yield self._generated_event()
+            elif kind == "graded":
+                grading = False
+                event, relevant, _ = self.run_._graded(grade_round, payload[0])
+                yield event
+                if relevant is False:
+                    yield from self._withdraw()
+                    return
+            elif kind == "checked":
+                self.checked[payload[0].sentence.index] = payload[0]
+                yield from self._show_ready()
+
+    def _submit(self, kind: str, fn: Callable, *args) -> None:
+        """fn on the pool, its result (or its exception, as "failed") posted to the inbox."""
+
+        def work():
+            try:
+                self.inbox.put((kind, fn(*args)))
+            except BaseException as exc:  # noqa: BLE001 - raised again in the event loop's thread
+                self.inbox.put(("failed", exc))
+
+        tracing.submit(self.pool, work)
+
+    def _withdraw(self) -> Iterator[Event]:
+        """Stop generating and wait for the stream to close (its call is recorded, marked stopped)."""
+        self.stop.set()
+        self.discarded = True
+        self.generation_done.wait(self.run_.settings.request_timeout_s)
+        yield Event(
+            "discard",
+            f"attempt {self.attempt_no} withdrawn: the context does not answer the question",
+            {"attempt": self.attempt_no},
+        )
+
+    # -- generation ----------------------------------------------------------------------------
+    def _generate(self) -> LLMReply:
+        run = self.run_
+        prompt = prompts.GENERATE_STRICT if self.strict else prompts.GENERATE
+        messages = prompt.messages(prompts.generate_input(run.question, context_block(self.passages), self.failed))
+        try:
+            with tracing.step("generate"):
+                return run.llm.stream_chat(
+                    "generate",
+                    run.settings.generator_model,
+                    messages,
+                    lambda delta: self.inbox.put(("token", delta, self.feed.add(delta))),
+                    stop=self.stop.is_set,
+                )
+        finally:
+            self.generation_done.set()
+
+    def _generated_event(self) -> Event:
+        answer = self.reply.text.strip()
+        return Event(
+            "generate",
+            f"attempt {self.attempt_no}: generated {len(answer.split())} words"
+            + (" with the stricter prompt" if self.strict else ""),
+            {"attempt": self.attempt_no, "strict": self.strict, "answer": answer},
+        )
+
+    # -- sentence checks ------------------------------------------------------------------------
+    def _check(self, finished: list[LiveSentence]) -> None:
+        for sentence in finished:
+            earlier = self.sentences[-1].text if self.sentences else ""
+            self.sentences.append(sentence)
+            self._submit("checked", self._check_sentence, sentence, earlier)
+
+    def _check_sentence(self, sentence: LiveSentence, earlier: str) -> SentenceCheck:
+        """Extract one sentence's claims and verify them, trying the passages it cites first."""
+        run = self.run_
+        if self.stop.is_set() or is_abstention(sentence.text) or is_meta_statement(sentence.text):
+            return SentenceCheck(sentence)
+        with tracing.step(f"check sentence {sentence.index + 1}", cited=sorted(sentence.cited)):
+            with tracing.step("extract claims"):
+                extraction = run.checker.extract_sentence_claims(run.question, sentence.text, earlier)
+            if extraction.claims is None:
+                return SentenceCheck(sentence, error=extraction.invalid_reason)
+            if self.stop.is_set():
+                return SentenceCheck(sentence)
+            with tracing.step("verify", claims=len(extraction.claims)):
+                checked = run.checker.verify_claims(
+                    extraction.claims, self.passages, question=run.question, cited=sentence.cited
+                )
+        for claim in checked:
+            claim.answer_span = (sentence.start, sentence.end)
+        return SentenceCheck(sentence, checked)
+
+    def _show_ready(self) -> Iterator[Event]:
+        """Verdicts go out sentence by sentence in answer order, so claims are numbered as they read."""
+        while self.shown in self.checked:
+            check = self.checked[self.shown]
+            self.shown += 1
+            if check.error:
+                self.errors.append(check.error)
+            for claim in check.claims:
+                claim.claim_no = len(self.claims) + 1
+                self.claims.append(claim)
+            yield _sentence_event(self.attempt_no, check)
+
+
+def _sentence_event(attempt_no: int, check: SentenceCheck) -> Event:
+    n = check.sentence.index + 1
+    if check.error:
+        message = f"sentence {n}: claims could not be extracted: {check.error}"
+    elif not check.claims:
+        message = f"sentence {n}: no checkable claim"
+    else:
+        message = f"sentence {n} — " + ", ".join(f"claim {c.claim_no}: {c.verdict}" for c in check.claims)
+    return Event(
+        "sentence",
+        message,
+        {
+            "attempt": attempt_no,
+            "index": check.sentence.index,
+            "span": (check.sentence.start, check.sentence.end),
+            "cited": sorted(check.sentence.cited),
+            "claims": list(check.claims),
+            "error": check.error,
+        },
+    )
