@@ -2,6 +2,7 @@
 
     python -m bench answer-vs-seed                      # 30 golden questions, both profiles
     python -m bench.answer_vs_seed --questions 5        # a quick run
+    python -m bench.answer_vs_seed --stages             # and where each pipeline's time goes
 
 Both pipelines answer the first golden questions, each question on its own simulated server: the fake
 Ollama with 4 parallel slots and 25 ms per output token, charging 0.5 ms per prompt token (GPU-like) and
@@ -24,12 +25,13 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ollama
 
 from bench import seed_pipeline
 from bench.common import ROOT, FakeOllama, Figure, bench_environment, print_table
+from pipeline.answering import prompts
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.config import load_settings
@@ -43,6 +45,8 @@ SECONDS_PER_TOKEN, SLOTS, LANES = 0.025, 4, 6
 PROFILES = (("GPU-like", 0.0005), ("CPU-like", 0.005))  # seconds per prompt token
 WALL_TARGET, TOKEN_TARGET, LAG_TARGET_MS = 0.40, 0.8, 100
 GENERATION_PATHS = ("/api/chat", "/api/generate")
+KNOWN_PROMPTS = [p for p in vars(prompts).values() if isinstance(p, prompts.Prompt)]
+SEED_STAGES = {seed_pipeline.GENERATE_SYSTEM: "generate", seed_pipeline.EXTRACT_SYSTEM: "extract_claims"}
 
 
 @dataclass
@@ -52,12 +56,32 @@ class Sample:
     calls: Counter  # model -> chat/generate requests
     visible: float | None = None  # question -> first visible answer text, seconds
     lag: float | None = None  # server sent the first answer chunk -> the engine showed it, seconds
+    stages: list[tuple[str, float, float, int]] = field(default_factory=list)  # (stage, start, end, prompt tokens)
 
 
 def served(fake) -> tuple[int, Counter]:
     """Prompt tokens and calls by model of the chat/generate requests the fake has served since clear()."""
     done = [r for r in fake.requests if r["path"] in GENERATION_PATHS]
     return sum(r.get("prompt_tokens", 0) for r in done), Counter(r["model"].split(":")[0] for r in done)
+
+
+def stage_of(request: dict) -> str:
+    """The prompt a chat request was made from (the longest known system text it starts with), or the model."""
+    messages = (request["body"] or {}).get("messages") or [{}]
+    system = messages[0].get("content") or "" if messages[0].get("role") == "system" else ""
+    known = [(len(p.system), p.name) for p in KNOWN_PROMPTS if system.startswith(p.system)]
+    if known:
+        return max(known)[1]
+    return SEED_STAGES.get(system) or request["model"].split(":")[0]
+
+
+def timeline(fake, start: float) -> list[tuple[str, float, float, int]]:
+    """Each chat/generate request as (stage, received, done, prompt tokens), seconds after `start`."""
+    return [
+        (stage_of(r), r["received"] - start, r.get("done", r["received"]) - start, r.get("prompt_tokens", 0))
+        for r in fake.requests
+        if r["path"] in GENERATION_PATHS
+    ]
 
 
 def first_answer_chunk(fake, generator: str) -> float | None:
@@ -83,7 +107,7 @@ def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
             shown.setdefault(event.kind, time.perf_counter())
     wall = time.perf_counter() - start
     tokens, calls = served(fake)
-    sample = Sample(wall, tokens, calls)
+    sample = Sample(wall, tokens, calls, stages=timeline(fake, start))
     visible = shown.get("token", shown.get("generate"))
     sent = first_answer_chunk(fake, engine.settings.generator_model)
     if visible is not None:
@@ -103,7 +127,33 @@ def seed(client, retriever: DuckDBRetriever, fake, question: str) -> Sample:
     wall = time.perf_counter() - start
     tokens, calls = served(fake)
     assert calls == run.calls, (calls, run.calls)
-    return Sample(wall, tokens, calls, visible=wall)  # the seed shows its answer once it is checked
+    return Sample(wall, tokens, calls, visible=wall, stages=timeline(fake, start))  # shown once checked
+
+
+def stage_lines(name: str, samples: list[Sample]) -> list[str]:
+    """Per stage: calls and prompt tokens per question, seconds in the server per question (slot waits
+    included), and when its first call arrives and its last one finishes (means over the questions that
+    have the stage, seconds after the question)."""
+    spans: dict[str, list] = {}
+    for sample in samples:
+        per_stage: dict[str, list] = {}
+        for stage, start, end, tokens in sample.stages:
+            per_stage.setdefault(stage, []).append((start, end, tokens))
+        for stage, calls in per_stage.items():
+            spans.setdefault(stage, []).append(calls)
+    n = len(samples)
+    lines = [f"{name}: wall {statistics.mean(s.wall for s in samples):.2f} s per question (mean)"]
+    for stage, per_question_calls in sorted(
+        spans.items(), key=lambda item: statistics.mean(min(c)[0] for c in item[1])
+    ):
+        calls = [c for q in per_question_calls for c in q]
+        first = statistics.mean(min(c[0] for c in q) for q in per_question_calls)
+        last = statistics.mean(max(c[1] for c in q) for q in per_question_calls)
+        lines.append(
+            f"  {stage:<24} {len(calls) / n:5.2f} calls  {sum(c[2] for c in calls) / n:7,.0f} prompt tokens  "
+            f"{sum(c[1] - c[0] for c in calls) / n:6.2f} s in server  first in {first:5.2f} s, last out {last:5.2f} s"
+        )
+    return lines
 
 
 def per_question(samples: list[Sample]) -> str:
@@ -207,39 +257,68 @@ def run_profile(lanes: list[Lane], questions: list[str], per_prompt_token: float
         return list(pool.map(on_a_free_lane, questions))
 
 
-def run(n_questions: int = 30, lanes: int = LANES) -> list[Figure]:
-    out = []
+def measure(n_questions: int, lanes: int, answer_sentences: int = 2) -> dict[str, tuple[list[Sample], list[Sample]]]:
+    """profile -> (the engine's samples, the seed's samples), one per question. `answer_sentences`: how many
+    context sentences the fake's generator quotes (its rule brain's default is 2)."""
+    out = {}
     with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, _), ExitStack() as stack:
         settings = load_settings()
         db = get_database(settings)
         ingest([str(ROOT / "data" / "kb")], settings, db, LLM(settings, db))
         questions = [item.question for item in load_dataset(ROOT / "data" / "eval" / "golden.jsonl").items]
         questions = questions[:n_questions]
-        servers = [stack.enter_context(FakeOllama()) for _ in range(min(lanes, n_questions))]
+        servers = [
+            stack.enter_context(FakeOllama(answer_sentences=answer_sentences)) for _ in range(min(lanes, n_questions))
+        ]
         pool = [Lane(settings, db, server) for server in servers]
         for lane in pool:
             lane.both(questions[0])  # warm-up, no latency
         for profile, per_prompt_token in PROFILES:
             mine, base = zip(*run_profile(pool, questions, per_prompt_token), strict=True)
-            out += figures(profile, list(mine), list(base), targets=profile == PROFILES[0][0])
+            out[profile] = list(mine), list(base)
         for lane in pool:
             lane.client.close()
         db.close()
     return out
 
 
+def run(n_questions: int = 30, lanes: int = LANES) -> list[Figure]:
+    return to_figures(measure(n_questions, lanes))
+
+
+def to_figures(measured: dict) -> list[Figure]:
+    return [
+        figure
+        for profile, (mine, base) in measured.items()
+        for figure in figures(profile, mine, base, targets=profile == PROFILES[0][0])
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.answer_vs_seed", description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=30, help="how many golden questions (default 30)")
     parser.add_argument("--lanes", type=int, default=LANES, help=f"simulated servers side by side (default {LANES})")
+    parser.add_argument("--stages", action="store_true", help="also print where each pipeline's time goes")
+    parser.add_argument(
+        "--answer-sentences",
+        type=int,
+        default=2,
+        help="context sentences per generated answer (default 2, the fake's rule brain); more = more claims",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.questions <= 30:
         parser.error("--questions takes 1 to 30")
-    if args.lanes < 1:
-        parser.error("--lanes takes 1 or more")
+    if args.lanes < 1 or args.answer_sentences < 1:
+        parser.error("--lanes and --answer-sentences take 1 or more")
     start = time.perf_counter()
-    print_table(run(args.questions, args.lanes))
-    print(f"({time.perf_counter() - start:.0f} s)")
+    measured = measure(args.questions, args.lanes, args.answer_sentences)
+    print_table(to_figures(measured))
+    if args.stages:
+        for profile, (mine, base) in measured.items():
+            print(f"\n{profile}:")
+            print("\n".join(stage_lines("ours", mine) + stage_lines("seed", base)))
+    took = time.perf_counter() - start
+    print(f"({args.questions} questions, {args.answer_sentences} sentences per answer, {took:.0f} s)")
     return 0
 
 

@@ -168,8 +168,8 @@ def verify(prompt):
     return "Yes" if supported else "No"
 
 
-def answer(prompt):
-    """Extractive RAG answer: the 2 context sentences that best overlap the question, cited."""
+def answer(prompt, n_sentences=2):
+    """Extractive RAG answer: the `n_sentences` context sentences that best overlap the question, cited."""
     question = set(content_words(_line_value(prompt, "Question")))
     ranked = {}
     for n, block in _blocks(_section(prompt, "Context") or ""):
@@ -177,7 +177,7 @@ def answer(prompt):
             overlap = len(question & set(content_words(sentence)))
             if overlap and sentence not in ranked:
                 ranked[sentence] = (-overlap, len(ranked), n)
-    best = sorted(ranked.items(), key=lambda item: item[1])[:2]
+    best = sorted(ranked.items(), key=lambda item: item[1])[:n_sentences]
     return " ".join(f"{s} [{n}]" for s, (_, _, n) in best) or NO_ANSWER
 
 
@@ -306,13 +306,13 @@ def rule_input(messages):
     return (labelled or users or [""])[-1]
 
 
-def rule_reply(prompt, fmt, verifier):
+def rule_reply(prompt, fmt, verifier, answer_sentences=2):
     """The rule brain's reply text for a chat/generate prompt."""
     if verifier:
         return verify(prompt)
     if fmt:
         return json.dumps(structured_reply(fmt if isinstance(fmt, dict) else {}, prompt))
-    return answer(prompt)
+    return answer(prompt, answer_sentences)
 
 
 def embed_vector(text, dim):
@@ -445,8 +445,10 @@ class FakeOllama:
         verifier_models=("bespoke-minicheck",),
         fault_delay_s=5.0,
         seconds_per_prompt_token=0.0,
+        answer_sentences=2,
     ):
         self.embed_dim = embed_dim
+        self.answer_sentences = answer_sentences  # how many context sentences a rule-brain answer quotes
         self.fault_delay_s = fault_delay_s
         self.verifier_models = {normalise_name(m) for m in verifier_models}
         self.requests = []
@@ -742,7 +744,7 @@ class FakeOllama:
         scripted = None if call.fault == "truncated_json" else self._take_scripted(call)
         if scripted is not None:
             return scripted
-        text = rule_reply(prompt, call.body.get("format"), call.model in self.verifier_models)
+        text = rule_reply(prompt, call.body.get("format"), call.model in self.verifier_models, self.answer_sentences)
         return text[: len(text) // 2] if call.fault == "truncated_json" else text
 
     def _complete(self, call, prompt, prompt_count, wrap):

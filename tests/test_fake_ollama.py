@@ -463,3 +463,12 @@ def test_non_streamed_reply_waits_for_prompt_and_decode_and_logs_one_chunk():
             start = time.perf_counter()
             ask(client, "a b c d e f g h i j")
             assert time.perf_counter() - start < 0.1
+
+
+def test_answer_length_is_a_setting():
+    context = "[1] source: a.md\n" + " ".join(f"Retrieval step {n} ranks passages." for n in range(1, 6))
+    prompt = f"Question: What does retrieval rank?\nContext:\n{context}"
+    with FakeOllama() as fake, ollama.Client(host=fake.url) as client:
+        assert ask(client, prompt).count("[1]") == 2
+        fake.answer_sentences = 4
+        assert ask(client, prompt) == " ".join(f"Retrieval step {n} ranks passages. [1]" for n in range(1, 5))
