@@ -1,6 +1,6 @@
 """Regression alerts simulated on the golden set's shape: false alarms on equal runs and power on a true drop.
 
-The golden set's 68 items with their real tags; all seven registered metrics (judge criteria on 1-5)
+The golden set's 68 items with their real tags; every registered metric (nine; judge criteria on 1-5)
 compared over the overall slice and every tag slice, exactly as `pipeline.regression.compare` does
 (compare_family: the same tests, the same Holm control, the same min_effect). Floors are a separate check
 and are not simulated.
@@ -106,7 +106,7 @@ def results(seeds: int = SEEDS) -> dict:
 
 def run(seeds: int = SEEDS) -> list[Figure]:
     r = results(seeds)
-    note = f"{seeds} seeds, golden set's 68 items and tags, 7 metrics × slices, Holm"
+    note = f"{seeds} seeds, golden set's 68 items and tags, {len(metric_names())} metrics × slices, Holm"
     return [
         Figure("regression: false alarms on equal runs (paired)", r["false_alarm"]["paired"], "", 0.05, True, note),
         Figure("regression: false alarms on equal runs (claims)", r["false_alarm"]["claims"], "", 0.05, True, note),

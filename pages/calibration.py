@@ -24,7 +24,10 @@ if not any(s.n for s in stats.values()):
     st.info(f"No rated answers in {label} yet: rate some on the Annotate page.")
     st.stop()
 for criterion in CRITERIA:
-    criterion_section(db, run_ids, criterion, pairs_by_criterion[criterion], stats[criterion])
+    if stats[criterion].n:
+        criterion_section(db, run_ids, criterion, pairs_by_criterion[criterion], stats[criterion])
+    else:  # e.g. a criterion added after these answers were rated or judged
+        st.caption(f"{criterion.capitalize()}: no answer in {label} has both a person's rating and a judge score yet.")
 claim_section(db, run_ids)
 corrections_form(db, pairs_by_criterion)
 rejudge_section(settings, db, run_ids, stats)

@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
+from pipeline.evaluation.judge import recorded_version
 from pipeline.regression.alerts import (
     acknowledge,
     clean_runs,
@@ -34,7 +35,12 @@ else:
         "include it.",
     ):
         data = data[data["failed"] == 0]
-    data["pin"] = data["judge_model"] + "@" + data["judge_digest"].str[:12] + " / " + data["judge_prompt_version"]
+    # a judge criterion with a prompt version of its own is drawn under that version (pipeline.evaluation.judge)
+    versions = [
+        recorded_version(r.metric, r.judge_prompt_version, r.config)
+        for r in data[["metric", "judge_prompt_version", "config"]].itertuples()
+    ]
+    data["pin"] = data["judge_model"] + "@" + data["judge_digest"].str[:12] + " / " + pd.Series(versions, data.index)
     # runs are comparable only under the same judge pin, over the same dataset content and size
     data["series"] = (
         data["pin"]

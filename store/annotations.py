@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 from store.db import Database, fetch_dicts
 
-CRITERIA = ("correctness", "helpfulness", "faithfulness")
+# the judge's criteria (pipeline.evaluation.judge.CRITERIA), one ratings column each; grounding and topicality
+# came later: their columns take NULL, as in every rating saved before them
+CRITERIA = ("correctness", "helpfulness", "faithfulness", "grounding", "topicality")
+OPTIONAL = ("grounding", "topicality")
 VERDICTS = ("supported", "contradicted", "unsupported")
 
 
@@ -34,9 +37,9 @@ def save_rating(
     """Save (or update) one annotator's rating of a run and their claim verdicts (validated by the caller)."""
     with db.transaction() as cur:
         cur.execute(
-            "INSERT OR REPLACE INTO ratings (run_id, annotator, correctness, helpfulness, faithfulness, "
-            "comment, rated_at) VALUES (?, ?, ?, ?, ?, ?, current_timestamp)",
-            [run_id, annotator, scores["correctness"], scores["helpfulness"], scores["faithfulness"], comment or None],
+            f"INSERT OR REPLACE INTO ratings (run_id, annotator, {', '.join(CRITERIA)}, comment, rated_at) "
+            f"VALUES (?, ?, {', '.join('?' * len(CRITERIA))}, ?, current_timestamp)",
+            [run_id, annotator, *(scores.get(c) for c in CRITERIA), comment or None],
         )
         for (attempt_no, claim_no), verdict in (claim_verdicts or {}).items():
             cur.execute(
@@ -63,8 +66,9 @@ def rated_by(db: Database, annotator: str, run_ids: list[int]) -> set[int]:
 
 
 def judged_pairs(db: Database, run_ids: list[int], criterion: str, version: int | None = None) -> list[dict]:
-    """(run, annotator, judge score, human score, judge reasoning) for rated runs with a valid judge score.
-    version: the re-judged scores of that correction set instead of the original ones."""
+    """(run, annotator, judge score, human score, judge reasoning) for rated runs with a valid judge score and
+    a human score of the criterion. version: the re-judged scores of that correction set instead of the original
+    ones."""
     if criterion not in CRITERIA:
         raise ValueError(f"unknown criterion {criterion!r}")
     source = (
@@ -81,7 +85,8 @@ def judged_pairs(db: Database, run_ids: list[int], criterion: str, version: int 
                    u.question, u.answer
             FROM ratings r JOIN {source} s ON s.run_id = r.run_id AND s.metric = ?
             JOIN runs u ON u.id = r.run_id
-            WHERE list_contains(?::BIGINT[], r.run_id) ORDER BY r.run_id, r.annotator""",
+            WHERE list_contains(?::BIGINT[], r.run_id) AND r.{criterion} IS NOT NULL
+            ORDER BY r.run_id, r.annotator""",
             params,
         )
 

@@ -383,6 +383,29 @@ def m014_retired_documents(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m015_ratings_grounding_topicality(con: duckdb.DuckDBPyConnection) -> None:
+    """People rate the judge's grounding and topicality too. DuckDB cannot add a column with a CHECK constraint,
+    so the ratings table is rebuilt with two more; ratings saved before have none (NULL)."""
+    con.execute("""
+        CREATE TABLE ratings_new (
+            run_id BIGINT NOT NULL,
+            annotator VARCHAR NOT NULL,
+            correctness INTEGER NOT NULL CHECK (correctness BETWEEN 1 AND 5),
+            helpfulness INTEGER NOT NULL CHECK (helpfulness BETWEEN 1 AND 5),
+            faithfulness INTEGER NOT NULL CHECK (faithfulness BETWEEN 1 AND 5),
+            comment VARCHAR,
+            rated_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            grounding INTEGER CHECK (grounding BETWEEN 1 AND 5),
+            topicality INTEGER CHECK (topicality BETWEEN 1 AND 5),
+            PRIMARY KEY (run_id, annotator)
+        );
+        INSERT INTO ratings_new (run_id, annotator, correctness, helpfulness, faithfulness, comment, rated_at)
+            SELECT run_id, annotator, correctness, helpfulness, faithfulness, comment, rated_at FROM ratings;
+        DROP TABLE ratings;
+        ALTER TABLE ratings_new RENAME TO ratings;
+    """)
+
+
 MIGRATIONS = [
     m001_knowledge_base,
     m002_run_log,
@@ -397,6 +420,7 @@ MIGRATIONS = [
     m011_chunk_flags,
     m013_attempts_on_topic,
     m014_retired_documents,
+    m015_ratings_grounding_topicality,
 ]
 
 

@@ -338,15 +338,17 @@ def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings,
     at.text_input(key="annotator").set_value("ana").run()
     assert "0 rated of 2" in at.get("progress")[0].proto.text
     assert not any("judge" in s.value for s in at.success)
-    radios = [r for r in at.radio if r.label in ("Correctness", "Helpfulness", "Faithfulness")]
-    for radio, value in zip(radios, (2, 4, 5), strict=True):
+    labels = ("Correctness", "Helpfulness", "Faithfulness", "Grounding", "Topicality")
+    radios = [r for r in at.radio if r.label in labels]
+    for radio, value in zip(radios, (2, 4, 5, 3, 1), strict=True):
         radio.set_value(value)
     next(b for b in at.button if b.label == "Save rating").click().run()
     assert not at.exception, at.exception
     saved = ratings_for(kb_db, [r for r in range(1, 10)])
-    assert [(r["annotator"], r["correctness"], r["helpfulness"], r["faithfulness"]) for r in saved] == [
-        ("ana", 2, 4, 5)
-    ]
+    assert [
+        (r["annotator"], r["correctness"], r["helpfulness"], r["faithfulness"], r["grounding"], r["topicality"])
+        for r in saved
+    ] == [("ana", 2, 4, 5, 3, 1)]
     reveal = next(s.value for s in at.success if s.value.startswith("Saved run"))
     assert "correctness: you 2, judge" in reveal
     assert "1 rated of 2" in at.get("progress")[0].proto.text
@@ -361,7 +363,9 @@ def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
     at = app("pages/annotate.py")
     at.text_input(key="annotator").set_value("ana").run()
     next(b for b in at.button if b.label == "Save rating").click().run()
-    assert any("Give a score for correctness, helpfulness, faithfulness" in e.value for e in at.error)
+    assert any(
+        "Give a score for correctness, helpfulness, faithfulness, grounding, topicality" in e.value for e in at.error
+    )
 
 
 def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, settings, kb_db):

@@ -213,7 +213,8 @@ def test_rejudge_uses_corrections_but_never_an_items_own(fake, settings, evaluat
         origins = dict(
             cur.execute("SELECT stage, count(*) FROM llm_calls WHERE origin = 'rejudge' GROUP BY stage").fetchall()
         )
-    assert origins == {f"judge_{c}": len(pairs) for c in ("correctness", "helpfulness", "faithfulness")}
+    criteria = ("correctness", "helpfulness", "faithfulness", "grounding", "topicality")
+    assert origins == {f"judge_{c}": len(pairs) for c in criteria}
 
 
 def test_a_correction_set_version_enters_the_evaluation_judge_pin(fake, settings, evaluated, kb_db):

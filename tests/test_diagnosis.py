@@ -62,6 +62,6 @@ def test_an_evaluation_whose_judge_never_answers_in_json_is_not_called_healthy(f
     )
     run_evaluation(settings, kb_db, Dataset("g.jsonl", [item], [], "h"), "judge-mute")
     result = report(settings, kb_db, "judge-mute")
-    assert result.judge_invalid == result.judge_total == 3
+    assert result.judge_invalid == result.judge_total == 5  # one item, five criteria
     assert result.diagnosis.component != "none"
     assert "100% of its replies were invalid" in result.diagnosis.sentence

@@ -58,10 +58,12 @@ def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db):
         "judge_correctness",
         "judge_helpfulness",
         "judge_faithfulness",
+        "judge_grounding",
+        "judge_topicality",
     }
     assert by_metric["context_recall"]["n"] == 3 and by_metric["context_recall"]["not_applicable"] == 1
     assert by_metric["judge_correctness"]["n"] == 4
-    assert result.judge_total == 12 and result.judge_invalid == 0
+    assert result.judge_total == 20 and result.judge_invalid == 0  # 4 items x 5 criteria
     items = {r["item_id"]: r for r in result.items}
     assert items["peru"]["run_status"] == "abstained" and items["rag-passages"]["run_status"] == "accepted"
     assert items["rag-passages"]["context_recall"] == 1.0

@@ -36,9 +36,17 @@ def run_judge(settings, db, reference="The Transformer appeared in 2017."):
 
 def test_judge_scores_carry_the_pin(fake, settings, db):
     scores = run_judge(settings, db)
-    assert [s.metric for s in scores] == ["judge_correctness", "judge_helpfulness", "judge_faithfulness"]
+    assert [s.metric for s in scores] == [
+        "judge_correctness",
+        "judge_helpfulness",
+        "judge_faithfulness",
+        "judge_grounding",
+        "judge_topicality",
+    ]
     assert all(s.status == "ok" and 1 <= s.value <= 5 for s in scores)
-    assert {(s.scorer_model, s.prompt_version) for s in scores} == {("llama3.2", "judge-v1")}
+    assert {s.scorer_model for s in scores} == {"llama3.2"}
+    # the first three keep the pin they always had; the later criteria carry their own prompt versions
+    assert [s.prompt_version for s in scores] == ["judge-v1"] * 3 + ["judge-grounding-v1", "judge-topicality-v1"]
     assert all(len(s.scorer_digest) == 64 for s in scores)
 
 

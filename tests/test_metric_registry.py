@@ -32,6 +32,8 @@ BUILT_IN = [
     "judge_correctness",
     "judge_helpfulness",
     "judge_faithfulness",
+    "judge_grounding",
+    "judge_topicality",
 ]
 
 

@@ -29,13 +29,13 @@ def test_a_clear_drop_is_caught_with_its_interval_and_worst_items():
 
 
 def test_equal_runs_raise_any_alert_in_at_most_five_percent_of_comparisons_slices_included():
-    """The whole family — seven metrics × the overall slice and the golden set's tag slices — on equal runs
+    """The whole family — nine metrics × the overall slice and the golden set's tag slices — on equal runs
     under the claim-ratio noise model. Without Holm's correction (or with a zero-width interval) about half
     of these comparisons raise an alert."""
     from bench.regression import simulate
 
     result = simulate("claims", drop=0.0, seeds=100)
-    assert result["tests_per_comparison"] == 35  # 7 metrics × (overall + the 4 tags with ≥ 10 items)
+    assert result["tests_per_comparison"] == 45  # 9 metrics × (overall + the 4 tags with ≥ 10 items)
     assert result["any_alert"] <= 0.07
 
 

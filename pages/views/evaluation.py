@@ -50,10 +50,21 @@ def start_form(settings, db, dataset: Dataset) -> None:
         concurrency = cols[0].number_input("Concurrency", 1, 32, settings.eval_concurrency, key="eval_concurrency")
         limit = cols[1].number_input("Only the first N items (0 = all)", 0, len(dataset.items), 0, key="eval_limit")
         tags = cols[2].multiselect("Only items with tags", dataset.tags, key="eval_tags")
+        every = metric_names()
+        metrics = st.multiselect(
+            "Metrics",
+            every,
+            default=every,
+            format_func=label_of,
+            key="eval_metrics",
+            help="Every metric by default. A run resumed under the same name measures the metrics it was started "
+            "with; choosing others for it is refused.",
+        )
         st.caption(f"{len(dataset.items)} valid items in {escape_markdown(dataset.name)}")
         if st.form_submit_button("Start evaluation"):
+            chosen = None if set(metrics) == set(every) else metrics  # None: a resumed run keeps its own
             try:
-                job = start_job(settings, db, dataset.select(limit or None, tags), name, int(concurrency))
+                job = start_job(settings, db, dataset.select(limit or None, tags), name, int(concurrency), chosen)
             except WorkbenchError as exc:
                 show_error(exc)
                 return

@@ -209,7 +209,8 @@ def inter_annotator(db: Database, run_ids: list[int], criterion: str) -> Agreeme
     """Agreement between annotators on the runs two of them rated (first two names per run)."""
     by_run: dict[int, list[int]] = {}
     for row in annotations.ratings_for(db, run_ids):
-        by_run.setdefault(row["run_id"], []).append(row[criterion])
+        if row[criterion] is not None:  # a rating saved before the criterion existed has none
+            by_run.setdefault(row["run_id"], []).append(row[criterion])
     pairs = [scores[:2] for scores in by_run.values() if len(scores) >= 2]
     return agreement([p[0] for p in pairs], [p[1] for p in pairs])
 

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 from pipeline.errors import InputError
+from pipeline.evaluation.judge import rubric
 from store import annotations as store
-from store.annotations import CRITERIA, VERDICTS, Correction, current_corrections, judged_pairs, ratings_for
+from store.annotations import (
+    CRITERIA,
+    OPTIONAL,
+    VERDICTS,
+    Correction,
+    current_corrections,
+    judged_pairs,
+    ratings_for,
+)
 from store.db import Database
 
 __all__ = [
@@ -12,6 +21,7 @@ __all__ = [
     "VERDICTS",
     "Correction",
     "add_corrections",
+    "criterion_rubric",
     "current_corrections",
     "judged_pairs",
     "rated_by",
@@ -28,12 +38,19 @@ def save_rating(
     comment: str = "",
     claim_verdicts: dict[tuple[int, int], str] | None = None,
 ) -> None:
-    """Save (or update) one annotator's rating of a run; refuses scores outside 1-5 and unknown verdicts."""
+    """Save (or update) one annotator's rating of a run; refuses scores outside 1-5 and unknown verdicts.
+    Grounding and topicality may be left out (None), as in ratings saved before they existed; the Annotate
+    form asks for every criterion."""
     annotator = annotator.strip()
     if not annotator:
         raise InputError("the rating needs the annotator's name", fix="enter your name first")
+    unknown = sorted(set(scores) - set(CRITERIA))
+    if unknown:
+        raise InputError(f"unknown criterion {', '.join(unknown)}", fix=f"rate {', '.join(CRITERIA)}")
     for criterion in CRITERIA:
         value = scores.get(criterion)
+        if value is None and criterion in OPTIONAL:
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
             raise InputError(
                 f"{criterion} must be a whole number from 1 to 5, not {value!r}", fix="choose a score from 1 to 5"
@@ -42,6 +59,12 @@ def save_rating(
         if verdict not in VERDICTS:
             raise InputError(f"unknown claim verdict {verdict!r}", fix=f"use one of {', '.join(VERDICTS)}")
     store.save_rating(db, run_id, annotator, scores, comment.strip(), claim_verdicts)
+
+
+def criterion_rubric(criterion: str) -> tuple[str, dict[int, str]]:
+    """(what the criterion asks, the anchor text of each score from 5 down to 1): the judge's own rubric, for
+    showing people the scale they rate on."""
+    return rubric(criterion)
 
 
 def add_corrections(db: Database, corrections: list[dict], note: str = "") -> int:

@@ -65,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, default=None, help="only the first N items")
     ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
     ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ev.add_argument(
+        "--metrics",
+        type=metric_list,
+        default=None,
+        help="comma-separated metrics to measure, e.g. judge_grounding,judge_topicality (default: every metric; "
+        "a resumed run measures the ones it was started with)",
+    )
     runs = sub.add_parser("runs", help="list runs, newest first, filtered as on the Runs page; or export them")
     runs.add_argument("--status", action="append", help="only runs with this status (accepted, flagged...); repeatable")
     runs.add_argument("--kind", action="append", help="only runs of this kind (chat, eval); repeatable")
@@ -255,6 +262,11 @@ def cmd_doctor(args, settings, db, out: Console, err: Console) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
+def metric_list(text: str) -> list[str]:
+    """--metrics: names separated by commas (run_evaluation checks them against the registry)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
     dataset = load_dataset(args.dataset)
     for bad in dataset.bad_rows:
@@ -266,7 +278,9 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
     concurrency = args.concurrency or settings.eval_concurrency
     with evaluation_progress(err) as on_progress:
         try:
-            outcome = run_evaluation(settings, db, dataset, args.name, concurrency, on_progress=on_progress)
+            outcome = run_evaluation(
+                settings, db, dataset, args.name, concurrency, on_progress=on_progress, metrics=args.metrics
+            )
         except KeyboardInterrupt:
             err.print(Text(f"cancelled: finished items are kept; run the same command to resume {args.name!r}"))
             exit_now(db, 130)

@@ -217,9 +217,13 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
     for c in comparisons:
         interval = f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]" if c.ci_low is not None else ""
         verdict = Text(
-            {"floor": "REGRESSION (floor)", "drop": "REGRESSION (drop)", "ok": "ok", "too_few": "too few items"}[
-                c.kind
-            ],
+            {
+                "floor": "REGRESSION (floor)",
+                "drop": "REGRESSION (drop)",
+                "ok": "ok",
+                "too_few": "too few items",
+                "not_comparable": "not compared (prompt version)",
+            }[c.kind],
             style="red" if c.regression else "",
         )
         table.add_row(

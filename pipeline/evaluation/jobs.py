@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import Dataset
-from pipeline.evaluation.runner import EvalOutcome, Progress, run_evaluation
+from pipeline.evaluation.runner import EvalOutcome, Progress, chosen_metrics, run_evaluation
+from pipeline.models.health import check_ollama
 from store.db import Database
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,15 @@ _jobs: dict[str, EvalJob] = {}
 _guard = threading.Lock()
 
 
-def start_job(settings: Settings, db: Database, dataset: Dataset, name: str, concurrency: int) -> EvalJob:
+def start_job(
+    settings: Settings, db: Database, dataset: Dataset, name: str, concurrency: int, metrics: list[str] | None = None
+) -> EvalJob:
+    """Start an evaluation in the background; `metrics`: the metrics to measure (None: run_evaluation's default)."""
+    chosen_metrics(metrics)  # a bad choice is refused here, where the form can show it
     name = name.strip()
     if not name:
         raise InputError("the evaluation needs a name", fix="type a run name, e.g. baseline")
+    ready(settings, name)
     with _guard:
         if name in _jobs and _jobs[name].running:
             raise InputError(f"evaluation {name!r} is already running", fix="wait for it, or cancel it first")
@@ -56,7 +62,7 @@ def start_job(settings: Settings, db: Database, dataset: Dataset, name: str, con
 
         try:
             job.outcome = run_evaluation(
-                settings, db, dataset, name, concurrency, on_progress=update, cancel=job.cancel
+                settings, db, dataset, name, concurrency, on_progress=update, cancel=job.cancel, metrics=metrics
             )
             job.progress = job.outcome.progress
         except Exception as exc:  # kept for the page: a thread's exception is otherwise lost
@@ -67,6 +73,14 @@ def start_job(settings: Settings, db: Database, dataset: Dataset, name: str, con
     job.thread = threading.Thread(target=work, name=f"eval-{name}", daemon=True)
     job.thread.start()
     return job
+
+
+def ready(settings: Settings, name: str) -> None:
+    """Refuse to start while a model server or model is missing, before a run is stored: with the model list
+    cached the run would otherwise start and fail every item."""
+    failed = next((c for c in check_ollama(settings) if not c.ok), None)
+    if failed is not None:
+        raise WorkbenchError(f"evaluation {name!r} cannot start: {failed.detail}", fix=failed.fix)
 
 
 def jobs() -> list[EvalJob]:

@@ -1,7 +1,9 @@
-"""LLM-as-judge: correctness, helpfulness and faithfulness on anchored 1-5 rubrics.
+"""LLM-as-judge: correctness, helpfulness, faithfulness, grounding and topicality on anchored 1-5 rubrics.
 
 A reply that does not parse after one retry is kept as invalid with its reason; no score is invented.
-Every score carries the judge pin: judge model, its digest and the prompt version.
+Every score carries the judge pin: judge model, its digest and its criterion's prompt version. The run's pin
+names the version of the first three criteria (judge-v1, plus a correction set's suffix); a criterion with
+its own version (pipeline.answering.prompts.JUDGE_PROMPT_VERSIONS) stores that one, with the same suffix.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 
-CRITERIA = ("correctness", "helpfulness", "faithfulness")
+CRITERIA = tuple(prompts.RUBRICS)  # correctness, helpfulness, faithfulness, grounding, topicality
 
 
 @dataclass
@@ -24,6 +26,41 @@ class JudgePin:
 
     def label(self) -> str:
         return f"{self.model}@{self.digest[:12]} / {self.prompt_version}"
+
+    def version_for(self, criterion: str) -> str:
+        """The prompt version the criterion's scores carry under this pin."""
+        return criterion_version(self.prompt_version, prompts.JUDGE_PROMPT_VERSIONS[criterion])
+
+
+def criterion_version(run_version: str, own_version: str) -> str:
+    """A criterion's prompt version under a run's pin: its own version in place of judge-v1, keeping the
+    correction set's suffix ("judge-v1+corrections-v2" -> "judge-grounding-v1+corrections-v2")."""
+    base = prompts.JUDGE_PROMPT_VERSION
+    if own_version == base or not run_version.startswith(base):
+        return run_version
+    return own_version + run_version[len(base) :]
+
+
+def own_versions(criteria) -> dict[str, str]:
+    """The criteria among these with a prompt version of their own (recorded in a run's configuration)."""
+    return {
+        c: prompts.JUDGE_PROMPT_VERSIONS[c]
+        for c in criteria
+        if prompts.JUDGE_PROMPT_VERSIONS[c] != prompts.JUDGE_PROMPT_VERSION
+    }
+
+
+def recorded_version(metric: str, run_version: str, config: dict) -> str:
+    """The prompt version of a run's scores of a metric: for a judge criterion whose own version the run's
+    configuration records, that version under the run's pin; otherwise the run's pin version."""
+    own = (config or {}).get("judge_prompt_versions", {}).get(metric.removeprefix("judge_"))
+    return criterion_version(run_version, own) if metric.startswith("judge_") and own else run_version
+
+
+def rubric(criterion: str) -> tuple[str, dict[int, str]]:
+    """(what the criterion asks, its anchor text for each score 5..1), as the judge's prompt states them."""
+    description, anchors = prompts.RUBRICS[criterion]
+    return description, dict(sorted(anchors.items(), reverse=True))
 
 
 @dataclass
@@ -66,7 +103,7 @@ def judge(
             prompts.judge_prompt(criterion, examples),
             prompts.judge_input(question, answer, context, reference),
         )
-        common = dict(scorer_model=pin.model, scorer_digest=pin.digest, prompt_version=pin.prompt_version)
+        common = dict(scorer_model=pin.model, scorer_digest=pin.digest, prompt_version=pin.version_for(criterion))
         if result.value is None:
             scores.append(
                 MetricScore(

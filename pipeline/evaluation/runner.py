@@ -5,6 +5,9 @@ each with a timeout. An item's question run, its row and its scores are written 
 so a run killed at any point leaves a valid store; running the same evaluation name again resumes
 and skips the items already done. Unchanged items cost nothing the second time: the LLM cache
 answers every call.
+
+An evaluation measures the metrics chosen for it (default: every registered metric); its configuration
+records them, and a resume measures the same ones.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +29,7 @@ from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation import registry
 from pipeline.evaluation.dataset import Dataset, GoldenItem
 from pipeline.evaluation.diagnosis import Diagnosis, diagnose
-from pipeline.evaluation.judge import JudgePin, MetricScore, judge_pin
+from pipeline.evaluation.judge import CRITERIA, JudgePin, MetricScore, judge_pin, own_versions
 from pipeline.models.llm import LLM
 from pipeline.regression import compare as regression
 from store import baselines, evals, journal
@@ -67,7 +70,13 @@ class EvalOutcome:
 
 
 def evaluate_item(
-    settings: Settings, db: Database, item: GoldenItem, pin, abandon: threading.Event, eval_run_id: int | None = None
+    settings: Settings,
+    db: Database,
+    item: GoldenItem,
+    pin,
+    abandon: threading.Event,
+    eval_run_id: int | None = None,
+    metrics: list[str] | None = None,
 ):
     """(status, log, scores, error) of one item; nothing is written here. The item's trace has the question
     run and every metric under one root."""
@@ -80,17 +89,17 @@ def evaluate_item(
                 raise TimeoutError("abandoned")
             if event.kind == "final":
                 result = event.data["result"]
-        outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result)
+        outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result, metrics)
     run.log.spans = trace.records()
     return outcome
 
 
-def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: AnswerResult):
+def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: AnswerResult, metrics=None):
     if result.status == "failed":
         return "failed", log, [], result.error
     scorer = LLM(settings, db, origin="evaluation", eval_run_id=eval_run_id)
     try:
-        scores = score_item(scorer, settings, item, result, pin)
+        scores = score_item(scorer, settings, item, result, pin, metrics)
     except WorkbenchError as exc:
         log.calls += scorer.take_calls()
         return "failed", log, [], f"scoring failed: {exc}"
@@ -99,11 +108,15 @@ def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: Answe
     return "done", log, scores, None
 
 
-def score_item(llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin) -> list[MetricScore]:
-    """Every registered metric of one answered item, each a step of the item's trace."""
+def score_item(
+    llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin, metrics: list[str] | None = None
+) -> list[MetricScore]:
+    """The chosen metrics (default: every registered one) of one answered item, each a step of the item's trace."""
     inputs = registry.MetricInput(llm, settings, item, result, pin)
     scores = []
     for metric in registry.ordered_metrics():
+        if metrics is not None and metric.name not in metrics:
+            continue
         with tracing.step(f"metric {metric.name}"):
             scores.append(metric.measure(inputs))
             tracing.annotate(value=scores[-1].value, status=scores[-1].status)
@@ -124,27 +137,61 @@ def evaluation_pin(settings: Settings, db: Database) -> EvalPin:
     return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, corrections)
 
 
+def chosen_metrics(metrics: Sequence[str] | None) -> list[str] | None:
+    """The chosen metric names in registry order, checked; None (every registered metric) when none are named."""
+    if metrics is None:
+        return None
+    names = registry.metric_names()
+    unknown = [m for m in metrics if m not in names]
+    if unknown:
+        raise InputError(f"unknown metric {', '.join(map(repr, unknown))}", fix=f"choose among {', '.join(names)}")
+    if not metrics:
+        raise InputError("no metric chosen", fix=f"choose at least one of {', '.join(names)}")
+    return [m for m in names if m in metrics]
+
+
+def metrics_config(metrics: list[str]) -> dict:
+    """What a run's configuration records about its metrics: their names, and the prompt version of each judge
+    criterion among them that has its own (so a revised rubric is a configuration change)."""
+    criteria = [m.removeprefix("judge_") for m in metrics if m.startswith("judge_")]
+    versions = own_versions([c for c in criteria if c in CRITERIA])
+    return {"metrics": metrics, **({"judge_prompt_versions": versions} if versions else {})}
+
+
+def recorded_metrics(db: Database, existing: evals.EvalRun) -> list[str]:
+    """The metrics a stored run measures: as its configuration records them; for a run from before the choice
+    was recorded, the metrics it has scores of, or without any, those of that time (all but the criteria with
+    prompt versions of their own)."""
+    if "metrics" in existing.config:
+        return list(existing.config["metrics"])
+    scored = {row["metric"] for row in evals.metric_summary(db, existing.id)}
+    later = {f"judge_{c}" for c in own_versions(CRITERIA)}
+    return [m for m in registry.metric_names() if m in scored] or [m for m in registry.metric_names() if m not in later]
+
+
 def _open(
-    settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int, pin
-) -> tuple[int, dict[str, str]]:
-    """(evaluation run id, status of every item stored so far) of a new or resumed evaluation."""
+    settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int, pin, metrics: list[str] | None
+) -> tuple[int, dict[str, str], list[str]]:
+    """(evaluation run id, status of every item stored so far, the metrics it measures) of a new or resumed
+    evaluation; `metrics` None: every registered metric for a new run, the recorded ones for a resumed one."""
     # the cache setting is recorded and shown in comparisons, but does not change a score: no reason to refuse
     config = {**run_config(settings), "judge_model": settings.judge_model, "cache_enabled": settings.cache_enabled}
     existing = evals.get_eval_run(db, name)
     if existing is None:
+        metrics = metrics or registry.metric_names()
         run_id = evals.create_eval_run(
             db,
             name,
             dataset.name,
             dataset.content_hash,
-            config,
+            {**config, **metrics_config(metrics)},
             pin.model,
             pin.digest,
             pin.prompt_version,
             len(dataset.items),
             concurrency,
         )
-        return run_id, {}
+        return run_id, {}, metrics
     stored_hash = (baselines.dataset_identity(db, existing.id) or (None,))[0]
     if stored_hash and dataset.content_hash and stored_hash != dataset.content_hash:
         raise InputError(
@@ -152,7 +199,17 @@ def _open(
             f"this one {dataset.content_hash[:12]}); resuming would merge two datasets into one run",
             fix="give this run a new --name, or resume it with the golden set it was started with",
         )
-    shown_only = {"cache_enabled"}
+    stored_metrics = recorded_metrics(db, existing)
+    if metrics is not None and metrics != stored_metrics:
+        raise InputError(
+            f"evaluation {name!r} measures {', '.join(stored_metrics)}; resuming it with "
+            f"{', '.join(metrics)} would leave its items scored on different metrics",
+            fix="resume it without choosing metrics (it keeps its own), or give this run a new --name",
+        )
+    metrics = metrics or stored_metrics
+    # its metric choice was checked above; the versions of its criteria are compared like any other setting
+    config.update(metrics_config(metrics))
+    shown_only = {"cache_enabled", "metrics"}
     changed = sorted(
         k for k in set(config) | set(existing.config) if k not in shown_only and config.get(k) != existing.config.get(k)
     )
@@ -163,7 +220,7 @@ def _open(
             fix="give this run a new --name, or restore the settings it was started with",
         )
     evals.mark_eval_run(db, existing.id, "running", n_items=max(existing.n_items, len(dataset.items)))
-    return existing.id, evals.item_statuses(db, existing.id)
+    return existing.id, evals.item_statuses(db, existing.id), metrics
 
 
 def run_evaluation(
@@ -175,14 +232,18 @@ def run_evaluation(
     item_timeout_s: float | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
+    metrics: Sequence[str] | None = None,
 ) -> EvalOutcome:
+    """Run (or resume) an evaluation; `metrics`: the names of the metrics to measure (default: every registered
+    one for a new evaluation, the ones it was started with for a resumed one)."""
     if not name.strip():
         raise InputError("the evaluation needs a name", fix="give one with --name, e.g. --name baseline")
     if concurrency < 1:
         raise InputError(f"concurrency must be at least 1, not {concurrency}", fix="use --concurrency 1 or more")
     cancel = cancel or threading.Event()
+    chosen = chosen_metrics(metrics)
     pin = evaluation_pin(settings, db)
-    eval_run_id, stored = _open(settings, db, name.strip(), dataset, concurrency, pin)
+    eval_run_id, stored, chosen = _open(settings, db, name.strip(), dataset, concurrency, pin, chosen)
     todo = [item for item in dataset.items if stored.get(item.id) != "done"]
     progress = Progress(total=len(dataset.items), skipped=len(dataset.items) - len(todo))
     progress.done = progress.skipped
@@ -192,7 +253,18 @@ def run_evaluation(
     try:
         asyncio.run(
             _run_items(
-                settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel, set(stored)
+                settings,
+                db,
+                eval_run_id,
+                todo,
+                pin,
+                concurrency,
+                timeout,
+                progress,
+                on_progress,
+                cancel,
+                set(stored),
+                chosen,
             )
         )
         status = "cancelled" if cancel.is_set() else finished_status(progress.failed)
@@ -235,7 +307,18 @@ def _pool(concurrency: int):
 
 
 async def _run_items(
-    settings, db, eval_run_id, todo, pin, concurrency, timeout, progress, on_progress, cancel, stored: set[str]
+    settings,
+    db,
+    eval_run_id,
+    todo,
+    pin,
+    concurrency,
+    timeout,
+    progress,
+    on_progress,
+    cancel,
+    stored: set[str],
+    metrics: list[str] | None = None,
 ):
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
@@ -250,7 +333,9 @@ async def _run_items(
                 start = time.perf_counter()
                 try:
                     status, log, scores, error = await asyncio.wait_for(
-                        loop.run_in_executor(pool, evaluate_item, settings, db, item, pin, abandon, eval_run_id),
+                        loop.run_in_executor(
+                            pool, evaluate_item, settings, db, item, pin, abandon, eval_run_id, metrics
+                        ),
                         timeout,
                     )
                 except asyncio.TimeoutError:
@@ -315,6 +400,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
     summary = registry.in_registry_order(evals.metric_summary(db, eval_run.id))
     means = {row["metric"]: row["mean"] for row in summary}
     invalid, total = evals.judge_invalid_rate(db, eval_run.id)
+    measured = eval_run.config.get("metrics") or registry.metric_names()
     items = evals.item_results(db, eval_run.id, registry.metric_names())
     return EvalReport(
         eval_run,
@@ -324,7 +410,10 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
             settings.diagnosis_low,
             settings.diagnosis_high,
             judge_invalid_rate=invalid / total if total else None,
-            why_missing={row["metric"]: why_missing(row) for row in summary if row["mean"] is None},
+            why_missing={
+                **{m: "not chosen for this evaluation" for m in registry.metric_names() if m not in measured},
+                **{row["metric"]: why_missing(row) for row in summary if row["mean"] is None},
+            },
         ),
         evals.slice_summary(db, eval_run.id),
         items,

@@ -6,8 +6,8 @@
   faithfulness), the whole family under Holm's control so that equal runs raise any drop alert in at most
   5% of comparisons; a rejected test is an alert when its change is at least min_effect × the width of the
   metric's scale (1 on 0-1, 4 for 1-5 judge scores). The statistics are in pipeline.regression.family.
-Every registered metric is compared (pipeline.evaluation.registry). Runs under different judge pins are
-never compared.
+Every metric the run measured is compared (pipeline.evaluation.registry). Runs under different judge pins are
+never compared, nor a judge criterion's scores under different prompt versions of its own.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.evaluation.diagnosis import diagnose
+from pipeline.evaluation.judge import recorded_version
 from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, span_of
 from pipeline.regression import family
 from store import alerts as alert_store
@@ -37,7 +38,7 @@ MIN_PAIRS = 5
 class Comparison:
     metric: str
     slice: str
-    kind: str  # floor | drop | ok | too_few
+    kind: str  # floor | drop | ok | too_few | not_comparable (a judge criterion judged under another prompt version)
     baseline_value: float | None
     new_value: float | None
     delta: float | None = None
@@ -240,9 +241,33 @@ def compare(db: Database, settings: Settings, run: evals.EvalRun, baseline: eval
     results = check_floors(means, parse_floors(settings.floors))
     if baseline is None:
         return results
-    base = {m: alert_store.item_scores(db, baseline.id, m) for m in metric_names()}
-    new = {m: alert_store.item_scores(db, run.id, m) for m in metric_names()}
+    measured = run.config.get("metrics") or metric_names()  # the metrics chosen for the run (older runs: all)
+    names = [m for m in metric_names() if m in measured]
+    versions = {
+        m: (
+            recorded_version(m, baseline.judge_prompt_version, baseline.config),
+            recorded_version(m, run.judge_prompt_version, run.config),
+        )
+        for m in names
+    }
+    base = {m: alert_store.item_scores(db, baseline.id, m) for m in names}
+    new = {m: alert_store.item_scores(db, run.id, m) for m in names}
+    differ = {m: pair for m, pair in versions.items() if pair[0] != pair[1] and base[m] and new[m]}
+    for m in differ:
+        del base[m], new[m]
     results += compare_family(base, new, settings.min_effect)
+    results += [
+        Comparison(
+            m,
+            family.OVERALL,
+            "not_comparable",
+            None,
+            None,
+            message=f"{m} was judged under prompt version {old} in {baseline.name} and {version} in {run.name}: "
+            "its scores are not compared",
+        )
+        for m, (old, version) in differ.items()
+    ]
     return results
 
 
