@@ -5,6 +5,7 @@ from datetime import datetime
 
 import numpy as np
 import pytest
+from test_app import fresh_streamlit_caches  # noqa: F401 - the autouse fixture: no cached store across tests
 from test_evaluation import ITEMS, dataset
 
 from pipeline.config import load_settings
@@ -124,7 +125,7 @@ def stage_table(at):
 
 
 def test_the_evaluate_report_and_the_drilldown_show_the_analytics(fake, settings, kb_db, monkeypatch):
-    from test_app import app, fresh_streamlit_caches, open_runs_page  # noqa: F401 - the fixture
+    from test_app import app, open_runs_page
 
     outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "shown", concurrency=1)
     at = app("pages/evaluate.py")

@@ -1,10 +1,15 @@
 """Comparing two evaluation runs: tiles with B − A, the item diff, judge pins, datasets, the default pair."""
 
+import dataclasses
+import json
+
 import pytest
+from streamlit.proto.Metric_pb2 import Metric as MetricProto
+from test_app import fresh_streamlit_caches  # noqa: F401 - the autouse fixture: no cached store across tests
 from test_regression import store_run
 
 from pipeline.errors import InputError
-from pipeline.evaluation.compare_runs import compare_runs, default_pair
+from pipeline.evaluation.compare_runs import answers, compare_runs, default_pair
 from store import alerts as alert_store
 
 A_FAITH = [1.0, 0.8, 0.5, 1.0, 0.9, 0.7]
@@ -95,3 +100,92 @@ def test_without_a_baseline_the_default_a_is_the_run_before_the_newest(db):
     store_run(db, "other-judge", {"faithfulness": A_FAITH}, judge_digest="d2")
     a, b, why = default_pair(db)
     assert (a, b) == ("first", "other-judge") and "has no baseline" in why
+
+
+RAG_QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
+WRONG = "The RAG paper's Wikipedia index held 42 million passages [1]."
+
+
+def two_real_runs(fake, settings, db) -> None:
+    """'before' and 'after' over the same two golden items, answered through the fake Ollama; in 'after' the
+    generator answers the RAG question with a number no source holds, so that item gets worse."""
+    from test_evaluation import ITEMS, dataset
+
+    from pipeline.evaluation.runner import run_evaluation
+
+    run_evaluation(settings, db, dataset(ITEMS[:2]), "before", concurrency=1)
+    fake.enqueue(
+        WRONG,
+        model="llama3.2",
+        match=lambda body: not body.get("format") and RAG_QUESTION in json.dumps(body.get("messages")),
+    )
+    changed = dataclasses.replace(settings, cache_enabled=False, max_retries=0, when_unverified="show_best")
+    run_evaluation(changed, db, dataset(ITEMS[:2]), "after", concurrency=1)
+
+
+def test_two_real_runs_show_the_worse_item_with_both_answers_and_claims(fake, settings, kb_db):
+    two_real_runs(fake, settings, kb_db)
+    result = compare_runs(settings, kb_db, "before", "after")
+    worse = result.changed("faithfulness", worse=True)
+    assert [(c.item_id, c.a, c.b) for c in worse] == [("rag-passages", 1.0, 0.0)]
+    before, after = answers(kb_db, worse[0])
+    assert "21 million" in before.answer and after.answer == WRONG
+    assert {c.verdict for c in before.final_claims} == {"supported"}
+    assert [c.verdict for c in after.final_claims] == ["unsupported"] and "42" in after.final_claims[0].text
+
+
+def open_compare(**params):
+    from streamlit.testing.v1 import AppTest
+    from test_app import ROOT
+
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("pages/compare.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_compare_page_defaults_to_the_newest_run_and_its_baseline(fake, settings, kb_db):
+    two_real_runs(fake, settings, kb_db)
+    at = open_compare()
+    assert [s.value for s in at.selectbox[:2]] == ["before", "after"]
+    tiles = {m.label: m for m in at.metric}
+    assert tiles["faithfulness"].value == "0.50" and tiles["faithfulness"].delta == "-0.50"
+    assert MetricProto.MetricColor.Name(tiles["faithfulness"].color) == "RED"  # a drop, and higher is better
+    assert any(c.value.startswith("A 1.00 (n=2) → B 0.50 (n=2)") for c in at.caption)
+    assert next(r for r in at.radio if r.label == "Show").value == "got worse (1)"
+    table = next(d.value for d in at.dataframe if "B − A" in d.value.columns)
+    assert list(table["item"]) == ["rag-passages"] and table["run A"].iloc[0].startswith("/runs?run_id=")
+    text = "\n".join(m.value for m in at.markdown)
+    assert "42 million passages" in text and "21 million passages" in text
+    assert not at.warning  # same dataset, same judge pin
+
+
+def test_the_compare_page_explains_unknown_names_as_text_and_marks_other_pins(db):
+    store_run(db, "before", {"faithfulness": A_FAITH, "judge_correctness": A_JUDGE})
+    store_run(db, "after", {"faithfulness": B_FAITH, "judge_correctness": B_JUDGE}, judge_digest="other")
+    at = open_compare(a="[x](http://evil.example)", b="after")
+    assert at.error[0].value.startswith("There is no evaluation named \\'\\[x\\]\\(http")
+    assert [s.value for s in at.selectbox[:2]] == ["before", "after"]
+    judge = next(m for m in at.metric if m.label == "judge correctness")
+    assert judge.delta == "not comparable: judge pin differs"
+    assert any("Judge pins differ" in w.value for w in at.warning)
+    assert next(m for m in at.metric if m.label == "faithfulness").delta == "-0.04"
+
+
+def test_a_metric_where_lower_is_better_gets_worse_when_it_rises(db, settings):
+    from pipeline.evaluation.registry import register_metric, unregister_metric
+
+    register_metric("wrong_share", component="generator", higher_is_better=False)(lambda inputs: None)
+    try:
+        store_run(db, "before", {"wrong_share": [0.1, 0.5, 0.2]})
+        store_run(db, "after", {"wrong_share": [0.4, 0.5, 0.0]})
+        result = compare_runs(settings, db, "before", "after")
+        assert not tiles_of(result)["wrong_share"].higher_is_better
+        assert [c.item_id for c in result.changed("wrong_share", worse=True)] == ["i0"]
+        assert [c.item_id for c in result.changed("wrong_share", worse=False)] == ["i2"]
+    finally:
+        unregister_metric("wrong_share")

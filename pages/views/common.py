@@ -23,6 +23,7 @@ PAGES = [
     ("pages/annotate.py", "Annotate", ":material/rate_review:"),
     ("pages/calibration.py", "Calibration", ":material/balance:"),
     ("pages/trends.py", "Trends", ":material/trending_up:"),
+    ("pages/compare.py", "Compare", ":material/compare_arrows:"),
     ("pages/detector.py", "Detector", ":material/radar:"),
     ("pages/knowledge_base.py", "Knowledge base", ":material/library_books:"),
     ("pages/settings.py", "Settings & health", ":material/settings:"),

@@ -1,0 +1,227 @@
+"""Widgets of the Compare page: choosing run A and run B, the metric tiles, the item diff, two answers side
+by side. Run names, questions, answers and claims are untrusted text: escaped or shown in tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages.views.markup import annotated_markdown, escape_markdown, fmt_score
+from pipeline.answering.events import AnswerResult
+from pipeline.answering.status import status_label
+from pipeline.evaluation.compare_runs import PIN_DIFFERS, ItemChange, RunComparison, Side, Tile
+
+TILES_PER_ROW = 4
+
+
+def choose_runs(names: list[str], default_a: str | None, default_b: str | None) -> tuple[str, str]:
+    """Run A and run B: from the link (?a=NAME&b=NAME; an unknown name is explained), else the defaults. The
+    link follows the choice, so it can be shared."""
+    for key, default in (("a", default_a), ("b", default_b)):
+        asked = st.query_params.get(key)
+        if asked is not None and asked not in names:
+            st.error(
+                f"There is no evaluation named {escape_markdown(repr(asked))} (run {key.upper()} of the link): "
+                "it may have been renamed or deleted. Choose a run below.",
+                icon=":material/error:",
+            )
+            asked = None
+        state = f"compare_{key}"
+        if st.session_state.get(state) not in names:
+            st.session_state[state] = asked or default or names[0]
+    left, right = st.columns(2)
+    a = left.selectbox("Run A (before)", names, key="compare_a")
+    b = right.selectbox("Run B (after)", names, key="compare_b")
+    st.query_params["a"], st.query_params["b"] = a, b
+    return a, b
+
+
+def show_comparison(result: RunComparison) -> None:
+    show_sides(result)
+    if not result.same_dataset:
+        a, b = result.a, result.b
+        st.warning(
+            "**Different datasets.** "
+            + escape_markdown(
+                f"A ran {a.run.dataset} ({a.run.n_items} items, content {(a.dataset_hash or '?')[:12]}), "
+                f"B ran {b.run.dataset} ({b.run.n_items} items, content {(b.dataset_hash or '?')[:12]}). "
+                f"Items are matched by golden id: {len(result.shared)} in both, {len(result.only_a)} only in A, "
+                f"{len(result.only_b)} only in B; each mean is over its own run's items."
+            ),
+            icon=":material/warning:",
+        )
+    if not result.same_pin:
+        st.warning(
+            "**Judge pins differ** "
+            + escape_markdown(f"(A: {result.a.pin}; B: {result.b.pin}): ")
+            + "judge scores are shown for each run but not compared.",
+            icon=":material/gavel:",
+        )
+    show_tiles(result.tiles)
+
+
+def show_sides(result: RunComparison) -> None:
+    for column, side, which in zip(st.columns(2), (result.a, result.b), "AB", strict=True):
+        with column:
+            show_side(side, which)
+
+
+def show_side(side: Side, which: str) -> None:
+    run = side.run
+    st.markdown(f"**{which}: {escape_markdown(run.name)}**")
+    st.caption(
+        escape_markdown(
+            f"{run.dataset} · {run.n_items} items · {run.status} · judge {side.pin} · "
+            f"content {(side.dataset_hash or '?')[:12]}"
+        )
+    )
+    st.page_link(
+        "pages/evaluate.py",
+        label=f"Open run {which} on Evaluate",
+        icon=":material/science:",
+        query_params={"eval": run.name},
+    )
+
+
+def value_text(value: float | None, scale: tuple[float, float]) -> str:
+    return fmt_score(value) + ("" if value is None or scale == (0.0, 1.0) else f" /{scale[1]:g}")
+
+
+def paired_text(tile: Tile) -> str | None:
+    """The tile's help: the regression check's paired change over the items both runs scored."""
+    paired = tile.paired
+    if paired is None:
+        return None
+    if paired.ci_low is None:
+        return f"Paired over shared items: {paired.message}"
+    return (
+        f"Paired change over the {paired.n} items both runs scored: {paired.delta:+.3f}, "
+        f"95% interval [{paired.ci_low:+.3f}, {paired.ci_high:+.3f}]"
+    )
+
+
+def show_tiles(tiles: list[Tile]) -> None:
+    st.subheader("Metrics: B − A")
+    for start in range(0, len(tiles), TILES_PER_ROW):
+        for column, tile in zip(st.columns(TILES_PER_ROW), tiles[start : start + TILES_PER_ROW], strict=False):
+            with column:
+                show_tile(tile)
+
+
+def show_tile(tile: Tile) -> None:
+    if not tile.comparable:
+        delta, colour, arrow = PIN_DIFFERS, "off", "off"
+    elif tile.delta is None:
+        delta, colour, arrow = None, "off", "auto"
+    else:
+        delta, colour, arrow = f"{tile.delta:+.2f}", "normal" if tile.higher_is_better else "inverse", "auto"
+    st.metric(
+        tile.label,
+        value_text(tile.b_mean, tile.scale),
+        delta=delta,
+        delta_color=colour,
+        delta_arrow=arrow,
+        help=paired_text(tile),
+    )
+    st.caption(
+        f"A {value_text(tile.a_mean, tile.scale)} (n={tile.a_n}) → B {value_text(tile.b_mean, tile.scale)} "
+        f"(n={tile.b_n})"
+    )
+
+
+def choose_change(result: RunComparison) -> ItemChange | None:
+    """The item diff for one metric: the items that got worse (or better), each linked to both runs; returns
+    the item chosen for the side-by-side view."""
+    st.subheader("Items that changed")
+    labels = {t.metric: t.label for t in result.tiles if t.comparable}
+    if not result.changes:
+        st.info(f"No item that both runs scored changed its score ({len(result.shared)} items in both).")
+        return None
+    left, right = st.columns(2)
+    metric = left.selectbox("Metric", list(labels), format_func=labels.get, key="compare_metric")
+    worse, better = result.changed(metric, worse=True), result.changed(metric, worse=False)
+    direction = right.radio(
+        "Show", [f"got worse ({len(worse)})", f"got better ({len(better)})"], horizontal=True, key="compare_way"
+    )
+    changes = worse if direction.startswith("got worse") else better
+    if not changes:
+        st.info(f"No item {direction.split(' (')[0]} on {labels[metric]}.")
+        return None
+    st.dataframe(change_table(changes), hide_index=True, width="stretch", column_config=CHANGE_COLUMNS)
+    return st.selectbox(
+        "Open an item side by side",
+        changes,
+        format_func=lambda c: f"{c.item_id}: {c.delta:+.2f} · {c.question[:80]}",
+        key="compare_item",
+    )
+
+
+CHANGE_COLUMNS = {
+    "A": st.column_config.NumberColumn(format="%.2f"),
+    "B": st.column_config.NumberColumn(format="%.2f"),
+    "B − A": st.column_config.NumberColumn(format="%+.2f"),
+    "run A": st.column_config.LinkColumn("run A", display_text=r"/runs\?run_id=(\d+)"),
+    "run B": st.column_config.LinkColumn("run B", display_text=r"/runs\?run_id=(\d+)"),
+}
+
+
+def run_link(run_id: int | None) -> str | None:
+    return f"/runs?run_id={int(run_id)}" if run_id is not None else None
+
+
+def change_table(changes: list[ItemChange]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "item": c.item_id,
+                "question": c.question,
+                "A": c.a,
+                "B": c.b,
+                "B − A": c.delta,
+                "run A": run_link(c.a_run_id),
+                "run B": run_link(c.b_run_id),
+            }
+            for c in changes
+        ]
+    )
+
+
+def show_side_by_side(change: ItemChange, result: RunComparison, answers: tuple) -> None:
+    st.markdown(f"**Question** ({escape_markdown(change.item_id)})")
+    st.text(change.question)
+    values = (change.a, change.b)
+    for column, side, which, value, answer, run_id in zip(
+        st.columns(2), (result.a, result.b), "AB", values, answers, (change.a_run_id, change.b_run_id), strict=True
+    ):
+        with column:
+            st.markdown(
+                f"**{which}: {escape_markdown(side.run.name)}** · {escape_markdown(change.metric)} {fmt_score(value)}"
+            )
+            show_answer(answer, run_id)
+
+
+def show_answer(answer: AnswerResult | None, run_id: int | None) -> None:
+    if run_id is not None:
+        st.page_link(
+            "pages/runs.py",
+            label=f"Open run {run_id}",
+            icon=":material/open_in_new:",
+            query_params={"run_id": str(run_id)},
+        )
+    if answer is None:
+        st.caption("This run is no longer stored.")
+        return
+    st.caption(escape_markdown(status_label(answer.status)))
+    if answer.status == "abstained":
+        st.markdown(escape_markdown(f"{answer.answer} ({answer.abstain_reason})"))
+    else:
+        st.markdown(annotated_markdown(answer.answer or "", answer.final_claims))
+    claims = answer.final_claims
+    if claims:
+        st.dataframe(
+            pd.DataFrame(
+                [{"#": c.claim_no, "claim": c.text, "verdict": c.verdict, "verifier": c.verifier} for c in claims]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
