@@ -4,10 +4,11 @@ source. The other pages are the scripts in pages/ (Streamlit's pages/ mode)."""
 import streamlit as st
 
 from pages.views.answer import follow_live, show_answer
+from pages.views.chat_start import example_picker
 from pages.views.common import ollama_checks, page_setup, show_error, show_failed_checks
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.errors import InputError
-from pipeline.knowledge.documents import count_chunks
+from pipeline.knowledge.documents import count_chunks, example_questions
 
 settings, db = page_setup("Chat")
 st.title("Chat")
@@ -25,8 +26,14 @@ for turn in conversation:
     with st.chat_message("assistant"):
         show_answer(turn["result"])
 
-question = st.chat_input("Ask about the knowledge base")
+examples = st.empty()
+picked = None
+if not conversation:
+    with examples.container():
+        picked = example_picker(example_questions(db))
+question = st.chat_input("Ask about the knowledge base") or picked
 if question is not None:
+    examples.empty()
     engine = VerifiedQueryEngine(settings=settings, db=db)
     try:
         events = engine.stream(question)

@@ -463,3 +463,18 @@ def test_knowledge_base_page_previews_a_document_shows_its_chunks_and_deletes_it
     assert any("Deleted rag" in s.value for s in at.success)
     assert "rag.md" not in set(at.dataframe[0].value["path"])
     assert (ROOT / "data" / "kb" / "rag.md").exists()  # a file outside the uploads folder is left alone
+
+
+def test_an_empty_chat_offers_example_questions_and_clicking_one_asks_it(kb_db):
+    from pipeline.knowledge.documents import example_questions
+
+    at = app()
+    examples = [b for b in at.button if b.key and b.key.startswith("example-")]
+    assert sorted(b.label for b in examples) == sorted(escape_markdown(q) for q in example_questions(kb_db))
+    asked = example_questions(kb_db)[0]
+    next(b for b in examples if b.label == escape_markdown(asked)).click().run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.chat_message[0].text] == [asked]  # the question, asked as if typed
+    assert "faithfulness" in markdown_text(at)
+    at.run()
+    assert not [b for b in at.button if b.key and b.key.startswith("example-")]  # gone once the chat has begun

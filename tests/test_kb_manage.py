@@ -11,7 +11,13 @@ from test_engine import RAG_QUESTION, ask
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.errors import InputError
 from pipeline.history.runs import load_run
-from pipeline.knowledge.documents import count_chunks, document_with_chunks, list_documents, preview
+from pipeline.knowledge.documents import (
+    count_chunks,
+    document_with_chunks,
+    example_questions,
+    list_documents,
+    preview,
+)
 from pipeline.knowledge.ingest import delete_document, ingest, save_uploads
 from pipeline.models.llm import LLM
 
@@ -87,3 +93,16 @@ def test_deleting_an_upload_removes_its_file_too(fake, settings, db, tmp_path):
     assert not (tmp_path / "uploads" / "notes.md").exists() and list_documents(db) == []
     with pytest.raises(InputError, match="no document with id"):
         delete_document(999, settings, db)
+
+
+def test_example_questions_come_from_the_golden_set_for_the_sample(kb_db):
+    questions = example_questions(kb_db)
+    assert questions[0].startswith("How many passages were in the Wikipedia index")  # golden item on rag.md
+    assert len(questions) == 4 and len(set(questions)) == 4
+
+
+def test_example_questions_ask_about_other_documents_what_they_cover(fake, settings, db, tmp_path):
+    doc = tmp_path / "zebra.md"
+    doc.write_text("# Zebras\n\nZebras have black and white stripes that confuse biting flies.")
+    ingest([str(doc)], settings, db, LLM(settings, db))
+    assert example_questions(db) == ["What does Zebras cover?"]  # not a golden question about an absent document
