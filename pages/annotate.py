@@ -1,12 +1,13 @@
-"""Rate answers one at a time; the judge's scores appear only after the rating is saved."""
+"""Rate answers one at a time, on the judge's rubric; the judge's scores (and, by default, the verifier's
+verdicts) appear only after the rating is saved."""
 
 import streamlit as st
 
-from pages.views.annotate import judge_reveal, rating_form, source_runs
+from pages.views.annotate import hide_verdicts, judge_reveal, rating_form, show_answer, source_runs
 from pages.views.common import page_setup
-from pages.views.markup import annotated_markdown, escape_markdown
+from pages.views.markup import escape_markdown
 from pipeline.calibration.annotations import rated_by
-from pipeline.history.runs import load_run
+from pipeline.history.runs import load_result, load_run
 from pipeline.text import short_source
 
 settings, db = page_setup("Annotate")
@@ -23,7 +24,8 @@ if not annotator:
 
 done = rated_by(db, annotator, run_ids)
 st.progress(len(done) / len(run_ids), text=f"{len(done)} rated of {len(run_ids)}")
-judge_reveal(db)
+judge_reveal(db, lambda run_id: load_result(db, run_id))
+hidden = hide_verdicts()
 
 skipped = st.session_state.setdefault("skipped", set())
 asked = st.query_params.get("run_id", "")
@@ -46,6 +48,5 @@ with st.expander(f"Retrieved context ({len(result.passages)} chunks)"):
     for p in result.passages:
         st.markdown(f"**\\[{p.n}\\] {escape_markdown(short_source(p.source))}**")
         st.markdown(escape_markdown(p.text))
-st.markdown("**Answer**")
-st.markdown(annotated_markdown(result.answer or "", result.final_claims))
-rating_form(db, annotator, result)
+show_answer(result, hidden)
+rating_form(db, annotator, result, hidden)

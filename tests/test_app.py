@@ -465,6 +465,48 @@ def test_knowledge_base_page_previews_a_document_shows_its_chunks_and_deletes_it
     assert (ROOT / "data" / "kb" / "rag.md").exists()  # a file outside the uploads folder is left alone
 
 
+def test_annotate_page_shows_the_rubric_and_hides_the_verifier_until_saved(fake, settings, kb_db):
+    from test_evaluation import ITEMS, dataset
+
+    from pipeline.calibration.annotations import CRITERIA, criterion_rubric, ratings_for
+    from pipeline.evaluation.runner import run_evaluation
+
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "to-rate")
+    at = app("pages/annotate.py")
+    at.text_input(key="annotator").set_value("ana").run()
+    radios = {r.label.lower(): r for r in at.radio}
+    for criterion in CRITERIA:
+        _, anchors = criterion_rubric(criterion)
+        captions = [escape_markdown(anchors[score]) for score in (1, 2, 3, 4, 5)]
+        assert list(radios[criterion].proto.captions) == captions  # each score's anchor under its button
+    assert at.toggle(key="hide_verdicts").value is True
+    assert "-background[" not in markdown_text(at)  # no claim colours
+    claim_boxes = [s for s in at.selectbox if s.label.startswith("Claim ")]
+    assert claim_boxes and all(s.value is None for s in claim_boxes)
+    for _ in CRITERIA:  # the 1-5 key buttons score one criterion after another
+        next(b for b in at.button if b.label == "3").click().run()
+    assert [radios.value for radios in at.radio if radios.label.lower() in CRITERIA] == [3] * len(CRITERIA)
+    next(b for b in at.button if b.label == "Save rating").click().run()
+    assert not at.exception, at.exception
+    [saved] = ratings_for(kb_db, list(range(1, 10)))
+    assert [saved[c] for c in CRITERIA] == [3] * len(CRITERIA)
+    assert any("The verifier's verdicts on run" in e.label for e in at.expander)
+    assert "-background[" in markdown_text(at)  # revealed once saved
+
+
+def test_annotate_page_shows_the_verifier_when_the_rater_asks(fake, settings, kb_db):
+    from test_evaluation import ITEMS, dataset
+
+    from pipeline.evaluation.runner import run_evaluation
+
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "to-rate")
+    at = app("pages/annotate.py")
+    at.text_input(key="annotator").set_value("ana").run()
+    at.toggle(key="hide_verdicts").set_value(False).run()
+    assert "-background[" in markdown_text(at)
+    assert all(s.value is not None for s in at.selectbox if s.label.startswith("Claim "))
+
+
 def test_an_empty_chat_offers_example_questions_and_clicking_one_asks_it(kb_db):
     from pipeline.knowledge.documents import example_questions
 
