@@ -5,7 +5,7 @@ import plotly.express as px
 import streamlit as st
 
 from pages.views.common import page_setup
-from pages.views.markup import escape_markdown
+from pages.views.markup import escape_markdown, fmt_pct
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.detector.results import (
     SAMPLE,
@@ -152,7 +152,7 @@ right.plotly_chart(
 )
 if metrics.get("flagged_by_precheck_truly_hallucinated") is not None:
     st.caption(
-        f"Of the answers the pre-check flagged, {metrics['flagged_by_precheck_truly_hallucinated']:.1%} are "
+        f"Of the answers the pre-check flagged, {fmt_pct(metrics['flagged_by_precheck_truly_hallucinated'], 1)} are "
         f"truly hallucinated; it decided {metrics['claims_decided_by_precheck']} of {metrics['claims']} "
         "claims without a model call."
     )

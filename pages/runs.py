@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.drilldown import show_drilldown
-from pages.views.markup import escape_markdown
+from pages.views.markup import escape_markdown, fmt_count
 from pipeline.history.runs import RunFilter, export_runs, filter_choices, find_runs, load_run
 
 PAGE_SIZE = 50
@@ -58,7 +58,7 @@ left, right = st.columns([1, 3])
 page = left.number_input("Page", 1, None, 1)
 found = find_runs(db, run_filter, int(page), PAGE_SIZE)
 total, rows = found.total, found.rows
-right.caption(f"{total:,} runs match; page {page} of {max(1, -(-total // PAGE_SIZE))}.")
+right.caption(f"{fmt_count(total)} runs match; page {page} of {max(1, -(-total // PAGE_SIZE))}.")
 if not rows:
     st.info("No runs match these filters." if not total else "This page is past the last page.")
     st.stop()
@@ -108,7 +108,7 @@ fmt = st.radio(
     horizontal=True,
     help="JSONL nests each run's claims (final attempt) under 'claims'.",
 )
-if st.button(f"Prepare {fmt} export of {total:,} runs"):
+if st.button(f"Prepare {fmt} export of {fmt_count(total)} runs"):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"runs.{fmt}"
         export_runs(db, run_filter, fmt, str(path))

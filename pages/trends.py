@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from pages.views.common import page_setup
-from pages.views.markup import escape_markdown
+from pages.views.markup import escape_markdown, fmt_score
 from pipeline.evaluation.judge import recorded_version
 from pipeline.regression.alerts import (
     acknowledge,
@@ -81,7 +81,7 @@ else:
                 mode="lines+markers",
                 name=name,
                 customdata=group[["name", "changed", "n", "failed"]].values,
-                hovertemplate="%{customdata[0]}<br>mean %{y:.3f} (n=%{customdata[2]}, failed items "
+                hovertemplate="%{customdata[0]}<br>mean %{y:.2f} (n=%{customdata[2]}, failed items "
                 "%{customdata[3]})<br>changed: %{customdata[1]}<extra></extra>",
             )
         )
@@ -98,7 +98,7 @@ else:
         )
     if metric in floors:
         chart.add_hline(
-            y=floors[metric], line_dash="dash", line_color="red", annotation_text=f"floor {floors[metric]:.2f}"
+            y=floors[metric], line_dash="dash", line_color="red", annotation_text=f"floor {fmt_score(floors[metric])}"
         )
     chart.update_layout(xaxis_title="run time", yaxis_title=metric, legend_title="judge pin · dataset · size")
     st.plotly_chart(chart, width="stretch")

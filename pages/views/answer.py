@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import escape_keeping_code
-from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown
+from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown, fmt_score
 from pipeline.answering.events import AnswerResult, Event
 from pipeline.answering.status import status_label
 from pipeline.history.present import placement
@@ -100,7 +100,7 @@ def show_answer(result: AnswerResult) -> None:
             icon=":material/error:",
         )
         return
-    faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
+    faith = fmt_score(result.faithfulness)
     st.markdown(
         f"**{escape_markdown(status_label(result.status))}** · faithfulness **{faith}** · "
         f"{len(result.attempts)} attempt(s) · run {result.run_id}"
@@ -153,7 +153,7 @@ def show_passages(result: AnswerResult) -> None:
         if result.rewritten_query:
             st.caption(escape_markdown(f"Retrieved with the rewritten query: {result.rewritten_query}"))
         for p in result.passages:
-            st.markdown(f"**\\[{p.n}\\] {escape_markdown(short_source(p.source))}** · similarity {p.score:.3f}")
+            st.markdown(f"**\\[{p.n}\\] {escape_markdown(short_source(p.source))}** · similarity {fmt_score(p.score)}")
             st.markdown(escape_markdown(p.text))
 
 
@@ -163,7 +163,7 @@ def show_attempts(result: AnswerResult) -> None:
     with st.expander(f"Attempts ({len(result.attempts)})"):
         for attempt in result.attempts:
             r = attempt.record
-            faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
+            faith = fmt_score(r.faithfulness)
             st.markdown(
                 f"**Attempt {r.attempt_no}**{' (stricter prompt)' if r.strict else ''} · "
                 f"faithfulness {faith} · {escape_markdown(status_label(r.status))}"

@@ -11,7 +11,14 @@ import plotly.express as px
 import streamlit as st
 
 from pages.views.call_stats import show_run_call_stats
-from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown, highlighted_chunk
+from pages.views.markup import (
+    VERDICT_ICON,
+    annotated_markdown,
+    escape_markdown,
+    fmt_ms,
+    fmt_score,
+    highlighted_chunk,
+)
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
 from pipeline.history.present import invalid_line, invalid_replies
@@ -23,12 +30,12 @@ from pipeline.tracing import tree
 
 def show_drilldown(stored: StoredRun) -> None:
     result = stored.result
-    faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
+    faith = fmt_score(result.faithfulness)
     st.markdown(
         f"**Run {result.run_id}** · {escape_markdown(result.kind)} · "
         f"{escape_markdown(status_label(result.status))} · "
         f"faithfulness **{faith}** · {len(result.attempts)} attempt(s) · "
-        f"{escape_markdown(str(result.generator_model))} · {(result.latency_ms or 0) / 1000:.1f} s · "
+        f"{escape_markdown(str(result.generator_model))} · {fmt_ms(result.latency_ms)} · "
         f"{result.started_at:%Y-%m-%d %H:%M:%S}"
     )
     st.page_link(
@@ -75,7 +82,7 @@ def show_attempts(result: AnswerResult) -> None:
     st.subheader(f"Attempts ({len(result.attempts)})")
     for attempt in result.attempts:
         r = attempt.record
-        faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
+        faith = fmt_score(r.faithfulness)
         final = " · shown" if r.attempt_no == result.final_attempt else ""
         with st.expander(
             f"Attempt {r.attempt_no}{' (stricter prompt)' if r.strict else ''} · faithfulness "
@@ -157,7 +164,7 @@ def show_calls(calls: list[dict]) -> None:
         tokens = f"{call['prompt_tokens'] or 0}+{call['completion_tokens'] or 0} tokens"
         label = (
             f"{n}. {call['stage']} · {call['model']} · {'cached' if call['cache_hit'] else tokens} · "
-            f"{call['latency_ms'] or 0:.0f} ms" + (" · failed" if call["error"] else "")
+            f"{fmt_ms(call['latency_ms'] or 0)}" + (" · failed" if call["error"] else "")
         )
         with st.expander(escape_markdown(label)):
             if call["error"]:

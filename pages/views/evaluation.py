@@ -10,12 +10,14 @@ import streamlit as st
 
 from pages.views.call_stats import show_evaluation_call_stats
 from pages.views.common import show_error
-from pages.views.markup import escape_markdown
+from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_score
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.dataset import Dataset, load_dataset, parse_dataset
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, weak_slices, worst_items
+
+TILES_PER_ROW = 5
 
 
 def choose_dataset(folder: Path) -> Dataset | None:
@@ -78,8 +80,8 @@ def job_progress(job: EvalJob) -> None:
     total = p.total if p else job.total
     left = p.remaining_s() if p else None
     label = (
-        f"{job.name}: {done} of {total} items · {p.elapsed_s() if p else 0:.0f} s elapsed · "
-        f"{'?' if left is None else f'{left:.0f} s'} left · {p.failed if p else 0} failed"
+        f"{job.name}: {done} of {total} items · {fmt_ms((p.elapsed_s() if p else 0) * 1000)} elapsed · "
+        f"{'?' if left is None else fmt_ms(left * 1000)} left · {p.failed if p else 0} failed"
     )
     st.progress(done / total if total else 0.0, text=escape_markdown(label))
     if p and p.last_error:
@@ -178,19 +180,22 @@ def show_report(result: EvalReport) -> None:
     st.caption(
         escape_markdown(
             f"{e.dataset} · {e.status} · judge {e.judge_model} ({e.judge_prompt_version}) · "
-            f"{e.n_items} items · wall {e.wall_s:.1f} s"
+            f"{fmt_count(e.n_items)} items · wall {fmt_ms(e.wall_s * 1000)}"
         )
     )
-    cols = st.columns(len(result.metrics) or 1)
-    for col, row in zip(cols, result.metrics, strict=False):
-        col.metric(label_of(row["metric"]), mean_text(row["metric"], row["mean"]), help=metric_help(row))
+    # at most TILES_PER_ROW tiles a row: nine in one row cut their labels off at 1280 px
+    for start in range(0, len(result.metrics), TILES_PER_ROW):
+        row_metrics = result.metrics[start : start + TILES_PER_ROW]
+        for col, row in zip(st.columns(TILES_PER_ROW), row_metrics, strict=False):
+            col.metric(label_of(row["metric"]), mean_text(row["metric"], row["mean"]), help=metric_help(row))
     st.info(f"Diagnosis: {escape_markdown(result.diagnosis.sentence)}")
     usage, rate = result.usage, result.judge_invalid_rate
     st.caption(
         f"Judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}"
-        + (f" ({rate:.1%})" if rate is not None else "")
-        + f" · tokens {usage['prompt_tokens']:,} + {usage['completion_tokens']:,} · model time "
-        f"{usage['model_s']:.1f} s · {usage['calls']:,} LLM calls ({usage['cache_hits']:,} cached)"
+        + (f" ({fmt_pct(rate, 1)})" if rate is not None else "")
+        + f" · tokens {fmt_count(usage['prompt_tokens'])} + {fmt_count(usage['completion_tokens'])} · model time "
+        f"{fmt_ms(usage['model_s'] * 1000)} · {fmt_count(usage['calls'])} LLM calls "
+        f"({fmt_count(usage['cache_hits'])} cached)"
     )
     show_evaluation_call_stats(e.id)
     show_slices(result)
@@ -201,7 +206,7 @@ def mean_text(metric: str, mean: float | None) -> str:
     if mean is None:
         return "n/a"
     scale = scale_of(metric)
-    return f"{mean:.2f}" + ("" if scale == UNIT else f" /{scale[1]:g}")
+    return fmt_score(mean) + ("" if scale == UNIT else f" /{scale[1]:g}")
 
 
 def metric_help(row: dict) -> str:
@@ -217,7 +222,7 @@ def show_slices(result: EvalReport) -> None:
     frame = pd.DataFrame(result.slices).pivot(index="tag", columns="metric", values="mean")
     st.dataframe(frame.round(2), width="stretch")
     for tag, metric, mean in weak_slices(result):
-        with st.expander(escape_markdown(f"Weak slice: {tag} on {metric} ({mean:.2f})")):
+        with st.expander(escape_markdown(f"Weak slice: {tag} on {metric} ({fmt_score(mean)})")):
             worst = pd.DataFrame(worst_items(result, tag, metric))
             st.dataframe(
                 with_links(worst)[["item_id", metric, "question", "link"]],
