@@ -40,6 +40,8 @@ def main(names: list[str]) -> int:
             print("--json goes with one benchmark: python -m bench regression --json", file=sys.stderr)
             return 2
         return regression.main(names)
+    names, n_runs = scale.parse_runs(names)
+    SUITES["scale"] = lambda: scale.run(n_runs)
     unknown = [n for n in names if n not in SUITES]
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(SUITES)}", file=sys.stderr)

@@ -281,13 +281,14 @@ def fetch_dicts(cur, sql: str, params: list) -> list[dict]:
 
 
 def insert_rows(cur, table: str, columns: list[str], rows: list[list], verb: str = "INSERT") -> None:
-    """Many rows in one statement (DuckDB's executemany prepares once but still runs row by row)."""
+    """Many rows in one statement (DuckDB's executemany prepares once but still runs row by row), passed as
+    one list per column: binding a few lists is 2-3x faster than one parameter per value."""
     if not rows:
         return
-    one = "(" + ", ".join("?" * len(columns)) + ")"
     cur.execute(
-        f"{verb} INTO {table} ({', '.join(columns)}) VALUES " + ", ".join([one] * len(rows)),
-        [value for row in rows for value in row],
+        f"{verb} INTO {table} ({', '.join(columns)}) SELECT "
+        + ", ".join(f"unnest(${n})" for n in range(1, len(columns) + 1)),
+        [list(column) for column in zip(*rows, strict=True)],
     )
 
 
