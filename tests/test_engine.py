@@ -181,6 +181,7 @@ def test_malformed_grade_json_is_recorded_as_invalid_and_the_run_goes_on(fake, s
 
 
 def test_truncated_claim_json_is_retried_once_and_then_used(fake, settings, kb_db):
+    fake.enqueue(ONE_SENTENCE, match=is_generation)
     fake.enqueue('{"claims": ["The RAG index', model="llama3.2", match=schema_has("claims"))
     _, result = ask(kb_db, settings, RAG_QUESTION)
     assert result.status == "accepted" and result.final_claims
@@ -202,6 +203,7 @@ def test_claim_extraction_that_never_parses_leaves_the_answer_unverified(fake, s
 
 
 def test_every_step_lands_in_duckdb(fake, settings, kb_db):
+    fake.enqueue(ONE_SENTENCE, match=is_generation)
     _, result = ask(kb_db, dataclasses.replace(settings, precheck_enabled=False), RAG_QUESTION)
     run = get_run(kb_db, result.run_id)
     assert run["question"] == RAG_QUESTION and run["status"] == "accepted"

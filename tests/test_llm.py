@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import time
 
 import pytest
 
@@ -259,3 +260,52 @@ def test_calls_of_an_evaluation_are_found_by_its_id(fake, settings, db):
     save_calls(db, other.take_calls())
     found = calls_for_eval_run(db, 3)
     assert [(c["stage"], c["eval_run_id"]) for c in found] == [("judge_correctness", 3)]
+
+
+# -- streamed chat -----------------------------------------------------------------------------
+
+
+def test_a_streamed_reply_reaches_the_caller_piece_by_piece_and_is_recorded_like_chat(fake, settings, db):
+    fake.set_latency(0.03)
+    llm = LLM(settings, db)
+    pieces = []
+    reply = llm.stream_chat("generate", "llama3.2", HELLO, lambda delta: pieces.append((time.perf_counter(), delta)))
+    assert (
+        len(pieces) > 1 and "".join(d for _, d in pieces) == reply.text == llm.chat("generate", "llama3.2", HELLO).text
+    )
+    assert pieces[-1][0] - pieces[0][0] >= 0.03 * (len(pieces) - 2)  # handed on as they came, not at the end
+    call = llm.calls[0]
+    assert (call.stage, call.completion_text, call.error, call.cache_hit) == ("generate", reply.text, None, False)
+    assert call.prompt_tokens == reply.prompt_tokens > 0 and call.completion_tokens == reply.completion_tokens > 0
+    assert json.loads(call.prompt_text) == HELLO
+
+
+def test_a_cached_streamed_reply_arrives_as_one_piece(fake, settings, db):
+    llm = LLM(settings, db)
+    first = llm.stream_chat("generate", "llama3.2", HELLO, lambda delta: None)
+    pieces = []
+    again = llm.stream_chat("generate", "llama3.2", HELLO, pieces.append)
+    assert again.cache_hit and pieces == [first.text] and llm.calls[-1].cache_hit
+
+
+def test_a_stream_is_retried_before_its_first_piece(fake, settings, db):
+    fake.inject("500", model="llama3.2")
+    llm = LLM(settings, db)
+    reply = llm.stream_chat("generate", "llama3.2", HELLO, lambda delta: None)
+    assert reply.text and len([r for r in fake.requests if r["path"] == "/api/chat"]) == 2
+
+
+def test_a_stopped_stream_is_recorded_as_stopped_and_not_cached(fake, settings, db):
+    fake.set_latency(0.03)
+    llm = LLM(settings, db)
+    pieces = []
+    reply = llm.stream_chat("generate", "llama3.2", HELLO, pieces.append, stop=lambda: len(pieces) >= 1)
+    assert reply.text == pieces[0] and len(pieces) == 1
+    assert llm.calls[0].error.startswith("stopped") and llm.calls[0].completion_text == pieces[0]
+    assert not llm.stream_chat("generate", "llama3.2", HELLO, lambda delta: None).cache_hit
+
+
+def test_an_unreachable_server_fails_a_stream_like_a_chat(fake, settings, db):
+    fake.stop()
+    with pytest.raises(OllamaUnreachable):
+        LLM(settings, db).stream_chat("generate", "llama3.2", HELLO, lambda delta: None)

@@ -160,9 +160,11 @@ def test_a_model_call_is_recorded_under_the_step_that_made_it(settings, db):
 RAG_QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
 
-def test_a_stored_run_has_its_trace_and_every_call_sits_on_a_step_of_it(settings, kb_db):
+def test_a_stored_run_has_its_trace_and_every_call_sits_on_a_step_of_it(fake, settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
     from pipeline.history.runs import load_run
+
+    fake.enqueue("The RAG index held 21 million passages [1].", match=lambda body: not body.get("format"))
 
     engine = VerifiedQueryEngine(settings=settings, db=kb_db)
     result = final_result(engine.stream(RAG_QUESTION))

@@ -16,9 +16,9 @@ from pipeline.answering import prompts
 from pipeline.answering.events import Event
 from pipeline.answering.live import LiveSentence, SentenceFeed
 from pipeline.models.llm import LLMReply
-from pipeline.text import is_meta_statement, one_line
+from pipeline.text import find_span, is_meta_statement, one_line, strip_citations
 from pipeline.verification.claims import CheckedClaim, Passage, context_block
-from pipeline.verification.faithfulness import ABSTAIN_SENTENCE
+from pipeline.verification.faithfulness import ABSTAIN_SENTENCE, ClaimExtraction
 
 
 def is_abstention(answer: str) -> bool:
@@ -37,10 +37,13 @@ class LiveAttempt:
     `errors` and `discarded` hold its outcome. `run` (the QuestionRun) supplies the model seam, the
     checker, the question, the thread pool and the grading call."""
 
-    def __init__(self, run, attempt_no: int, passages: list[Passage], failed: list[str]):
+    def __init__(
+        self, run, attempt_no: int, passages: list[Passage], failed: list[str], retry: list[dict] | None = None
+    ):
         self.run_, self.attempt_no, self.passages = run, attempt_no, passages
         self.strict = attempt_no > 1
         self.failed = failed if self.strict else None
+        self.retry = retry  # the messages of an on-topic retry (engine._on_topic_retry), else the usual prompt
         self.pool: Executor = run.pool
         self.inbox: queue.Queue = queue.Queue()
         self.stop = threading.Event()
@@ -108,7 +111,9 @@ class LiveAttempt:
     def _generate(self) -> LLMReply:
         run = self.run_
         prompt = prompts.GENERATE_STRICT if self.strict else prompts.GENERATE
-        messages = prompt.messages(prompts.generate_input(run.question, context_block(self.passages), self.failed))
+        messages = self.retry or prompt.messages(
+            prompts.generate_input(run.question, context_block(self.passages), self.failed)
+        )
         try:
             with tracing.step("generate"):
                 return run.llm.stream_chat(
@@ -126,7 +131,7 @@ class LiveAttempt:
         return Event(
             "generate",
             f"attempt {self.attempt_no}: generated {len(answer.split())} words"
-            + (" with the stricter prompt" if self.strict else ""),
+            + (" with the on-topic prompt" if self.retry else " with the stricter prompt" if self.strict else ""),
             {"attempt": self.attempt_no, "strict": self.strict, "answer": answer},
         )
 
@@ -143,8 +148,7 @@ class LiveAttempt:
         if self.stop.is_set() or is_abstention(sentence.text) or is_meta_statement(sentence.text):
             return SentenceCheck(sentence)
         with tracing.step(f"check sentence {sentence.index + 1}", cited=sorted(sentence.cited)):
-            with tracing.step("extract claims"):
-                extraction = run.checker.extract_sentence_claims(run.question, sentence.text, earlier)
+            extraction = self._extract(sentence, earlier)
             if extraction.claims is None:
                 return SentenceCheck(sentence, error=extraction.invalid_reason)
             if self.stop.is_set():
@@ -156,6 +160,16 @@ class LiveAttempt:
         for claim in checked:
             claim.answer_span = (sentence.start, sentence.end)
         return SentenceCheck(sentence, checked)
+
+    def _extract(self, sentence: LiveSentence, earlier: str) -> ClaimExtraction:
+        """The sentence's claims: a sentence that stands verbatim in a passage is one claim as it is (splitting
+        it could only yield claims that passage states), so it costs no extraction call."""
+        quoted = strip_citations(sentence.text)
+        if any(find_span(p.text, quoted.rstrip(".!?;:")) for p in self.passages):
+            tracing.annotate(verbatim=True)
+            return ClaimExtraction([quoted])
+        with tracing.step("extract claims"):
+            return self.run_.checker.extract_sentence_claims(self.run_.question, sentence.text, earlier)
 
     def _show_ready(self) -> Iterator[Event]:
         """Verdicts go out sentence by sentence in answer order, so claims are numbered as they read."""
