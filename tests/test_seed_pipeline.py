@@ -58,3 +58,20 @@ def test_an_answer_without_claims_is_not_checked(fake, client):
     assert run.answer == "The knowledge base does not cover this question."
     assert run.faithfulness is None and run.calls == {"llama3.2": 2}
     assert seed_pipeline.parse_claims("not json") == [] and seed_pipeline.parse_claims('{"claims": 3}') == []
+
+
+def test_bench_finds_the_first_answer_chunk_and_names_stages(fake, client):
+    from bench import answer_vs_seed
+    from pipeline.answering import prompts
+
+    grade = prompts.GRADE_CONTEXT.messages(prompts.grade_input(QUESTION, CONTEXT))
+    client.chat(model="llama3.2", messages=grade, format=prompts.GRADE_CONTEXT.schema(), stream=False)
+    generate = prompts.GENERATE.messages(prompts.generate_input(QUESTION, CONTEXT))
+    pieces = list(client.chat(model="llama3.2", messages=generate, stream=True))
+    assert answer_vs_seed.first_answer_chunk(fake, "llama3.2") == fake.chunk_log[1][2]
+    assert fake.chunk_log[1][:2] == (1, 0) and fake.chunk_log[1][3] == pieces[0].message.content
+    assert [answer_vs_seed.stage_of(r) for r in fake.requests] == ["grade_context", "generate"]
+    tokens, calls = answer_vs_seed.served(fake)
+    assert calls == {"llama3.2": 2} and tokens == sum(len(m["content"].split()) for m in grade + generate)
+    strict = {"body": {"messages": prompts.GENERATE_STRICT.messages("x")}, "model": "llama3.2:latest"}
+    assert answer_vs_seed.stage_of(strict) == "generate_strict"
