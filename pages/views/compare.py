@@ -113,6 +113,8 @@ def show_tile(tile: Tile) -> None:
         delta, colour, arrow = PIN_DIFFERS, "off", "off"
     elif tile.delta is None:
         delta, colour, arrow = None, "off", "auto"
+    elif round(tile.delta, 2) == 0:
+        delta, colour, arrow = f"{tile.delta:+.2f}", "off", "off"  # no change: neither green nor red
     else:
         delta, colour, arrow = f"{tile.delta:+.2f}", "normal" if tile.higher_is_better else "inverse", "auto"
     st.metric(
@@ -220,7 +222,7 @@ def show_answer(answer: AnswerResult | None, run_id: int | None) -> None:
     if claims:
         st.dataframe(
             pd.DataFrame(
-                [{"#": c.claim_no, "claim": c.text, "verdict": c.verdict, "verifier": c.verifier} for c in claims]
+                [{"#": c.claim_no, "verdict": c.verdict, "verifier": c.verifier, "claim": c.text} for c in claims]
             ),
             hide_index=True,
             width="stretch",
