@@ -303,6 +303,7 @@ PAGES = [
     "pages/annotate.py",
     "pages/calibration.py",
     "pages/trends.py",
+    "pages/compare.py",
     "pages/detector.py",
     "pages/knowledge_base.py",
     "pages/settings.py",
@@ -332,7 +333,7 @@ def test_every_page_says_the_store_is_locked_and_keeps_its_navigation(kb_db, set
             at = _page(page)
             assert not at.exception, (page, at.exception)
             assert any("stayed locked by another process" in e.value for e in at.error), page
-            assert len(at.sidebar.get("page_link")) == 9, page
+            assert len(at.sidebar.get("page_link")) == len(PAGES), page
 
 
 def test_every_page_browses_a_read_only_store_with_a_banner(kb_db, settings, state_dir):
