@@ -147,6 +147,7 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
                 "Annotate",
                 "Calibration",
                 "Trends",
+                "Compare",
                 "Detector",
                 "Knowledge base",
                 "Settings & health",
