@@ -189,3 +189,25 @@ def test_a_metric_where_lower_is_better_gets_worse_when_it_rises(db, settings):
         assert [c.item_id for c in result.changed("wrong_share", worse=False)] == ["i2"]
     finally:
         unregister_metric("wrong_share")
+
+
+def test_a_judge_criterion_under_another_prompt_version_of_its_own_is_not_compared(db, settings):
+    store_run(
+        db,
+        "before",
+        {"judge_grounding": A_JUDGE, "judge_correctness": A_JUDGE},
+        config={"judge_prompt_versions": {"grounding": "judge-grounding-v1"}},
+    )
+    store_run(
+        db,
+        "after",
+        {"judge_grounding": B_JUDGE, "judge_correctness": B_JUDGE},
+        config={"judge_prompt_versions": {"grounding": "judge-grounding-v2"}},
+    )
+    result = compare_runs(settings, db, "before", "after")
+    assert result.same_pin
+    tiles = tiles_of(result)
+    assert tiles["judge_grounding"].not_comparable == "not comparable: its judge prompt version differs"
+    assert tiles["judge_grounding"].delta is None
+    assert tiles["judge_correctness"].comparable and tiles["judge_correctness"].delta == pytest.approx(-1 / 6)
+    assert {c.metric for c in result.changes} == {"judge_correctness"}

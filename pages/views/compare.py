@@ -9,7 +9,7 @@ import streamlit as st
 from pages.views.markup import annotated_markdown, escape_markdown, fmt_score
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
-from pipeline.evaluation.compare_runs import PIN_DIFFERS, ItemChange, RunComparison, Side, Tile
+from pipeline.evaluation.compare_runs import ItemChange, RunComparison, Side, Tile
 
 TILES_PER_ROW = 4
 
@@ -110,7 +110,7 @@ def show_tiles(tiles: list[Tile]) -> None:
 
 def show_tile(tile: Tile) -> None:
     if not tile.comparable:
-        delta, colour, arrow = PIN_DIFFERS, "off", "off"
+        delta, colour, arrow = tile.not_comparable, "off", "off"
     elif tile.delta is None:
         delta, colour, arrow = None, "off", "auto"
     elif round(tile.delta, 2) == 0:

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from pipeline.answering.events import AnswerResult
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.evaluation.judge import recorded_version
 from pipeline.evaluation.registry import get_metric, higher_is_better, label_of, metric_names, scale_of
 from pipeline.history.runs import load_result
 from pipeline.regression import family
@@ -20,6 +21,7 @@ from store import baselines, evals
 from store.db import Database
 
 PIN_DIFFERS = "not comparable: judge pin differs"
+VERSION_DIFFERS = "not comparable: its judge prompt version differs"
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,12 @@ class Tile:
     a_n: int
     b_mean: float | None
     b_n: int
-    comparable: bool  # False: a judge criterion under different judge pins
+    not_comparable: str | None  # why not: a judge criterion under another judge pin or prompt version
     paired: Comparison | None = None  # the paired change over shared items, when tested
+
+    @property
+    def comparable(self) -> bool:
+        return self.not_comparable is None
 
     @property
     def delta(self) -> float | None:
@@ -125,15 +131,21 @@ def _side(db: Database, name: str, which: str) -> Side:
     return Side(run, identity[0])
 
 
-def _comparable(metric: str, pins_equal: bool) -> bool:
+def _not_comparable(metric: str, a: Side, b: Side) -> str | None:
+    """Why a metric's scores of the two runs cannot be compared (None: they can): a judge criterion is compared
+    only under the same judge pin and its own prompt version (pipeline.evaluation.judge.recorded_version)."""
     registered = get_metric(metric)
-    judged = metric.startswith("judge_") or (registered is not None and registered.component == "judge")
-    return pins_equal or not judged
+    if not (metric.startswith("judge_") or (registered is not None and registered.component == "judge")):
+        return None
+    if not same_pin(a.run, b.run):
+        return PIN_DIFFERS
+    versions = {recorded_version(metric, s.run.judge_prompt_version, s.run.config) for s in (a, b)}
+    return VERSION_DIFFERS if len(versions) > 1 else None
 
 
-def _tiles(settings: Settings, db: Database, a: Side, b: Side, metrics: list[str], pins_equal: bool) -> list[Tile]:
+def _tiles(settings: Settings, db: Database, a: Side, b: Side, metrics: list[str]) -> list[Tile]:
     summaries = [{r["metric"]: r for r in evals.metric_summary(db, side.run.id)} for side in (a, b)]
-    tested = [m for m in metrics if _comparable(m, pins_equal)]
+    tested = [m for m in metrics if _not_comparable(m, a, b) is None]
     base = {m: alert_store.item_scores(db, a.run.id, m) for m in tested}
     new = {m: alert_store.item_scores(db, b.run.id, m) for m in tested}
     paired = {c.metric: c for c in compare_family(base, new, settings.min_effect) if c.slice == family.OVERALL}
@@ -150,7 +162,7 @@ def _tiles(settings: Settings, db: Database, a: Side, b: Side, metrics: list[str
                 ra.get("n", 0),
                 rb.get("mean"),
                 rb.get("n", 0),
-                metric in tested,
+                _not_comparable(metric, a, b),
                 paired.get(metric),
             )
         )
@@ -186,16 +198,15 @@ def compare_runs(settings: Settings, db: Database, a_name: str, b_name: str) -> 
     a, b = _side(db, a_name, "A"), _side(db, b_name, "B")
     if a.run.id == b.run.id:
         raise InputError(f"A and B are both {a_name!r}", fix="choose two different evaluation runs")
-    pins_equal = same_pin(a.run, b.run)
     scored = {r["metric"] for side in (a, b) for r in evals.metric_summary(db, side.run.id)}
     metrics = [m for m in metric_names() if m in scored] + sorted(scored - set(metric_names()))
     items_a, items_b = (set(evals.item_statuses(db, s.run.id)) for s in (a, b))
     shared = sorted(items_a & items_b)
-    compared = [m for m in metrics if _comparable(m, pins_equal)]
+    compared = [m for m in metrics if _not_comparable(m, a, b) is None]
     return RunComparison(
         a,
         b,
-        _tiles(settings, db, a, b, metrics, pins_equal),
+        _tiles(settings, db, a, b, metrics),
         _changes(db, a, b, compared, shared),
         shared,
         sorted(items_a - items_b),
