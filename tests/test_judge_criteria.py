@@ -333,3 +333,30 @@ def test_regression_still_catches_a_grounding_drop_under_one_version(db, setting
     run, baseline = regression.resolve(db, "after", None)
     drops = [c for c in regression.compare(db, settings, run, baseline) if c.regression]
     assert ("judge_grounding", "all") in [(c.metric, c.slice) for c in drops]
+
+
+def test_the_evaluate_form_runs_only_the_metrics_chosen_and_refuses_none(fake, kb_db):
+    from test_app import app, fresh_streamlit_caches, wait_for_jobs  # noqa: F401 - the fixture
+
+    at = app("pages/evaluate.py")
+    chooser = at.multiselect(key="eval_metrics")
+    assert chooser.value == list(regression.METRICS)  # every metric unless the user narrows it
+    at.text_input(key="eval_name").set_value("form-two")
+    at.number_input(key="eval_limit").set_value(1)
+    chooser.set_value(["judge_topicality", "judge_grounding"])
+    next(b for b in at.button if b.label == "Start evaluation").click().run()
+    wait_for_jobs(600)
+    at.run()
+    assert not at.exception, at.exception
+    run = evals.get_eval_run(kb_db, "form-two")
+    assert set(evals.item_statuses(kb_db, run.id).values()) == {"done"}, evals.item_statuses(kb_db, run.id)
+    assert run is not None and run.config["metrics"] == ["judge_grounding", "judge_topicality"]
+    with kb_db.cursor() as cur:
+        rows = cur.execute("SELECT DISTINCT metric FROM scores WHERE eval_run_id = ?", [run.id]).fetchall()
+    assert sorted(r[0] for r in rows) == ["judge_grounding", "judge_topicality"]
+
+    at.text_input(key="eval_name").set_value("form-none")
+    at.multiselect(key="eval_metrics").set_value([])
+    next(b for b in at.button if b.label == "Start evaluation").click().run()
+    assert any("no metric chosen" in e.value for e in at.error), [e.value for e in at.error]
+    assert evals.get_eval_run(kb_db, "form-none") is None
