@@ -3,8 +3,9 @@
     with FakeOpenAI(models=("llama3.2",)) as fake:
         base_url = fake.base_url          # http://127.0.0.1:PORT/v1
 
-Speaks `GET /v1/models` and `POST /v1/chat/completions` (non-streamed), with `usage` token counts
-(words of the messages / of the reply). Replies are scripted with `enqueue` (a fenced or prose-wrapped
+Speaks `GET /v1/models` and `POST /v1/chat/completions`, with `usage` token counts (words of the messages /
+of the reply); a streamed completion goes out as server-sent events, one chunk per word, `usage` in a last
+chunk when `stream_options.include_usage` asks for it. Replies are scripted with `enqueue` (a fenced or prose-wrapped
 JSON reply is just a string); unscripted calls answer "ok". `inject` adds faults ("500", "drop");
 every request is kept in `requests`.
 """
@@ -28,6 +29,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, payload = reply
+        if isinstance(payload, list):  # server-sent events, the connection closed after the last one
+            self.send_response(status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for event in payload:
+                self.wfile.write(b"data: " + (event if isinstance(event, bytes) else json.dumps(event).encode()))
+                self.wfile.write(b"\n\n")
+                self.wfile.flush()
+            self.close_connection = True
+            return
         body = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -108,14 +120,19 @@ class FakeOpenAI:
         return _error(404, f"no route {method} {path}", "NotFound")
 
     def _complete(self, body):
-        if body.get("stream"):
-            return _error(400, "this fake does not stream", "BadRequestError")
         if body.get("model") not in self.models:
             return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
         with self._lock:
             text = self._scripted.pop(0) if self._scripted else "ok"
         prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
         completion_tokens = len(text.split())
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if body.get("stream"):
+            return 200, _stream(body, text, usage)
         return 200, {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
@@ -135,3 +152,33 @@ class FakeOpenAI:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+def _stream(body, text, usage):
+    """The chunks of a streamed completion: one per word, a finishing one, usage if asked for, [DONE]."""
+
+    def chunk(delta, finish=None):
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        return {
+            "id": "chatcmpl-stream",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": body["model"],
+            "choices": [choice],
+        }
+
+    words = [w + " " for w in text.split(" ")]
+    words[-1] = words[-1][:-1]
+    events = [chunk({"role": "assistant", "content": w}) for w in words if w] + [chunk({}, "stop")]
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append(
+            {
+                "id": "chatcmpl-stream",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": body["model"],
+                "choices": [],
+                "usage": usage,
+            }
+        )
+    return events + [b"[DONE]"]

@@ -144,3 +144,20 @@ def test_health_says_when_the_server_is_down(fake, settings):
     checks = check_ollama(dataclasses.replace(settings, openai_base_url="http://127.0.0.1:9/v1"))
     assert not checks[0].ok and checks[0].name == "openai server"
     assert "not reachable at http://127.0.0.1:9/v1" in checks[0].detail
+
+
+def test_a_streamed_chat_goes_out_piece_by_piece_with_its_usage(server, settings, db):
+    server.enqueue("Hello there, streaming tests.")
+    llm = LLM(settings, db)
+    pieces = []
+    reply = llm.stream_chat("generate", "llama3.2", HELLO, pieces.append)
+    assert pieces == ["Hello ", "there, ", "streaming ", "tests."] and reply.text == "Hello there, streaming tests."
+    body = server.chat_requests()[0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True} and body["seed"] == 42
+    call = llm.calls[0]
+    assert (call.backend, call.prompt_tokens, call.completion_tokens, call.completion_text) == (
+        "openai",
+        7,
+        4,
+        reply.text,
+    )

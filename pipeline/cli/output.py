@@ -57,13 +57,20 @@ def follow_answer(events: Iterable[Event], err: Console, quiet: bool = False) ->
                 err.print()
                 streaming = False
             for step in [*held, event]:
-                err.print(Text(f"· {step.message}", style="dim"))
+                _print_step(step, err)
             held = []
     if streaming:
         err.print()
     for step in held:
-        err.print(Text(f"· {step.message}", style="dim"))
+        _print_step(step, err)
     return result
+
+
+def _print_step(event: Event, err: Console) -> None:
+    """One line per step; a sentence's verdicts one line per claim."""
+    claims = event.data.get("claims") if event.kind == "sentence" else None
+    for line in [f"claim {c.claim_no}: {c.verdict}" for c in claims] if claims else [event.message]:
+        err.print(Text(f"· {line}", style="dim"))
 
 
 def _fmt(value, metric: str) -> str:
