@@ -144,3 +144,108 @@ def test_describe_says_the_verdict_the_step_and_why():
     assert on_topic.describe(record) == (
         "does not address the question — embedding check: similarity 0.05 < on_topic_reject 0.14"
     )
+
+
+# -- in the engine -------------------------------------------------------------------------------------
+
+# Faithful (it stands verbatim in rag.md) but about another model: it talks past the question.
+FAITHFUL_OFF_TARGET = (
+    "REALM, by Guu et al. from Google and published at ICML 2020, pre-trained a language model jointly with a "
+    "latent knowledge retriever [1]."
+)
+# Faithful, shares two of the question's words: the embedding is unsure and the model decides.
+FAITHFUL_UNSURE = (
+    "The RAG paper was written by researchers from Facebook AI Research together with University College London "
+    "and New York University [1]."
+)
+
+
+def is_generation(body):
+    return not body.get("format")
+
+
+def generations(fake):
+    return [r for r in fake.requests if r["path"] == "/api/chat" and is_generation(r["body"] or {})]
+
+
+def run_question(kb_db, settings, question=QUESTION):
+    from pipeline.answering.engine import VerifiedQueryEngine
+
+    events = list(VerifiedQueryEngine(settings=settings, db=kb_db).stream(question))
+    return events, events[-1].data["result"]
+
+
+def test_an_off_target_answer_is_retried_with_a_prompt_that_names_the_missing_terms(fake, settings, kb_db):
+    from store.runs import get_run
+
+    fake.enqueue(FAITHFUL_OFF_TARGET, model="llama3.2", match=is_generation)
+    events, result = run_question(kb_db, settings)
+    first = result.attempts[0].record
+    assert first.faithfulness == 1.0 and first.status == "accepted"  # faithfulness alone would accept it
+    assert (first.on_topic, first.on_topic_method) == (False, "embedding")
+    assert first.missing_terms == ["passage", "wikipedia", "index", "rag", "paper"]
+    [checked, _] = [e for e in events if e.kind == "on_topic"]
+    assert checked.data["on_topic"] is False and checked.message.startswith("attempt 1: does not address")
+    [retry] = [e for e in events if e.kind == "retry"]
+    assert retry.data["missing_terms"] == first.missing_terms and retry.data["failed_claims"] == []
+    assert "passage, wikipedia, index, rag, paper" in retry.message
+    second = generations(fake)[1]["body"]["messages"]
+    assert "did not address the question that was asked" in second[0]["content"]
+    assert (
+        "It did not mention these terms of the question: passage, wikipedia, index, rag, paper" in second[-1]["content"]
+    )
+    assert result.status == "accepted" and result.final_attempt == 2
+    assert "21 million passages" in result.answer and result.attempts[1].record.on_topic is True
+    stored = get_run(kb_db, result.run_id)["attempts"]
+    assert [(a["on_topic"], a["on_topic_method"]) for a in stored] == [(False, "embedding"), (True, "embedding")]
+
+
+def test_when_the_embedding_is_unsure_the_models_stated_gap_goes_into_the_retry(fake, settings, kb_db):
+    fake.enqueue(FAITHFUL_UNSURE, model="llama3.2", match=is_generation)
+    _, result = run_question(kb_db, settings)
+    first = result.attempts[0].record
+    assert settings.on_topic_reject <= first.on_topic_score < settings.on_topic_accept
+    assert (first.on_topic, first.on_topic_method) == (False, "model")
+    assert len(topic_requests(fake)) == 1  # the retry's answer was sure: no second model call
+    retry_prompt = generations(fake)[1]["body"]["messages"][-1]["content"]
+    assert "did not address the question: it does not mention many, passage, wikipedia, index" in retry_prompt
+    assert result.status == "accepted" and result.final_attempt == 2
+
+
+@pytest.mark.parametrize("final", ["mark", "abstain"])
+def test_a_persistently_off_target_answer_ends_as_configured(fake, settings, kb_db, final):
+    from pipeline.answering import status
+
+    fake.enqueue(FAITHFUL_OFF_TARGET, model="llama3.2", match=is_generation, times=3)
+    events, result = run_question(kb_db, dataclasses.replace(settings, off_topic_final=final))
+    assert len(result.attempts) == 3 and all(a.record.on_topic is False for a in result.attempts)
+    assert len([e for e in events if e.kind == "retry"]) == 2
+    assert result.final_attempt == 1 and result.faithfulness == 1.0
+    if final == "mark":
+        assert result.status == status.OFF_TOPIC and result.answer == FAITHFUL_OFF_TARGET
+        assert "marked as not addressing it" in events[-2].message
+    else:
+        assert result.status == "abstained" and result.answer == status.NOT_ON_TOPIC
+        assert result.abstain_reason.startswith("no attempt addressed the question (off_topic_final = abstain)")
+
+
+def test_the_best_attempt_is_on_target_before_it_is_faithful(fake, settings, kb_db):
+    half_true = "The RAG index held 21 million passages [1]. The RAG paper won the best paper award at ICML 2019 [1]."
+    fake.enqueue(FAITHFUL_OFF_TARGET, model="llama3.2", match=is_generation)
+    fake.enqueue(half_true, model="llama3.2", match=is_generation, times=2)
+    _, result = run_question(kb_db, dataclasses.replace(settings, abstain_below=0.4))
+    faith = [(a.record.faithfulness, a.record.on_topic) for a in result.attempts]
+    assert faith == [(1.0, False), (0.5, True), (0.5, True)]
+    assert result.status == "flagged" and result.final_attempt == 2
+
+
+def test_an_on_target_answer_costs_no_model_call_when_the_embedding_is_sure(fake, settings, kb_db):
+    _, result = run_question(kb_db, settings)
+    record = result.attempts[0].record
+    assert result.status == "accepted" and (record.on_topic, record.on_topic_method) == (True, "embedding")
+    with_check = [r["path"] for r in fake.requests if r["path"] == "/api/chat"]
+    assert not topic_requests(fake)
+    fake.clear()
+    _, unchecked = run_question(kb_db, dataclasses.replace(settings, on_topic_check=False, cache_enabled=False))
+    assert unchecked.attempts[0].record.on_topic_method is None
+    assert len([r for r in fake.requests if r["path"] == "/api/chat"]) == len(with_check)

@@ -15,7 +15,7 @@ from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from pipeline import tracing
-from pipeline.answering import prompts, status
+from pipeline.answering import on_topic, prompts, status
 from pipeline.answering.events import AnswerResult, Attempt, Event
 from pipeline.answering.live import grade_view
 from pipeline.answering.retriever import DuckDBRetriever
@@ -26,6 +26,7 @@ from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import one_line, sentences
 from pipeline.verification.chain import effective_chain
+from pipeline.verification.claims import context_block
 from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, CheckedClaim, FaithfulnessChecker, Passage
 from pipeline.verification.placement import place_claim
 from store.db import Database
@@ -39,6 +40,8 @@ PROMPTS = (
     prompts.GENERATE_STRICT,
     prompts.EXTRACT_SENTENCE_CLAIMS,
     prompts.NLI_JUDGE,
+    prompts.ON_TOPIC,
+    prompts.GENERATE_ON_TOPIC,
 )
 # Threads per run: the generation, the context grade, and the sentences being checked (each of which verifies
 # its claims on a pool of its own, verify_concurrency wide).
@@ -91,6 +94,10 @@ def run_config(settings: Settings) -> dict:
         "llm_backend",
         "model_revision",
         "context_window",
+        "on_topic_check",
+        "on_topic_accept",
+        "on_topic_reject",
+        "off_topic_final",
     )
     config = {key: getattr(settings, key) for key in keys}
     config["verifier_chain"] = ",".join(effective_chain(settings))
@@ -262,34 +269,49 @@ class QuestionRun:
         """The attempts on one round's passages; False when that round's grade found the context not relevant
         (the first attempt, streamed while the grade ran, is then withdrawn)."""
         failed: list[str] = []
+        topic: on_topic.TopicCheck | None = None  # the previous attempt's on-topic check
         for attempt_no in range(1, self.settings.max_retries + 2):
-            attempt = yield from self._attempt(attempt_no, passages, failed, round_no if attempt_no == 1 else None)
+            retry = self._on_topic_retry(passages, failed, topic)
+            grade_round = round_no if attempt_no == 1 else None
+            attempt, topic = yield from self._attempt(attempt_no, passages, failed, grade_round, retry)
             if attempt is None:
                 return False
-            if attempt.record.status != status.FLAGGED:
+            flagged, off_target = attempt.record.status == status.FLAGGED, topic is not None and not topic.on_topic
+            if not flagged and not off_target:
                 break
-            faith = attempt.record.faithfulness
-            failed = attempt.record.failed_claims
+            failed = attempt.record.failed_claims if flagged else []
             if attempt_no <= self.settings.max_retries:
-                yield Event(
-                    "retry",
-                    f"faithfulness {faith:.2f} is below {self.settings.faithfulness_threshold:.2f}; "
-                    f"retrying with a stricter prompt that names {len(failed)} failed claim(s)",
-                    {"attempt": attempt_no + 1, "failed_claims": failed},
-                )
+                yield _retry_event(attempt.record, failed, topic if off_target else None, self.settings)
         yield from self._decide()
         return True
 
-    def _attempt(self, attempt_no: int, passages: list[Passage], failed: list[str], grade_round: int | None):
+    def _on_topic_retry(self, passages: list[Passage], failed: list[str], topic: on_topic.TopicCheck | None):
+        """The retry prompt of an attempt after an off-target one: it names the question's terms the answer
+        lacked and the gap the model stated (and any failed claims); None for the usual prompts."""
+        if topic is None or topic.on_topic is not False:
+            return None
+        user = prompts.generate_on_topic_input(self.question, context_block(passages), topic.missing, topic.gap, failed)
+        return prompts.GENERATE_ON_TOPIC.messages(user)
+
+    def _attempt(
+        self,
+        attempt_no: int,
+        passages: list[Passage],
+        failed: list[str],
+        grade_round: int | None,
+        retry: list[dict] | None = None,
+    ):
+        """(the attempt, its on-topic check or None when it was not checked); (None, None) when withdrawn."""
         with tracing.step(f"attempt {attempt_no}", strict=attempt_no > 1):
-            live = LiveAttempt(self, attempt_no, passages, failed)
+            live = LiveAttempt(self, attempt_no, passages, failed, retry)
             try:
                 yield from live.run(grade_round)
             finally:
                 live.stop.set()
             if live.discarded:
-                return None
+                return None, None
             attempt = self._score(live)
+            topic = self._check_on_topic(attempt.record)
             tracing.annotate(status=attempt.record.status, faithfulness=attempt.record.faithfulness)
         if live.errors:
             yield Event(
@@ -299,7 +321,20 @@ class QuestionRun:
             )
         elif attempt.record.status != "abstained":
             yield _score_event(attempt)
-        return attempt
+        if topic is not None:
+            yield _on_topic_event(attempt.record, topic)
+        return attempt, topic
+
+    def _check_on_topic(self, record: AttemptRecord) -> on_topic.TopicCheck | None:
+        """After verification: does the answer address the question (kept on the record); None when the check
+        is off or there is no answer to check (an abstention)."""
+        if not self.settings.on_topic_check or record.status == "abstained" or not record.answer:
+            return None
+        with tracing.step("on-topic check"):
+            topic = on_topic.check(self.llm, self.settings, self.question, record.answer)
+            tracing.annotate(on_topic=topic.on_topic, score=topic.score, method=topic.method)
+        on_topic.keep(record, topic)
+        return topic
 
     def _score(self, live: LiveAttempt) -> Attempt:
         """The attempt's record from its streamed answer and the verdicts of its sentences."""
@@ -325,12 +360,7 @@ class QuestionRun:
 
     # -- decision -----------------------------------------------------------------------------
     def _decide(self):
-        attempts = self.result.attempts
-        scored = [a for a in attempts if a.record.faithfulness is not None]
-        if scored:
-            best = max(scored, key=lambda a: (a.record.faithfulness, -a.record.attempt_no))
-        else:
-            best = attempts[-1]
+        best = _best_attempt(self.result.attempts)
         record = best.record
         threshold = self.settings.faithfulness_threshold
         if record.status == "abstained":
@@ -351,6 +381,16 @@ class QuestionRun:
                 status.NOT_VERIFIED_RELEVANT if self.relevant else status.NOT_VERIFIED,
             )
             return
+        if record.on_topic is False:  # the best attempt is off target, so every checked attempt was
+            if self.settings.off_topic_final == "abstain":
+                yield from self._abstain(
+                    "no attempt addressed the question (off_topic_final = abstain); "
+                    f"the best: {record.on_topic_reason}",
+                    best,
+                    status.NOT_ON_TOPIC,
+                )
+                return
+            final = status.OFF_TOPIC
         self._finish(final, best, record.answer)
         yield Event("decide", _decision_message(final, record), {"status": final})
 
@@ -383,6 +423,58 @@ class QuestionRun:
         if self.persist:  # a locked, read-only, newer or damaged store: the run is kept in the journal
             self.result.run_id, kept = save_run(self.db, self.log, self.settings.store_save_wait_s)
             self.result.journal = str(kept) if kept else None
+
+
+def _best_attempt(attempts: list[Attempt]) -> Attempt:
+    """The on-target attempt with the highest faithfulness (an unchecked or undecided one counts as on
+    target); if every scored attempt is off target, the most faithful of them; without a scored attempt,
+    the last on-target one, else the last."""
+    scored = [a for a in attempts if a.record.faithfulness is not None]
+    pool = scored or attempts
+    pool = [a for a in pool if a.record.on_topic is not False] or pool
+    if not scored:
+        return pool[-1]
+    return max(pool, key=lambda a: (a.record.faithfulness, -a.record.attempt_no))
+
+
+def _retry_event(record: AttemptRecord, failed: list[str], topic: on_topic.TopicCheck | None, settings) -> Event:
+    why, names = [], []
+    if failed:
+        why.append(f"faithfulness {record.faithfulness:.2f} is below {settings.faithfulness_threshold:.2f}")
+        names.append(f"{len(failed)} failed claim(s)")
+    if topic is not None:
+        why.append("the answer does not address the question")
+        if topic.missing:
+            names.append("the question's terms it lacks (" + ", ".join(topic.missing) + ")")
+        if topic.gap:
+            names.append(f"what it missed ({topic.gap})")
+    prompt = "an on-topic prompt" if topic is not None else "a stricter prompt"
+    return Event(
+        "retry",
+        f"{' and '.join(why)}; retrying with {prompt}" + (f" that names {' and '.join(names)}" if names else ""),
+        {
+            "attempt": record.attempt_no + 1,
+            "failed_claims": failed,
+            "off_topic": topic is not None,
+            "missing_terms": topic.missing if topic else [],
+            "gap": topic.gap if topic else "",
+        },
+    )
+
+
+def _on_topic_event(record: AttemptRecord, topic: on_topic.TopicCheck) -> Event:
+    return Event(
+        "on_topic",
+        f"attempt {record.attempt_no}: {on_topic.describe(record)}",
+        {
+            "attempt": record.attempt_no,
+            "on_topic": topic.on_topic,
+            "score": topic.score,
+            "method": topic.method,
+            "reason": topic.reason,
+            "missing_terms": topic.missing,
+        },
+    )
 
 
 def _score_event(attempt: Attempt) -> Event:
@@ -424,6 +516,12 @@ def _decision_message(status: str, record: AttemptRecord) -> str:
         )
     if status == "no_claims":
         return "the answer makes no checkable claims"
+    if status == "off_topic":
+        return (
+            f"no attempt addressed the question; showing attempt {record.attempt_no} "
+            f"(faithfulness {'n/a' if record.faithfulness is None else f'{record.faithfulness:.2f}'}) "
+            "marked as not addressing it"
+        )
     return f"the answer could not be verified: {record.error or 'no claim got a verdict'}"
 
 

@@ -24,7 +24,8 @@ from store.records import (
 
 @dataclass
 class Event:
-    kind: str  # retrieve | grade | rewrite | generate | claims | verdict | score | retry | abstain | error | final
+    # retrieve | grade | rewrite | generate | claims | verdict | score | on_topic | retry | abstain | error | final
+    kind: str
     message: str
     data: dict = field(default_factory=dict)
 
@@ -185,6 +186,11 @@ def _attempt_record(row: dict) -> AttemptRecord:
         row["n_supported"],
         list(_json(row["failed_claims"]) or []),
         row["error"],
+        row.get("on_topic"),
+        row.get("on_topic_score"),
+        row.get("on_topic_method"),
+        row.get("on_topic_reason"),
+        list(_json(row.get("missing_terms")) or []),
     )
 
 

@@ -62,7 +62,7 @@ def similarity(llm: LLM, question: str, answer: str) -> float | None:
     texts = answer_sentences(answer)
     if not texts:
         return None
-    return float(np.max(cosines(llm.embed_query(question), llm.embed_documents(texts))))
+    return float(np.max(cosines(llm.embed_query(question), llm.embed_documents(texts, cached=True))))
 
 
 def cosines(vector: list[float], others: list[list[float]]) -> np.ndarray:

@@ -181,17 +181,30 @@ class LLM:
             pieces.close()
         return text, last, False
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+    def embed_documents(self, texts: list[str], cached: bool = False) -> list[list[float]]:
+        """Texts embedded as documents. cached=True reads and fills the response cache, for a few texts such as
+        an answer's sentences (ingest leaves it off: chunk vectors are kept with the chunks)."""
         prefix = self.settings.embed_document_prefix
         call = self._embed_call("embed_documents", embed_text([_prefixed(prefix, t) for t in texts]))
         embedder = self._embedder()
+        key = None
         with self.recorder.failures(call):
             call.digest = self._ollama_digest(call.model)
+            if cached:
+                key = _cache_key(
+                    call.model, call.digest, [{"role": "documents", "content": texts}], None, {"prefix": prefix}
+                )
             call.restart_clock()
+            hit = self._cached(key) if key else None
+            if hit is not None:
+                self.recorder.finish(call, _vectors_text(hit["vectors"]), cache_hit=True)
+                return hit["vectors"]
             vectors = self._with_retries(
                 "embed_documents", call.model, lambda: embedder.get_text_embedding_batch(texts), ollama_guard
             )
         self.recorder.finish(call, _vectors_text(vectors))
+        if key:
+            self._remember(key, call.model, call.digest, {"vectors": vectors})
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
