@@ -1,12 +1,12 @@
 """Two evaluation runs side by side: metric means with their change (B − A), the paired change over the items
 both scored (the regression check's own test, pipeline.regression.compare), and the items that got worse or
-better per metric. Items are matched by golden id. Judge scores are compared only under the same judge pin;
-runs over different datasets (content hash or size) are compared item by item but marked."""
+better per metric. Items are matched by golden id. Judge scores are compared only under the same judge pin
+(and a criterion's own prompt version); runs over different datasets (content hash or size) are compared item
+by item but marked."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import urlencode
 
 from pipeline.answering.events import AnswerResult
 from pipeline.config import Settings
@@ -32,11 +32,6 @@ class Side:
     @property
     def pin(self) -> str:
         return f"{self.run.judge_model}@{(self.run.judge_digest or '')[:12]} / {self.run.judge_prompt_version}"
-
-    @property
-    def link(self) -> str:
-        """The Evaluate page showing this run."""
-        return "/evaluate?" + urlencode({"eval": self.run.name})
 
 
 @dataclass(frozen=True)
