@@ -127,11 +127,9 @@ alerts = list_alerts(db, None if show == "all" else show)
 if not alerts:
     st.info(f"No {'' if show == 'all' else show + ' '}alerts.")
 for alert in alerts:
-    title = (
-        f"{'🔴' if alert['status'] == 'open' else '✔️'} {alert['run_name']}: {alert['metric']} "
-        f"({alert['slice']}) — {alert['kind']}"
-    )
-    with st.expander(escape_markdown(title)):
+    title = f"{alert['run_name']}: {alert['metric']} ({alert['slice']}) — {alert['kind']}"
+    icon = ":material/notifications_active:" if alert["status"] == "open" else ":material/check:"
+    with st.expander(escape_markdown(title), icon=icon):
         st.markdown(escape_markdown(alert["message"]))
         st.caption(
             escape_markdown(

@@ -41,10 +41,10 @@ def test_chat_answers_with_claims_marked(kb_db):
     at.chat_input[0].set_value(QUESTION).run()
     assert not at.exception, at.exception
     text = markdown_text(at)
-    assert "✅ accepted" in text and "faithfulness **1.00**" in text
+    assert ":material/check_circle: accepted" in text and "faithfulness **1.00**" in text
     assert ":green-background[" in text and "21 million passages" in text
     claims = at.dataframe[0].value
-    assert list(claims["verdict"]) == ["✅ supported"] * len(claims)
+    assert list(claims["verdict"]) == ["supported"] * len(claims)
     assert claims["evidence"].str.contains("21 million").any()
     assert at.session_state["conversation"][0]["result"].status == "accepted"
 

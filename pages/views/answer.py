@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import escape_keeping_code
-from pages.views.markup import VERDICT_ICON, annotated_markdown, escape_markdown, fmt_score
+from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, status_markdown
 from pipeline.answering.events import AnswerResult, Event
 from pipeline.answering.status import status_label
 from pipeline.history.present import placement
@@ -102,7 +102,7 @@ def show_answer(result: AnswerResult) -> None:
         return
     faith = fmt_score(result.faithfulness)
     st.markdown(
-        f"**{escape_markdown(status_label(result.status))}** · faithfulness **{faith}** · "
+        f"**{status_markdown(status_label(result.status), result.status)}** · faithfulness **{faith}** · "
         f"{len(result.attempts)} attempt(s) · run {result.run_id}"
     )
     claims = result.final_claims
@@ -134,7 +134,7 @@ def show_claims(result: AnswerResult) -> None:
         rows = [
             {
                 "#": c.claim_no,
-                "verdict": f"{VERDICT_ICON.get(c.verdict, '')} {c.verdict}",
+                "verdict": c.verdict,
                 "claim": c.text,
                 "verifier": c.verifier,
                 "evidence": c.evidence or "",
@@ -166,7 +166,7 @@ def show_attempts(result: AnswerResult) -> None:
             faith = fmt_score(r.faithfulness)
             st.markdown(
                 f"**Attempt {r.attempt_no}**{' (stricter prompt)' if r.strict else ''} · "
-                f"faithfulness {faith} · {escape_markdown(status_label(r.status))}"
+                f"faithfulness {faith} · {status_markdown(status_label(r.status), r.status)}"
             )
             st.markdown(escape_markdown(r.answer))
             if r.failed_claims:

@@ -18,6 +18,7 @@ from pages.views.markup import (
     fmt_ms,
     fmt_score,
     highlighted_chunk,
+    status_markdown,
 )
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
@@ -33,7 +34,7 @@ def show_drilldown(stored: StoredRun) -> None:
     faith = fmt_score(result.faithfulness)
     st.markdown(
         f"**Run {result.run_id}** · {escape_markdown(result.kind)} · "
-        f"{escape_markdown(status_label(result.status))} · "
+        f"{status_markdown(status_label(result.status), result.status)} · "
         f"faithfulness **{faith}** · {len(result.attempts)} attempt(s) · "
         f"{escape_markdown(str(result.generator_model))} · {fmt_ms(result.latency_ms)} · "
         f"{result.started_at:%Y-%m-%d %H:%M:%S}"
@@ -86,7 +87,7 @@ def show_attempts(result: AnswerResult) -> None:
         final = " · shown" if r.attempt_no == result.final_attempt else ""
         with st.expander(
             f"Attempt {r.attempt_no}{' (stricter prompt)' if r.strict else ''} · faithfulness "
-            f"{faith} · {escape_markdown(status_label(r.status))}{final}",
+            f"{faith} · {status_markdown(status_label(r.status), r.status)}{final}",
             expanded=r.attempt_no == result.final_attempt,
         ):
             st.markdown(annotated_markdown(r.answer or "", attempt.claims))
@@ -104,10 +105,9 @@ def show_claims(result: AnswerResult) -> None:
         return
     st.subheader(f"Claims ({len(claims)})")
     for claim in claims:
-        icon = VERDICT_ICON.get(claim.verdict, "")
         source = f" · [{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""
-        label = f"{claim.claim_no}. {claim.text} — {claim.verdict} ({claim.verifier}){source}"
-        with st.expander(f"{icon} {escape_markdown(label)}"):
+        label = f"Claim {claim.claim_no}: {claim.text} — {claim.verdict} ({claim.verifier}){source}"
+        with st.expander(escape_markdown(label), icon=VERDICT_ICON.get(claim.verdict)):
             st.caption(escape_markdown(claim.reason or ""))
             if claim.passage:
                 st.markdown(highlighted_chunk(claim.passage.text, claim.span, claim.verdict))

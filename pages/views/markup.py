@@ -9,7 +9,25 @@ from pipeline.history.present import placement
 from pipeline.verification.faithfulness import CheckedClaim
 
 VERDICT_COLOR = {"supported": "green", "contradicted": "red", "unsupported": "orange", "unverified": "violet"}
-VERDICT_ICON = {"supported": "✅", "contradicted": "❌", "unsupported": "⚠️", "unverified": "❔"}
+# Material Symbols, shipped with Streamlit (emoji render as empty boxes where no emoji font is installed)
+VERDICT_ICON = {
+    "supported": ":material/check_circle:",
+    "contradicted": ":material/cancel:",
+    "unsupported": ":material/warning:",
+    "unverified": ":material/help:",
+}
+STATUS_ICON = {
+    "accepted": ":material/check_circle:",
+    "flagged": ":material/warning:",
+    "abstained": ":material/do_not_disturb_on:",
+    "off_topic": ":material/wrong_location:",
+    "no_claims": ":material/info:",
+    "unverified": ":material/help:",
+    "failed": ":material/error:",
+    "cancelled": ":material/stop_circle:",
+    "running": ":material/hourglass_top:",
+}
+LEADING_SYMBOLS = re.compile(r"^[^A-Za-z(]+")  # the emoji and space before a status label
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:&\"'=^])")
 
 
@@ -25,6 +43,19 @@ def escape_markdown(text: str) -> str:
     return AUTOLINK.sub(ZERO_WIDTH_SPACE, MARKDOWN_SPECIAL.sub(r"\\\1", text))
 
 
+def verdict_icon(verdict: str) -> str:
+    """Markdown of a verdict's icon in its colour; empty for an unknown verdict."""
+    icon = VERDICT_ICON.get(verdict)
+    return f":{VERDICT_COLOR[verdict]}[{icon}]" if icon else ""
+
+
+def status_markdown(label: str, status: str) -> str:
+    """A status as Markdown: its Material icon, then its label (from pipeline.answering.status.status_label,
+    which the terminal shows with an emoji) escaped and without that emoji."""
+    text = escape_markdown(LEADING_SYMBOLS.sub("", label))
+    return f"{STATUS_ICON[status]} {text}" if status in STATUS_ICON else text
+
+
 def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
     """Markdown of the answer with each sentence coloured by its verdict, then the claims that could not be
     placed on a sentence, listed as "not placed"; all model text escaped. While a claim that is not
@@ -38,7 +69,7 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
         if segment.verdict and not (hold_green and segment.verdict == "supported"):
             out.append(
                 f":{VERDICT_COLOR[segment.verdict]}-background[{text}] "
-                f"{VERDICT_ICON[segment.verdict]} :gray[claim {numbers}]"
+                f"{verdict_icon(segment.verdict)} :gray[claim {numbers}]"
             )
         elif segment.verdict:
             out.append(f"{text} :gray[claim {numbers}, supported]")
@@ -47,7 +78,7 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
     markdown = " ".join(out)
     if placed.unplaced:
         listed = "  \n".join(
-            f"{VERDICT_ICON.get(c.verdict, '')} claim {c.claim_no} ({c.verdict}): {escape_markdown(c.text)}"
+            f"{verdict_icon(c.verdict)} claim {c.claim_no} ({c.verdict}): {escape_markdown(c.text)}"
             for c in placed.unplaced
         )
         markdown += f"\n\n**Not placed** (no sentence of the answer holds these claims):  \n{listed}"
