@@ -18,21 +18,49 @@ def evaluate_page(eval_param: str | None = None) -> AppTest:
     return at
 
 
-def test_an_evaluation_that_cannot_start_says_why_and_keeps_the_form(fake, kb_db):
-    fake.stop()
-    at = app("pages/evaluate.py")
-    at.text_input(key="eval_name").set_value("offline")
+def start(at: AppTest, name: str, limit: int, wait: bool = True) -> AppTest:
+    at.text_input(key="eval_name").set_value(name)
+    at.number_input(key="eval_limit").set_value(limit)
     at.button[0].click().run()
-    wait_for_jobs()
-    at.run()
+    if wait:
+        wait_for_jobs()
+        at.run()
     assert not at.exception, at.exception
+    return at
+
+
+def test_an_evaluation_that_cannot_start_says_why_and_keeps_the_form(fake, kb_db):
+    from pipeline.history.evaluations import list_eval_runs
+
+    fake.stop()
+    at = start(app("pages/evaluate.py"), "offline", 2, wait=False)
     errors = [e.value for e in at.error]
-    assert any("Evaluation offline stopped\\: Ollama is not reachable" in e and "ollama serve" in e for e in errors)
+    assert any(
+        "evaluation \\'offline\\' cannot start\\: Ollama is not reachable" in e and "ollama serve" in e for e in errors
+    ), errors
     assert at.text_input(key="eval_name").value == "offline"
-    at.run()  # the message stays on later reruns, until dismissed
-    assert any("Evaluation offline stopped" in e.value for e in at.error)
+    assert list_eval_runs(kb_db) == []  # refused before anything was stored
+
+
+def test_an_evaluation_stopped_after_it_started_says_why_until_dismissed(kb_db, monkeypatch):
+    from pipeline.errors import StoreLocked
+    from pipeline.evaluation import jobs
+
+    def locked_store(*args, **kwargs):  # what run_evaluation raises when another process holds the store
+        raise StoreLocked("workbench.duckdb", 15)
+
+    monkeypatch.setattr(jobs, "run_evaluation", locked_store)
+    at = start(app("pages/evaluate.py"), "tiny", 1)
+    stopped = [e.value for e in at.error if e.value.startswith("Evaluation tiny stopped")]
+    assert stopped == [
+        "Evaluation tiny stopped\\: the store workbench\\.duckdb stayed locked by another process for 15 s  \n"
+        "Fix: wait for the other workbench process \\(a CLI batch or the app\\) to finish, or point WORKBENCH\\_DB "
+        "at another file"
+    ], [e.value for e in at.error]
+    at.run()  # it stays on later reruns, until dismissed
+    assert any(e.value.startswith("Evaluation tiny stopped") for e in at.error)
     next(b for b in at.button if b.label == "Dismiss").click().run()
-    assert not any("Evaluation offline stopped" in e.value for e in at.error)
+    assert not any(e.value.startswith("Evaluation tiny stopped") for e in at.error)
 
 
 def test_a_finished_evaluation_is_announced_and_selected(kb_db):
