@@ -7,6 +7,7 @@ import json
 
 import duckdb
 import pytest
+from test_app import app, fresh_streamlit_caches, wait_for_jobs  # noqa: F401 - the fixture clears Streamlit's caches
 from test_evaluation import ITEMS, dataset
 from test_regression import store_run
 
@@ -336,8 +337,6 @@ def test_regression_still_catches_a_grounding_drop_under_one_version(db, setting
 
 
 def test_the_evaluate_form_runs_only_the_metrics_chosen_and_refuses_none(fake, kb_db):
-    from test_app import app, fresh_streamlit_caches, wait_for_jobs  # noqa: F401 - the fixture
-
     at = app("pages/evaluate.py")
     chooser = at.multiselect(key="eval_metrics")
     assert chooser.value == list(regression.METRICS)  # every metric unless the user narrows it
@@ -360,3 +359,50 @@ def test_the_evaluate_form_runs_only_the_metrics_chosen_and_refuses_none(fake, k
     next(b for b in at.button if b.label == "Start evaluation").click().run()
     assert any("no metric chosen" in e.value for e in at.error), [e.value for e in at.error]
     assert evals.get_eval_run(kb_db, "form-none") is None
+
+
+def test_trends_draws_a_criterion_under_its_own_prompt_version(db):
+    values = [4.0, 5.0, 3.0, 4.0, 5.0, 4.0]
+    chosen = {"metrics": ["judge_correctness", "judge_grounding"]}
+    for name, version in (
+        ("g1", "judge-grounding-v1"),
+        ("g1-again", "judge-grounding-v1"),
+        ("g2", "judge-grounding-v2"),
+    ):
+        store_run(
+            db,
+            name,
+            {"judge_correctness": values, "judge_grounding": values},
+            config={**chosen, "judge_prompt_versions": {"grounding": version}},
+        )
+    at = app("pages/trends.py")
+    metric = next(s for s in at.selectbox if s.label == "Metric")
+    assert {"judge_correctness", "judge_grounding"} <= set(metric.options)
+
+    def series() -> dict[str, int]:
+        figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+        return {trace["name"].split(" · ")[0]: len(trace["x"]) for trace in figure["data"]}
+
+    metric.set_value("judge_grounding").run()
+    assert series() == {"llama3.2@d1 / judge-grounding-v1": 2, "llama3.2@d1 / judge-grounding-v2": 1}
+    next(s for s in at.selectbox if s.label == "Metric").set_value("judge_correctness").run()
+    assert series() == {"llama3.2@d1 / judge-v1": 3}  # the first three criteria's series as before
+
+
+def test_calibration_shows_the_new_criteria_like_the_others(fake, settings, kb_db):
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "cal-five")
+    run_ids = evals.run_ids_of(kb_db, 1)
+    save_rating(kb_db, run_ids[0], "ana", dict.fromkeys(CRITERIA, 4))
+    save_rating(kb_db, run_ids[1], "ana", {"correctness": 2, "helpfulness": 2, "faithfulness": 2})  # before them
+    at = app("pages/calibration.py")
+    assert not at.exception, at.exception
+    shown = [e.value for e in [*at.error, *at.warning, *at.info, *at.caption]]
+    assert [h.value for h in at.subheader][:5] == [
+        "Correctness",
+        "Helpfulness",
+        "Faithfulness",
+        "Grounding",
+        "Topicality",
+    ], shown
+    tables = [t.value for t in at.dataframe if "judge vs people" in list(t.value.get("", []))]
+    assert [int(t.iloc[0]["n"]) for t in tables] == [2, 2, 2, 1, 1]
