@@ -24,7 +24,10 @@ from store.records import (
 
 @dataclass
 class Event:
-    # retrieve | grade | rewrite | generate | claims | verdict | score | on_topic | retry | abstain | error | final
+    # retrieve | token | grade | discard | rewrite | generate | sentence | claims | score | on_topic | retry | decide |
+    # abstain | error | final. token {attempt, delta}: a piece of the answer as it streams; sentence {attempt, index,
+    # span, cited, claims, error}: a finished sentence's checked claims; discard {attempt}: a streamed attempt
+    # withdrawn because the context grade found the context not relevant.
     kind: str
     message: str
     data: dict = field(default_factory=dict)
