@@ -1,0 +1,101 @@
+"""One running app per browser test module: Streamlit takes seconds to start, so a module's tests share one
+server (against a fake Ollama and a store the module prepares) and one headless Chromium, each test with its
+own page."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from conftest import ROOT, TEST_ENV
+from test_browser import CHROMIUM, CHROMIUM_FLAGS, free_port, wait_until_healthy
+
+from pipeline.config import Settings, load_settings
+
+# An exception in a page's script (st.exception), and the frontend's error boundary (a component that crashed).
+FAILURES = "[data-testid='stException'], [data-testid='stErrorElementStack']"
+
+
+def app_env(store: Path, ollama_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test environment (conftest.TEST_ENV) for a store file and a fake Ollama, nothing inherited."""
+    clean = {k: v for k, v in os.environ.items() if not (k.startswith("WORKBENCH_") or k == "OLLAMA_HOST")}
+    return {
+        **clean,
+        **TEST_ENV,
+        "OLLAMA_HOST": ollama_url,
+        "WORKBENCH_DB": str(store),
+        "WORKBENCH_CONFIG": str(store.parent / "workbench.toml"),
+        **(extra or {}),
+    }
+
+
+def prepared_store(template: Path, folder: Path, ollama_url: str) -> tuple[Path, Settings]:
+    """A copy of the ingested template store in folder, and settings for it (as the app will read them)."""
+    store = folder / "workbench.duckdb"
+    shutil.copy(template, store)
+    return store, load_settings(environ=app_env(store, ollama_url))
+
+
+@contextmanager
+def serving(env: dict[str, str]) -> Iterator[str]:
+    """Streamlit serving the app with env on a free port; its URL. The store is let go 0.2 s after each use, so
+    a test can write to it meanwhile."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "streamlit_app.py",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+        ],
+        cwd=ROOT,
+        env={**env, "WORKBENCH_STORE_IDLE_RELEASE_S": "0.2"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(url, process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+@contextmanager
+def chromium() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def assert_no_failure(page, where: str) -> None:
+    """No exception from the page's script and no crashed component, with what they say when there is one."""
+    failures = page.locator(FAILURES)
+    assert failures.count() == 0, (where, failures.all_inner_texts())
+
+
+def screenshot(page, name: str) -> None:
+    folder = ROOT / "test-artifacts"
+    folder.mkdir(exist_ok=True)
+    page.screenshot(path=str(folder / name), full_page=True)
