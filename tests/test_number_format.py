@@ -1,0 +1,26 @@
+"""The one number format the pages use (pages/views/markup.py)."""
+
+from pages.views.markup import fmt_count, fmt_ms, fmt_pct, fmt_score, status_markdown
+
+
+def test_scores_have_two_decimals():
+    assert [fmt_score(0.8349), fmt_score(4.0), fmt_score(None)] == ["0.83", "4.00", "n/a"]
+
+
+def test_percentages_counts_and_durations():
+    assert fmt_pct(0.834) == "83%" and fmt_pct(0.0456, 1) == "4.6%" and fmt_pct(None) == "n/a"
+    assert fmt_count(1234567) == "1,234,567" and fmt_count(0) == "0"
+    assert [fmt_ms(850), fmt_ms(1234), fmt_ms(59_949), fmt_ms(125_400), fmt_ms(None)] == [
+        "850 ms",
+        "1.2 s",
+        "59.9 s",
+        "2 min 5 s",
+        "n/a",
+    ]
+
+
+def test_a_status_shows_a_material_icon_instead_of_its_emoji():
+    assert status_markdown("✅ accepted: faithfulness at or above the threshold", "accepted") == (
+        ":material/check_circle: accepted\\: faithfulness at or above the threshold"
+    )
+    assert status_markdown("ℹ️ no checkable claims", "no_claims") == ":material/info: no checkable claims"
