@@ -123,3 +123,12 @@ def test_corrections_form_names_the_annotator_and_clears_after_adding(fake, sett
     assert any("nothing was saved" in w.value for w in at.warning)
     chooser = next(m for m in at.multiselect if m.label == "Disagreements to turn into corrections")
     assert chooser.value == [] and not [o for o in chooser.options if o.startswith(f"correctness · run {run_id} ")]
+
+
+def test_chat_answer_links_to_its_run(kb_db):
+    from test_app import QUESTION, markdown_text
+
+    at = app()
+    at.chat_input[0].set_value(QUESTION).run()
+    run_id = at.session_state["conversation"][0]["result"].run_id
+    assert f"attempt(s) · [run {run_id}](/runs?run_id={run_id})" in markdown_text(at)

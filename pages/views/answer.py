@@ -103,7 +103,8 @@ def show_answer(result: AnswerResult) -> None:
     faith = fmt_score(result.faithfulness)
     st.markdown(
         f"**{status_markdown(status_label(result.status), result.status)}** · faithfulness **{faith}** · "
-        f"{len(result.attempts)} attempt(s) · run {result.run_id}"
+        f"{len(result.attempts)} attempt(s) · "
+        + (f"[run {result.run_id}](/runs?run_id={int(result.run_id)})" if result.run_id else f"run {result.run_id}")
     )
     claims = result.final_claims
     if result.status == "abstained":
