@@ -132,3 +132,14 @@ def test_chat_answer_links_to_its_run(kb_db):
     at.chat_input[0].set_value(QUESTION).run()
     run_id = at.session_state["conversation"][0]["result"].run_id
     assert f"attempt(s) · [run {run_id}](/runs?run_id={run_id})" in markdown_text(at)
+
+
+def test_runs_grid_has_the_drilldown_link_first(fake, settings, kb_db):
+    from test_app import QUESTION
+
+    from pipeline.answering.engine import VerifiedQueryEngine, final_result
+
+    run = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
+    grid = app("pages/runs.py").dataframe[0].value
+    assert list(grid.columns[:2]) == ["open", "id"]
+    assert grid.iloc[0]["open"] == f"/runs?run_id={run.run_id}"
