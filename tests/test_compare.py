@@ -165,13 +165,17 @@ def test_the_compare_page_defaults_to_the_newest_run_and_its_baseline(fake, sett
 
 def test_the_compare_page_explains_unknown_names_as_text_and_marks_other_pins(db):
     store_run(db, "before", {"faithfulness": A_FAITH, "judge_correctness": A_JUDGE})
-    store_run(db, "after", {"faithfulness": B_FAITH, "judge_correctness": B_JUDGE}, judge_digest="other")
+    store_run(
+        db, "after", {"faithfulness": B_FAITH, "judge_correctness": B_JUDGE}, judge_digest="other", dataset_hash="h2"
+    )
     at = open_compare(a="[x](http://evil.example)", b="after")
     assert at.error[0].value.startswith("There is no evaluation named \\'\\[x\\]\\(http")
     assert [s.value for s in at.selectbox[:2]] == ["before", "after"]
     judge = next(m for m in at.metric if m.label == "judge correctness")
     assert judge.delta == "not comparable: judge pin differs"
     assert any("Judge pins differ" in w.value for w in at.warning)
+    datasets = next(w.value for w in at.warning if w.value.startswith("**Different datasets.**"))
+    assert "6 in both, 0 only in A, 0 only in B" in datasets
     assert next(m for m in at.metric if m.label == "faithfulness").delta == "-0.04"
 
 
