@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from pages.views.markup import escape_markdown
 from pipeline.answering import on_topic
 from pipeline.config import load_settings
 from pipeline.errors import ConfigError
@@ -160,6 +161,10 @@ FAITHFUL_UNSURE = (
 )
 
 
+def asks_topic(body):
+    return "addresses" in ((body.get("format") or {}).get("properties") or {})
+
+
 def is_generation(body):
     return not body.get("format")
 
@@ -249,3 +254,58 @@ def test_an_on_target_answer_costs_no_model_call_when_the_embedding_is_sure(fake
     _, unchecked = run_question(kb_db, dataclasses.replace(settings, on_topic_check=False, cache_enabled=False))
     assert unchecked.attempts[0].record.on_topic_method is None
     assert len([r for r in fake.requests if r["path"] == "/api/chat"]) == len(with_check)
+
+
+# -- on screen -----------------------------------------------------------------------------------------
+
+
+def _page(run_id: int | None = None):
+    """The Chat page, or the drilldown of run_id, with Streamlit's caches (settings, health) emptied."""
+    import streamlit as st
+    from conftest import ROOT
+    from streamlit.testing.v1 import AppTest
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    if run_id is not None:
+        at.query_params["run_id"] = str(run_id)
+    at.run()
+    if run_id is not None:
+        at.switch_page("pages/runs.py")
+        at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_chat_shows_each_attempts_check_with_the_models_words_escaped(fake, kb_db):
+    fake.enqueue(FAITHFUL_UNSURE, model="llama3.2", match=is_generation)
+    fake.enqueue({"addresses": False, "gap": "**the count** <b>of passages</b>"}, model="llama3.2", match=asks_topic)
+    at = _page()
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception, at.exception
+    assert at.session_state["conversation"][0]["result"].final_attempt == 2
+    captions = "\n".join(c.value for c in at.caption)
+    assert escape_markdown("Does not address the question — model check: similarity 0.21 is between") in captions
+    assert escape_markdown("says it does not address the question: **the count** <b>of passages</b>") in captions
+    assert "<b>" not in captions and "**the" not in captions
+    assert escape_markdown("Addresses the question — embedding check: similarity 0.55 ≥ on_topic_accept") in captions
+
+
+def test_an_off_target_answer_is_marked_in_the_chat_and_the_drilldown(fake, settings, kb_db):
+    fake.enqueue(FAITHFUL_OFF_TARGET, model="llama3.2", match=is_generation, times=6)
+    at = _page()
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception, at.exception
+    result = at.session_state["conversation"][0]["result"]
+    assert result.status == "off_topic", (result.error, result.fix)
+    warnings = [w.value for w in at.warning]
+    expected = escape_markdown("Does not address the question — embedding check: similarity 0.11 < on_topic_reject")
+    assert any(w.startswith(expected) for w in warnings), warnings
+    assert "does not address the question" in "\n".join(m.value for m in at.markdown)
+    at = _page(result.run_id)
+    warnings = [w.value for w in at.warning]
+    assert any(escape_markdown("does not mention passage, wikipedia, index, rag, paper") in w for w in warnings)
+    captions = [c.value for c in at.caption if c.value.startswith("Does not address the question")]
+    assert len(captions) == 3  # one per attempt

@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages.views.common import escape_keeping_code
 from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, status_markdown
+from pipeline.answering import on_topic
 from pipeline.answering.events import AnswerResult, Event
 from pipeline.answering.status import status_label
 from pipeline.history.present import placement
@@ -112,6 +113,7 @@ def show_answer(result: AnswerResult) -> None:
         st.caption(escape_markdown(f"Why: {result.abstain_reason}"))
     else:
         st.markdown(annotated_markdown(result.answer or "", claims))
+    show_on_topic(result.final_record)
     bad = [c for c in claims if c.verdict != "supported"]
     if bad and result.status != "abstained":
         st.warning(unsupported_banner(result.answer or "", claims))
@@ -172,3 +174,17 @@ def show_attempts(result: AnswerResult) -> None:
             st.markdown(escape_markdown(r.answer))
             if r.failed_claims:
                 st.caption("Failed claims: " + escape_markdown("; ".join(r.failed_claims)))
+            show_on_topic(r, emphasise=False)
+
+
+def show_on_topic(record, emphasise: bool = True) -> None:
+    """An attempt's on-topic check, escaped: a warning when the shown answer does not address the question
+    (emphasise), else a caption; nothing when the attempt was not checked."""
+    line = on_topic.describe(record) if record is not None else None
+    if not line:
+        return
+    text = escape_markdown(line[0].upper() + line[1:])
+    if emphasise and record.on_topic is False:
+        st.warning(text, icon=":material/warning:")
+    else:
+        st.caption(text)

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from pages.views.answer import show_on_topic
 from pages.views.call_stats import show_run_call_stats
 from pages.views.markup import (
     VERDICT_ICON,
@@ -61,6 +62,7 @@ def show_drilldown(stored: StoredRun) -> None:
         st.markdown(escape_markdown(f"{result.answer} ({result.abstain_reason})"))
     else:
         st.markdown(annotated_markdown(result.answer or "", result.final_claims))
+    show_on_topic(result.final_record)
     warning = flag_warning(result.final_claims)
     if warning:
         st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon=":material/flag:")
@@ -95,6 +97,7 @@ def show_attempts(result: AnswerResult) -> None:
                 st.caption(
                     "Retried because these claims were not supported: " + escape_markdown("; ".join(r.failed_claims))
                 )
+            show_on_topic(r, emphasise=False)
             if r.error:
                 st.caption(escape_markdown(f"Error: {r.error}"))
 
