@@ -1,0 +1,116 @@
+"""Every page in headless Chromium against the fake Ollama and a store with a chat answer, a rated evaluation
+and a regression alert: it shows its key content, and no exception or crashed component."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from browser_server import app_env, assert_no_failure, chromium, prepared_store, serving
+from fake_ollama import FakeOllama
+from test_browser import CHROMIUM, QUESTION
+from test_evaluation import dataset
+from test_regression import store_run
+
+from pipeline.answering.engine import VerifiedQueryEngine, final_result
+from pipeline.calibration.annotations import save_rating
+from pipeline.evaluation.judge import CRITERIA
+from pipeline.evaluation.runner import run_evaluation
+from pipeline.history.evaluations import list_eval_runs, run_ids_of
+from pipeline.regression.compare import check
+from store.db import Database
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (apt-get install -y chromium)"
+)
+
+
+@pytest.fixture(scope="module")
+def app(ingested_store, tmp_path_factory):
+    with FakeOllama() as fake:
+        store, settings = prepared_store(ingested_store, tmp_path_factory.mktemp("pages"), fake.url)
+        db = Database(str(store), 10, 0)
+        try:
+            chat = final_result(VerifiedQueryEngine(settings=settings, db=db).stream(QUESTION))
+            run_evaluation(settings, db, dataset(), "first")
+            for run_id in run_ids_of(db, list_eval_runs(db)[0]["id"]):
+                save_rating(db, run_id, "ana", dict.fromkeys(CRITERIA, 1))
+            base = np.linspace(0.8, 1.0, 20)
+            store_run(db, "monday", {"faithfulness": base})
+            store_run(db, "tuesday", {"faithfulness": base - 0.4})
+            check(db, settings, "tuesday")
+        finally:
+            db.close()
+        with serving(app_env(store, fake.url)) as url, chromium() as browser:
+            yield SimpleNamespace(url=url, browser=browser, chat_run=chat.run_id)
+
+
+def visit(app, path: str, heading: str, texts: list[str]):
+    """Open the page, wait for its heading and texts, and check nothing failed; the page, for more checks."""
+    from playwright.sync_api import expect
+
+    page = app.browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.goto(f"{app.url}/{path}", timeout=90_000)
+    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=90_000)
+    for text in texts:
+        expect(page.get_by_text(text, exact=False).first).to_be_visible(timeout=60_000)
+    sidebar = page.get_by_test_id("stSidebar")
+    alerts = sidebar.get_by_text(re.compile(r"^[1-9]\d* open regression alert\(s\): see Trends$"))
+    expect(alerts).to_be_visible(timeout=30_000)
+    page.wait_for_timeout(1000)  # anything still rendering has had its chance to fail
+    assert_no_failure(page, path)
+    return page
+
+
+PAGES = [
+    ("", "Chat", []),
+    ("evaluate?eval=first", "Evaluate", ["Diagnosis:", "Results"]),
+    ("runs", "Runs", ["runs match;", "Export the filtered runs"]),
+    ("annotate", "Annotate", ["Your name (ratings are saved under it)"]),
+    ("calibration", "Calibration", ["Correctness", "Corrections for the judge"]),
+    ("trends", "Trends", ["Alerts", "faithfulness"]),
+    ("detector", "Detector benchmarks", ["Run a benchmark"]),
+    ("knowledge_base", "Knowledge base", ["Uploaded files are saved in", "A document"]),
+    ("settings", "Settings & health", ["Health", "reachable at"]),
+    ("compare", "Compare evaluations", ["B is the newest run"]),
+]
+
+
+@pytest.mark.parametrize(("path", "heading", "texts"), PAGES, ids=[p[1] for p in PAGES])
+def test_page_shows_its_key_content_without_an_exception(app, path, heading, texts):
+    visit(app, path, heading, texts).close()
+
+
+def test_chat_has_its_input(app):
+    from playwright.sync_api import expect
+
+    page = visit(app, "", "Chat", [])
+    expect(page.get_by_test_id("stChatInputTextArea")).to_be_visible(timeout=30_000)
+    page.close()
+
+
+def test_evaluate_shows_the_linked_evaluation_with_its_metric_tiles(app):
+    from playwright.sync_api import expect
+
+    page = visit(app, "evaluate?eval=first", "Evaluate", ["Diagnosis:"])
+    expect(page.get_by_role("combobox", name="Evaluation", exact=True)).to_have_value("first", timeout=30_000)
+    expect(page.get_by_test_id("stMetric").nth(3)).to_be_visible(timeout=30_000)  # a tile per metric
+    page.close()
+
+
+def test_a_chat_answer_opens_in_its_drilldown(app):
+    page = visit(app, f"runs?run_id={app.chat_run}", f"Run {app.chat_run}", ["Claims", "Rate this run"])
+    assert page.get_by_role("link", name="Evaluation first").count() == 0  # a chat answer belongs to none
+    page.close()
+
+
+def test_calibration_heatmap_labels_every_score(app):
+    page = visit(app, "calibration", "Calibration", ["Correctness"])
+    chart = page.get_by_test_id("stPlotlyChart").first  # correctness: judge x human
+    chart.locator(".xtick text").first.wait_for(state="attached", timeout=60_000)
+    assert chart.locator(".xtick text").all_text_contents() == ["1", "2", "3", "4", "5"]
+    assert sorted(chart.locator(".ytick text").all_text_contents()) == ["1", "2", "3", "4", "5"]
+    page.close()
