@@ -185,6 +185,6 @@ def show_on_topic(record, emphasise: bool = True) -> None:
         return
     text = escape_markdown(line[0].upper() + line[1:])
     if emphasise and record.on_topic is False:
-        st.warning(text, icon=":material/warning:")
+        st.warning(text, icon=":material/wrong_location:")  # the off_topic status's icon (markup.STATUS_ICON)
     else:
         st.caption(text)
