@@ -35,7 +35,7 @@ ASKING_WORDS = frozenset("many much long often kind type sort exactly main name 
 
 @dataclass
 class TopicCheck:
-    on_topic: bool | None  # None: the model's reply could not be read (undecided, `reason` says why)
+    on_topic: bool | None  # None: undecided (no sentence to compare, or the model's reply unreadable; see reason)
     score: float | None  # the similarity of the question and the answer's closest sentence
     method: str  # embedding (the cheap signal decided) | model (it was unsure and the model decided)
     reason: str
