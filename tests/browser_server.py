@@ -89,6 +89,14 @@ def chromium() -> Iterator:
             browser.close()
 
 
+def new_page(browser):
+    """A tall page with patient defaults: the machine running the tests may be busy."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.set_default_timeout(60_000)
+    page.set_default_navigation_timeout(90_000)
+    return page
+
+
 def assert_no_failure(page, where: str) -> None:
     """No exception from the page's script and no crashed component, with what they say when there is one."""
     failures = page.locator(FAILURES)

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from browser_server import app_env, assert_no_failure, chromium, prepared_store, screenshot, serving
+from browser_server import app_env, assert_no_failure, chromium, new_page, prepared_store, screenshot, serving
 from fake_ollama import FakeOllama
 from test_browser import CHROMIUM
 
@@ -40,13 +40,19 @@ def app(ingested_store, tmp_path_factory):
 
 
 def open_start_form(page, url: str):
-    page.goto(f"{url}/evaluate")
+    from playwright.sync_api import TimeoutError as NotYet
+
+    page.goto(f"{url}/evaluate", timeout=90_000)
     name = page.get_by_label(NAME_LABEL)
     form = page.get_by_test_id("stExpander").filter(has_text="Start an evaluation")
-    form.wait_for(timeout=60_000)
-    page.wait_for_timeout(1500)  # the page has settled (it reruns once a second while it watches jobs)
-    if form.locator("details").get_attribute("open") is None:  # open only while there is no evaluation yet
-        form.locator("summary").click()
+    form.wait_for(timeout=90_000)
+    for _ in range(10):  # the expander is open only while there is no evaluation; the page may still be drawing
+        try:
+            name.wait_for(timeout=3_000)
+            return name
+        except NotYet:
+            if form.locator("details").get_attribute("open") is None:
+                form.locator("summary").click()
     name.wait_for(timeout=30_000)
     return name
 
@@ -62,7 +68,7 @@ def stored(store: Path, read):
 def test_a_finished_evaluation_shows_its_report_and_the_alert_count_without_a_reload(app):
     from playwright.sync_api import expect
 
-    page = app.browser.new_page(viewport={"width": 1400, "height": 1800})
+    page = new_page(app.browser)
     name = open_start_form(page, app.url)
     sidebar = page.get_by_test_id("stSidebar")
     expect(sidebar.get_by_text("No open regression alerts.")).to_be_visible(timeout=30_000)
@@ -77,7 +83,7 @@ def test_a_finished_evaluation_shows_its_report_and_the_alert_count_without_a_re
     alerts = stored(app.store, count_open_alerts)
     assert alerts >= 1  # the floors above
     expect(finished).to_contain_text(f"{alerts} regression alert(s) opened")
-    expect(sidebar.get_by_text(f"{alerts} open regression alert(s): see Trends")).to_be_visible(timeout=10_000)
+    expect(sidebar.get_by_text(f"{alerts} open regression alert(s): see Trends")).to_be_visible(timeout=30_000)
     expect(page.get_by_text("Diagnosis:", exact=False)).to_be_visible()
     expect(page.get_by_test_id("stMetric").first).to_be_visible()
     expect(page.get_by_role("combobox", name="Evaluation", exact=True)).to_have_value("flow")
@@ -88,7 +94,7 @@ def test_a_finished_evaluation_shows_its_report_and_the_alert_count_without_a_re
     assert_no_failure(page, "evaluate")
     screenshot(page, "evaluate-finished.png")
     page.get_by_role("button", name="Dismiss").click()
-    expect(finished).to_have_count(0, timeout=10_000)
+    expect(finished).to_have_count(0, timeout=30_000)
 
     # a run of the evaluation links back to it
     run_id = stored(app.store, lambda db: run_ids_of(db, list_eval_runs(db)[0]["id"])[0])
@@ -106,7 +112,7 @@ def test_an_evaluation_started_with_ollama_down_says_why_and_keeps_the_form(app)
 
     app.fake.stop()  # last test of the module: Ollama stays down
     app.fake.url = None
-    page = app.browser.new_page(viewport={"width": 1400, "height": 1800})
+    page = new_page(app.browser)
     name = open_start_form(page, app.url)
     name.fill("offline")
     page.get_by_role("button", name="Start evaluation").click()

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from browser_server import app_env, assert_no_failure, chromium, prepared_store, serving
+from browser_server import app_env, assert_no_failure, chromium, new_page, prepared_store, serving
 from fake_ollama import FakeOllama
 from test_browser import CHROMIUM, QUESTION
 from test_evaluation import dataset
@@ -52,7 +52,7 @@ def visit(app, path: str, heading: str, texts: list[str]):
     """Open the page, wait for its heading and texts, and check nothing failed; the page, for more checks."""
     from playwright.sync_api import expect
 
-    page = app.browser.new_page(viewport={"width": 1400, "height": 1800})
+    page = new_page(app.browser)
     page.goto(f"{app.url}/{path}", timeout=90_000)
     expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=90_000)
     for text in texts:
