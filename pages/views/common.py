@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import streamlit as st
 
@@ -30,6 +31,11 @@ PAGES = [
 ]
 
 
+# A local file: a Material icon as page_icon makes the browser fetch it from fonts.gstatic.com, and an emoji
+# needs an emoji font.
+FAVICON = str(Path(__file__).with_name("favicon.svg"))
+
+
 @st.cache_resource
 def resources() -> tuple[Settings, Database]:
     return open_workbench()
@@ -42,9 +48,7 @@ def ollama_checks(host: str, _settings: Settings) -> list[Check]:
 
 def page_setup(title: str) -> tuple[Settings, Database]:
     """Every page starts here: page config, the shared sidebar, and the settings and store."""
-    st.set_page_config(
-        page_title=f"{title} · RAG quality workbench", page_icon=":material/manage_search:", layout="wide"
-    )
+    st.set_page_config(page_title=f"{title} · RAG quality workbench", page_icon=FAVICON, layout="wide")
     settings, db = resources()
     with st.sidebar:
         for path, label, icon in PAGES:
