@@ -45,7 +45,8 @@ def generate_requests(fake):
 
 def test_faithful_answer_is_accepted_with_evidence(fake, settings, kb_db):
     events, result = ask(kb_db, settings, RAG_QUESTION)
-    assert steps(events)[:3] == ["retrieve", "grade", "generate"]
+    # the context grade runs alongside generation, so its event may come before or after the generation's
+    assert steps(events)[0] == "retrieve" and sorted(steps(events)[1:3]) == ["generate", "grade"]
     assert result.status == "accepted"
     assert result.faithfulness == 1.0
     assert len(result.attempts) == 1
