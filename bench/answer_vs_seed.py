@@ -3,11 +3,16 @@
     python -m bench answer-vs-seed                      # 30 golden questions, both profiles
     python -m bench.answer_vs_seed --questions 5        # a quick run
     python -m bench.answer_vs_seed --stages             # and where each pipeline's time goes
+    python -m bench.answer_vs_seed --answer-style quote # answers that quote the context verbatim
 
 Both pipelines answer the first golden questions, each question on its own simulated server: the fake
 Ollama with 4 parallel slots and 25 ms per output token, charging 0.5 ms per prompt token (GPU-like) and
 then 5 ms (CPU-like). On a server the engine answers, then the seed; several servers (lanes) run side by
 side only to keep the run short (the waits are sleeps, not CPU work).
+The fake's generator paraphrases by default (`FakeOllama(answer_style="paraphrase")`): three sentences,
+each joining two reworded context sentences, and its first answer to a question adds two unsupported
+sentences (faithfulness about 6/8), its later ones do not; its memory is reset before each pipeline, so
+both start from the same unfaithful first answer. `--answer-style quote` quotes context sentences instead.
 Tokens are the fake's whitespace words. The seed (bench/seed_pipeline.py) gets the passages of the same
 store and top_k the engine retrieves from; the response cache is off. The engine's first visible answer
 text is its first "token" event (or, from an engine that does not stream, its "generate" event); its lag
@@ -41,7 +46,7 @@ from pipeline.models.llm import LLM
 from pipeline.verification.faithfulness import Passage, context_block
 from store.db import get_database
 
-SECONDS_PER_TOKEN, SLOTS, LANES = 0.025, 4, 6
+SECONDS_PER_TOKEN, SLOTS, LANES = 0.025, 4, 15
 PROFILES = (("GPU-like", 0.0005), ("CPU-like", 0.005))  # seconds per prompt token
 WALL_TARGET, TOKEN_TARGET, LAG_TARGET_MS = 0.40, 0.8, 100
 GENERATION_PATHS = ("/api/chat", "/api/generate")
@@ -57,6 +62,7 @@ class Sample:
     visible: float | None = None  # question -> first visible answer text, seconds
     lag: float | None = None  # server sent the first answer chunk -> the engine showed it, seconds
     stages: list[tuple[str, float, float, int]] = field(default_factory=list)  # (stage, start, end, prompt tokens)
+    retries: int = 0  # answers generated again after the first
 
 
 def served(fake) -> tuple[int, Counter]:
@@ -101,13 +107,14 @@ def first_answer_chunk(fake, generator: str) -> float | None:
 def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
     fake.clear()
     start = time.perf_counter()
-    shown = {}
+    shown, retries = {}, 0
     for event in engine.stream(question):
         if event.kind in ("token", "generate"):
             shown.setdefault(event.kind, time.perf_counter())
+        retries += event.kind == "retry"
     wall = time.perf_counter() - start
     tokens, calls = served(fake)
-    sample = Sample(wall, tokens, calls, stages=timeline(fake, start))
+    sample = Sample(wall, tokens, calls, stages=timeline(fake, start), retries=retries)
     visible = shown.get("token", shown.get("generate"))
     sent = first_answer_chunk(fake, engine.settings.generator_model)
     if visible is not None:
@@ -127,7 +134,8 @@ def seed(client, retriever: DuckDBRetriever, fake, question: str) -> Sample:
     wall = time.perf_counter() - start
     tokens, calls = served(fake)
     assert calls == run.calls, (calls, run.calls)
-    return Sample(wall, tokens, calls, visible=wall, stages=timeline(fake, start))  # shown once checked
+    # the seed showed its answer once it was checked
+    return Sample(wall, tokens, calls, visible=wall, stages=timeline(fake, start), retries=run.generations - 1)
 
 
 def stage_lines(name: str, samples: list[Sample]) -> list[str]:
@@ -157,10 +165,13 @@ def stage_lines(name: str, samples: list[Sample]) -> list[str]:
 
 
 def per_question(samples: list[Sample]) -> str:
+    """Calls per question by model, and how often the answer was generated again."""
     models = Counter()
     for s in samples:
         models.update(s.calls)
-    return ", ".join(f"{m} {n / len(samples):.2f}" for m, n in sorted(models.items()))
+    calls = ", ".join(f"{m} {n / len(samples):.2f}" for m, n in sorted(models.items()))
+    retried = sum(s.retries > 0 for s in samples)
+    return f"{calls}; regenerated on {retried}/{len(samples)} questions ({sum(s.retries for s in samples)} times)"
 
 
 def p95(values: list[float]) -> float:
@@ -237,7 +248,10 @@ class Lane:
         self.client = ollama.Client(host=fake.url)
 
     def both(self, question: str) -> tuple[Sample, Sample]:
-        return ours(self.engine, self.fake, question), seed(self.client, self.retriever, self.fake, question)
+        self.fake.forget_answers()  # each pipeline gets the generator's unfaithful first answer
+        mine = ours(self.engine, self.fake, question)
+        self.fake.forget_answers()
+        return mine, seed(self.client, self.retriever, self.fake, question)
 
 
 def run_profile(lanes: list[Lane], questions: list[str], per_prompt_token: float) -> list[tuple[Sample, Sample]]:
@@ -257,9 +271,11 @@ def run_profile(lanes: list[Lane], questions: list[str], per_prompt_token: float
         return list(pool.map(on_a_free_lane, questions))
 
 
-def measure(n_questions: int, lanes: int, answer_sentences: int = 2) -> dict[str, tuple[list[Sample], list[Sample]]]:
-    """profile -> (the engine's samples, the seed's samples), one per question. `answer_sentences`: how many
-    context sentences the fake's generator quotes (its rule brain's default is 2)."""
+def measure(
+    n_questions: int, lanes: int, answer_sentences: int = 2, answer_style: str = "paraphrase"
+) -> dict[str, tuple[list[Sample], list[Sample]]]:
+    """profile -> (the engine's samples, the seed's samples), one per question. `answer_style`: the fake
+    generator's, "paraphrase" or "quote"; `answer_sentences`: how many context sentences it quotes."""
     out = {}
     with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, _), ExitStack() as stack:
         settings = load_settings()
@@ -268,7 +284,8 @@ def measure(n_questions: int, lanes: int, answer_sentences: int = 2) -> dict[str
         questions = [item.question for item in load_dataset(ROOT / "data" / "eval" / "golden.jsonl").items]
         questions = questions[:n_questions]
         servers = [
-            stack.enter_context(FakeOllama(answer_sentences=answer_sentences)) for _ in range(min(lanes, n_questions))
+            stack.enter_context(FakeOllama(answer_sentences=answer_sentences, answer_style=answer_style))
+            for _ in range(min(lanes, n_questions))
         ]
         pool = [Lane(settings, db, server) for server in servers]
         for lane in pool:
@@ -300,10 +317,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lanes", type=int, default=LANES, help=f"simulated servers side by side (default {LANES})")
     parser.add_argument("--stages", action="store_true", help="also print where each pipeline's time goes")
     parser.add_argument(
+        "--answer-style",
+        choices=("paraphrase", "quote"),
+        default="paraphrase",
+        help="the fake generator's answers: reworded and joined context sentences, its first answer to each "
+        "question with two unsupported ones (default), or context sentences quoted verbatim",
+    )
+    parser.add_argument(
         "--answer-sentences",
         type=int,
         default=2,
-        help="context sentences per generated answer (default 2, the fake's rule brain); more = more claims",
+        help="with --answer-style quote: context sentences per answer (default 2); more = more claims",
     )
     args = parser.parse_args(argv)
     if not 1 <= args.questions <= 30:
@@ -311,14 +335,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.lanes < 1 or args.answer_sentences < 1:
         parser.error("--lanes and --answer-sentences take 1 or more")
     start = time.perf_counter()
-    measured = measure(args.questions, args.lanes, args.answer_sentences)
+    measured = measure(args.questions, args.lanes, args.answer_sentences, args.answer_style)
     print_table(to_figures(measured))
     if args.stages:
         for profile, (mine, base) in measured.items():
             print(f"\n{profile}:")
             print("\n".join(stage_lines("ours", mine) + stage_lines("seed", base)))
     took = time.perf_counter() - start
-    print(f"({args.questions} questions, {args.answer_sentences} sentences per answer, {took:.0f} s)")
+    style = args.answer_style if args.answer_style == "paraphrase" else f"quote, {args.answer_sentences} sentences"
+    print(f"({args.questions} questions, answers: {style}, {took:.0f} s)")
     return 0
 
 

@@ -51,6 +51,14 @@ _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _BLOCK_HEAD = re.compile(r"^\s*\[(\d+)\]\s*source:.*$", re.M)
 _LABEL_LINE = re.compile(rf"^\s*(?:{'|'.join(LABELS)}):", re.M)
 _EMBED_PREFIX = re.compile(r"^\s*(?:search_query|search_document):\s*")
+_CLAIM_JOINT = re.compile(r",\s+and\s+|;\s+")
+
+ANSWER_STYLES = ("quote", "paraphrase")
+PARAPHRASE_SENTENCES = 3  # a paraphrased answer's sentences, each joining two context sentences
+ATTRIBUTION = "According to the sources, "
+# function words swapped to reword a sentence: all stopwords, so content-word overlap is unchanged
+_REWORDINGS = {"the": "this", "this": "the", "is": "was", "was": "is", "are": "were", "were": "are", "a": "the"}
+_FABRICATED_NAMES = ("Smith", "Okafor", "Lindqvist", "Tanaka", "Moreau", "Kowalski")
 
 _LLM_PROFILE = {
     "family": "llama",
@@ -168,8 +176,8 @@ def verify(prompt):
     return "Yes" if supported else "No"
 
 
-def answer(prompt, n_sentences=2):
-    """Extractive RAG answer: the `n_sentences` context sentences that best overlap the question, cited."""
+def _ranked_sentences(prompt):
+    """[(sentence, passage n)] of the context, best question overlap first, sentences without overlap left out."""
     question = set(content_words(_line_value(prompt, "Question")))
     ranked = {}
     for n, block in _blocks(_section(prompt, "Context") or ""):
@@ -177,16 +185,78 @@ def answer(prompt, n_sentences=2):
             overlap = len(question & set(content_words(sentence)))
             if overlap and sentence not in ranked:
                 ranked[sentence] = (-overlap, len(ranked), n)
-    best = sorted(ranked.items(), key=lambda item: item[1])[:n_sentences]
-    return " ".join(f"{s} [{n}]" for s, (_, _, n) in best) or NO_ANSWER
+    return [(s, n) for s, (_, _, n) in sorted(ranked.items(), key=lambda item: item[1])]
 
 
-def extract_claims(prompt):
-    """{"claims"}: sentences of the text after the "Answer:" line, citations removed."""
+def answer(prompt, n_sentences=2):
+    """Extractive RAG answer: the `n_sentences` context sentences that best overlap the question, cited."""
+    best = _ranked_sentences(prompt)[:n_sentences]
+    return " ".join(f"{s} [{n}]" for s, n in best) or NO_ANSWER
+
+
+def reword(sentence):
+    """`sentence` reworded without touching its content words: its first function word swapped for another
+    (else "also" put after its first word), a capitalised first word lowered, the end mark dropped."""
+    words = sentence.rstrip(".!?").split()
+    swap = next((i for i, w in enumerate(words) if w.lower() in _REWORDINGS), None)
+    if swap is None:
+        words.insert(1, "also")
+    else:
+        words[swap] = _REWORDINGS[words[swap].lower()]
+    first = words[0]
+    if first[:1].isupper() and first[1:2].islower():
+        words[0] = first[0].lower() + first[1:]
+    return " ".join(words)
+
+
+def fabricated(context, n, count=2):
+    """`count` sentences citing passage `n`, each with a year and a name found nowhere in `context`."""
+    present = set(_TOKEN.findall(context.lower()))
+    years = [y for y in range(1971, 2000) if str(y) not in present]
+    names = [m for m in _FABRICATED_NAMES if m.lower() not in present]
+    templates = ("It was first described in {} by {} [{}].", "{1} reported a 41.7 percent gain with it in {0} [{2}].")
+    return [templates[i % 2].format(years[i], names[i % len(names)], n) for i in range(count)]
+
+
+def paraphrase(prompt, fabricate=False):
+    """Abstractive RAG answer: `PARAPHRASE_SENTENCES` sentences, each joining two reworded context
+    sentences (best question overlap first) after an attribution, cited; with `fabricate`, at least two
+    more sentences whose years and names the context does not hold, enough to bring the share of
+    supported claims below 0.8."""
+    best = _ranked_sentences(prompt)[: 2 * PARAPHRASE_SENTENCES]
+    if not best:
+        return NO_ANSWER
+    out = []
+    for pair in (best[i : i + 2] for i in range(0, len(best), 2)):
+        cites = "".join(f"[{n}]" for n in dict.fromkeys(n for _, n in pair))
+        out.append(f"{ATTRIBUTION}{', and '.join(reword(s) for s, _ in pair)} {cites}.")
+    if fabricate:
+        supported = sum(len(split_claim(_CITATION.sub("", s))) for s in out)
+        out += fabricated(_section(prompt, "Context") or "", best[0][1], max(2, supported // 4 + 1))
+    return " ".join(out)
+
+
+def split_claim(text):
+    """A sentence as claims: split at ", and " or "; " where both sides have 3 or more words, a leading
+    attribution dropped, each claim capitalised and ending in a full stop."""
+    for joint in _CLAIM_JOINT.finditer(text):
+        left, right = text[: joint.start()], text[joint.end() :]
+        if len(left.split()) >= 3 and len(right.split()) >= 3:
+            return split_claim(left) + split_claim(right)
+    if text.lower().startswith(ATTRIBUTION.lower()):
+        text = text[len(ATTRIBUTION) :]
+    text = text.rstrip(" .!?")
+    return [text[:1].upper() + text[1:] + "."]
+
+
+def extract_claims(prompt, split=False):
+    """{"claims"}: sentences of the text after the "Answer:" line, citations removed; with `split`, each
+    sentence is split into claims by `split_claim`."""
     text = _CITATION.sub("", _section(prompt, "Answer") or "")
     if text.startswith("The knowledge base does not cover"):
         return {"claims": []}
-    return {"claims": [_squash(s) for s in sentences(text) if len(s.split()) >= 3]}
+    claims = [_squash(s) for s in sentences(text) if len(s.split()) >= 3]
+    return {"claims": [c for s in claims for c in split_claim(s)] if split else claims}
 
 
 def judge_relevance(prompt):
@@ -289,10 +359,13 @@ def fit_schema(values, schema, defs=None):
     return out
 
 
-def structured_reply(schema, prompt):
-    """The rule object for a `format` schema, dispatched on its top-level property names."""
+def structured_reply(schema, prompt, split=False):
+    """The rule object for a `format` schema, dispatched on its top-level property names; `split` is
+    `extract_claims`'s."""
     properties = schema.get("properties") or {}
     rule = next((fn for key, fn in _STRUCTURED_RULES if key in properties), None)
+    if rule is extract_claims:
+        return fit_schema(extract_claims(prompt, split), schema)
     return fit_schema(rule(prompt) if rule else {}, schema)
 
 
@@ -306,13 +379,14 @@ def rule_input(messages):
     return (labelled or users or [""])[-1]
 
 
-def rule_reply(prompt, fmt, verifier, answer_sentences=2):
-    """The rule brain's reply text for a chat/generate prompt."""
+def rule_reply(prompt, fmt, verifier, answer_sentences=2, style="quote", fabricate=False):
+    """The rule brain's reply text for a chat/generate prompt; `style` "paraphrase" writes paraphrased
+    answers (fabricating with `fabricate`) and splits joined sentences into claims."""
     if verifier:
         return verify(prompt)
     if fmt:
-        return json.dumps(structured_reply(fmt if isinstance(fmt, dict) else {}, prompt))
-    return answer(prompt, answer_sentences)
+        return json.dumps(structured_reply(fmt if isinstance(fmt, dict) else {}, prompt, split=style == "paraphrase"))
+    return paraphrase(prompt, fabricate) if style == "paraphrase" else answer(prompt, answer_sentences)
 
 
 def embed_vector(text, dim):
@@ -446,9 +520,16 @@ class FakeOllama:
         fault_delay_s=5.0,
         seconds_per_prompt_token=0.0,
         answer_sentences=2,
+        answer_style="quote",
     ):
+        if answer_style not in ANSWER_STYLES:
+            raise ValueError(f"unknown answer_style {answer_style!r}; expected one of {ANSWER_STYLES}")
         self.embed_dim = embed_dim
         self.answer_sentences = answer_sentences  # how many context sentences a rule-brain answer quotes
+        # "paraphrase": answers reword and join context sentences, and the first answer to each question
+        # adds two unsupported sentences (a generator that gets it right when asked again)
+        self.answer_style = answer_style
+        self._answered = set()  # question lines answered so far in the paraphrase style
         self.fault_delay_s = fault_delay_s
         self.verifier_models = {normalise_name(m) for m in verifier_models}
         self.requests = []
@@ -509,8 +590,13 @@ class FakeOllama:
         with self._lock:
             self._faults.extend([entry] * times)
 
+    def forget_answers(self):
+        """Forget which questions were answered: the next paraphrased answer to each fabricates again."""
+        with self._lock:
+            self._answered.clear()
+
     def clear(self):
-        """Forget scripted replies, pending faults and recorded requests."""
+        """Forget scripted replies, pending faults and recorded requests (not the answered questions)."""
         with self._lock:
             self._scripted.clear()
             self._faults.clear()
@@ -744,8 +830,20 @@ class FakeOllama:
         scripted = None if call.fault == "truncated_json" else self._take_scripted(call)
         if scripted is not None:
             return scripted
-        text = rule_reply(prompt, call.body.get("format"), call.model in self.verifier_models, self.answer_sentences)
+        fmt, verifier = call.body.get("format"), call.model in self.verifier_models
+        fabricate = not (fmt or verifier) and self._first_answer(prompt)
+        text = rule_reply(prompt, fmt, verifier, self.answer_sentences, self.answer_style, fabricate)
         return text[: len(text) // 2] if call.fault == "truncated_json" else text
+
+    def _first_answer(self, prompt):
+        """In the paraphrase style: True the first time an answer to this question line is asked for."""
+        if self.answer_style != "paraphrase":
+            return False
+        question = _line_value(prompt, "Question")
+        with self._lock:
+            first = question not in self._answered
+            self._answered.add(question)
+        return first
 
     def _complete(self, call, prompt, prompt_count, wrap):
         """Generate and answer: streamed one paced chunk per token unless stream=false."""

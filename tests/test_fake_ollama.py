@@ -6,6 +6,7 @@ import math
 import threading
 import time
 
+import fake_ollama
 import httpx
 import ollama
 import pytest
@@ -472,3 +473,78 @@ def test_answer_length_is_a_setting():
         assert ask(client, prompt).count("[1]") == 2
         fake.answer_sentences = 4
         assert ask(client, prompt) == " ".join(f"Retrieval step {n} ranks passages. [1]" for n in range(1, 5))
+
+
+# ---------------------------------------------------------------- paraphrased answers
+
+PARAPHRASE_PROMPT = (
+    "Question: How does retrieval augmented generation ground the answer with 512 tokens chunks and what "
+    f"was the baseline score?\n\nContext:\n{CONTEXT}"
+)
+
+
+def extract(client, answer):
+    reply = ask(client, f"Question: x\n\nAnswer:\n{answer}", format=CLAIMS_SCHEMA)
+    return json.loads(reply)["claims"]
+
+
+def verdict(client, claim):
+    return ask(client, f"Document: {CONTEXT}\nClaim: {claim}", model=VERIFIER)
+
+
+def test_paraphrased_answers_reword_join_and_fabricate_on_the_first_try():
+    passages = [text for _, text in fake_ollama._blocks(CONTEXT)]
+    with FakeOllama(answer_style="paraphrase") as fake, ollama.Client(host=fake.url) as client:
+        first = ask(client, PARAPHRASE_PROMPT)
+        assert first.startswith("According to the sources, retrieval augmented generation retrieves chunks from the ")
+        assert first.count("According to the sources, ") == 2  # four overlapping context sentences, joined in twos
+        for sentence in fake_ollama.sentences(fake_ollama._CITATION.sub("", first)):
+            assert not any(sentence.rstrip(".").lower() in p.lower() for p in passages), sentence
+        claims = extract(client, first)
+        assert claims[:4] == [
+            "Retrieval augmented generation retrieves chunks from the knowledge base.",
+            "This retrieved chunks ground the answer.",
+            "Chunk size was 512 tokens with an overlap of 64 tokens.",
+            "This faithfulness score of the baseline was 28.4 percent in March.",
+        ]
+        assert len(claims) == 6 and "1971" in claims[4] and "1972" in claims[5]
+        for claim in claims[:4]:
+            assert not any(claim.rstrip(".").lower() in p.lower() for p in passages), claim
+        assert [verdict(client, c) for c in claims] == ["Yes"] * 4 + ["No"] * 2
+
+        again = ask(client, PARAPHRASE_PROMPT)  # the same question line: no fabrication
+        assert first.startswith(again.rstrip(".")) and len(extract(client, again)) == 4
+        other = ask(client, PARAPHRASE_PROMPT.replace("baseline score", "baseline's score"))
+        assert "1971" in other  # another question is a first answer of its own
+        fake.forget_answers()
+        assert ask(client, PARAPHRASE_PROMPT) == first
+
+
+def test_fabricated_sentences_keep_faithfulness_below_threshold():
+    context = "[1] source: a.md\n" + " ".join(
+        f"Retrieval step {n} ranks passages, and step {n} drops weak passages." for n in range(1, 7)
+    )
+    prompt = f"Question: What does retrieval step rank and drop?\n\nContext:\n{context}"
+    answer = fake_ollama.paraphrase(prompt, fabricate=True)
+    claims = fake_ollama.extract_claims(f"Answer:\n{answer}", split=True)["claims"]
+    supported = [fake_ollama.verify(f"Document: {context}\nClaim: {c}") == "Yes" for c in claims]
+    assert len(claims) == 16 and sum(supported) == 12  # 12 true claims need 4 fabricated ones: 0.75
+    assert fake_ollama.extract_claims(f"Answer:\n{answer}")["claims"] == fake_ollama.sentences(
+        fake_ollama._CITATION.sub("", answer)
+    )  # without split, one claim per sentence (the quote style's extractor is unchanged)
+
+
+def test_split_claim_keeps_short_parts_together():
+    assert fake_ollama.split_claim("Cats sleep; dogs bark loudly at night.") == [
+        "Cats sleep; dogs bark loudly at night."
+    ]
+    assert fake_ollama.split_claim("the cache is on; the store keeps runs, and runs have ids [1].") == [
+        "The cache is on.",
+        "The store keeps runs.",
+        "Runs have ids [1].",
+    ]
+
+
+def test_unknown_answer_style_is_refused():
+    with pytest.raises(ValueError, match="paraphrase"):
+        FakeOllama(answer_style="summarise")

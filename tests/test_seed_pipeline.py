@@ -75,3 +75,17 @@ def test_bench_finds_the_first_answer_chunk_and_names_stages(fake, client):
     assert calls == {"llama3.2": 2} and tokens == sum(len(m["content"].split()) for m in grade + generate)
     strict = {"body": {"messages": prompts.GENERATE_STRICT.messages("x")}, "model": "llama3.2:latest"}
     assert answer_vs_seed.stage_of(strict) == "generate_strict"
+
+
+def test_on_paraphrased_answers_the_seed_regenerates_once():
+    from fake_ollama import FakeOllama
+
+    question = "How does retrieval augmented generation ground the answer, and what was the baseline score?"
+    with FakeOllama(answer_style="paraphrase") as fake, ollama.Client(host=fake.url) as client:
+        run = seed_pipeline.answer(client, question, CONTEXT)
+        assert run.generations == 2 and run.faithfulness == 1.0
+        assert run.claims_checked == 5 + 3  # 3 true claims and 2 fabricated ones, then the 3 true ones
+        assert run.calls == {"llama3.2": 4, "bespoke-minicheck": 8}
+        assert "According to the sources, " in run.answer and "1971" not in run.answer
+        fake.forget_answers()
+        assert seed_pipeline.answer(client, question, CONTEXT).generations == 2
