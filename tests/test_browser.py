@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_server import CHROMIUM, CHROMIUM_FLAGS, serving
 from conftest import ROOT
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
 pytestmark = pytest.mark.skipif(
@@ -32,65 +16,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"streamlit exited: {process.stdout.read()}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError("streamlit did not become healthy")
-
-
 @pytest.fixture
 def running_app(kb_db, settings):
     kb_db.close()
-    port = free_port()
-    env = {
-        **os.environ,
-        "OLLAMA_HOST": settings.ollama_host,
-        "WORKBENCH_DB": settings.store_path,
-        "WORKBENCH_STORE_IDLE_RELEASE_S": "0.2",
-    }
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "streamlit_app.py",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.address",
-            "127.0.0.1",
-            "--server.port",
-            str(port),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(url, process)
+    with serving({**os.environ, "OLLAMA_HOST": settings.ollama_host, "WORKBENCH_DB": settings.store_path}) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 def test_asking_on_the_running_app_shows_the_verified_answer(running_app, tmp_path):
