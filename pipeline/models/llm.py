@@ -95,30 +95,15 @@ class LLM:
         options = backend.options(options)
         call = self.recorder.start(stage, model, backend.name, messages_text(sent))
         with self.recorder.failures(call):
-            call.digest = self.digest(model)
-            key = _cache_key(model, call.digest, sent, schema, options)
-            call.prompt_hash = key[:16]
-            call.restart_clock()
-            hit = self._cached(key)
+            key, hit = self._lookup(call, model, sent, schema, options)
             if hit is not None:
-                self.recorder.finish(
-                    call, hit["text"], hit.get("prompt_tokens"), hit.get("completion_tokens"), cache_hit=True
-                )
-                return LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
+                return hit
             result = self._with_retries(stage, model, lambda: backend.chat(model, sent, schema, options), backend.guard)
-        self.recorder.finish(call, result.text, result.prompt_tokens, result.completion_tokens)
-        if accept is None or accept(result.text):
-            self._remember(
-                key,
-                model,
-                call.digest,
-                {
-                    "text": result.text,
-                    "prompt_tokens": result.prompt_tokens,
-                    "completion_tokens": result.completion_tokens,
-                },
-            )
-        return LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens)
+        reply = LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens)
+        self.recorder.finish(call, reply.text, reply.prompt_tokens, reply.completion_tokens)
+        if accept is None or accept(reply.text):
+            self._keep(key, model, call.digest, reply)
+        return reply
 
     def stream_chat(
         self,
@@ -138,17 +123,10 @@ class LLM:
         options = backend.options(options)
         call = self.recorder.start(stage, model, backend.name, messages_text(messages))
         with self.recorder.failures(call):
-            call.digest = self.digest(model)
-            key = _cache_key(model, call.digest, messages, None, options)
-            call.prompt_hash = key[:16]
-            call.restart_clock()
-            hit = self._cached(key)
+            key, hit = self._lookup(call, model, messages, None, options)
             if hit is not None:
-                on_delta(hit["text"])
-                self.recorder.finish(
-                    call, hit["text"], hit.get("prompt_tokens"), hit.get("completion_tokens"), cache_hit=True
-                )
-                return LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
+                on_delta(hit.text)
+                return hit
             pieces, first = self._with_retries(
                 stage, model, lambda: _first_piece(backend.stream_chat(model, messages, options)), backend.guard
             )
@@ -156,14 +134,31 @@ class LLM:
         if stopped:
             self.recorder.finish(call, text, error="stopped: the caller discarded the reply")
             return LLMReply(text, False, None, None)
-        self.recorder.finish(call, text, last.prompt_tokens, last.completion_tokens)
-        self._remember(
-            key,
-            model,
-            call.digest,
-            {"text": text, "prompt_tokens": last.prompt_tokens, "completion_tokens": last.completion_tokens},
-        )
-        return LLMReply(text, False, last.prompt_tokens, last.completion_tokens)
+        reply = LLMReply(text, False, last.prompt_tokens, last.completion_tokens)
+        self.recorder.finish(call, text, reply.prompt_tokens, reply.completion_tokens)
+        self._keep(key, model, call.digest, reply)
+        return reply
+
+    def _lookup(self, call: PendingCall, model: str, sent: list[dict], schema, options: dict):
+        """The call's cache key, and the cached reply (already recorded as a cache hit) or None."""
+        call.digest = self.digest(model)
+        key = _cache_key(model, call.digest, sent, schema, options)
+        call.prompt_hash = key[:16]
+        call.restart_clock()
+        hit = self._cached(key)
+        if hit is None:
+            return key, None
+        reply = LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
+        self.recorder.finish(call, reply.text, reply.prompt_tokens, reply.completion_tokens, cache_hit=True)
+        return key, reply
+
+    def _keep(self, key: str, model: str, digest: str, reply: LLMReply) -> None:
+        payload = {
+            "text": reply.text,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+        }
+        self._remember(key, model, digest, payload)
 
     def _drain(self, stage, model, pieces, first, on_delta, stop) -> tuple[str, StreamPiece, bool]:
         """Hand each piece on as it comes; failures after the first piece are translated, not retried."""
