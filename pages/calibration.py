@@ -4,6 +4,7 @@ import streamlit as st
 
 from pages.views.calibration import choose_scope, claim_section, corrections_form, criterion_section, rejudge_section
 from pages.views.common import page_setup
+from pages.views.markup import escape_markdown
 from pipeline.calibration.agreement import agreement
 from pipeline.calibration.annotations import judged_pairs
 from pipeline.evaluation.judge import CRITERIA
@@ -21,13 +22,16 @@ stats = {
     c: agreement([p["judge"] for p in pairs], [p["human"] for p in pairs]) for c, pairs in pairs_by_criterion.items()
 }
 if not any(s.n for s in stats.values()):
-    st.info(f"No rated answers in {label} yet: rate some on the Annotate page.")
+    st.info(f"No rated answers in {escape_markdown(label)} yet: rate some on the Annotate page.")
     st.stop()
 for criterion in CRITERIA:
     if stats[criterion].n:
         criterion_section(db, run_ids, criterion, pairs_by_criterion[criterion], stats[criterion])
     else:  # e.g. a criterion added after these answers were rated or judged
-        st.caption(f"{criterion.capitalize()}: no answer in {label} has both a person's rating and a judge score yet.")
+        st.caption(
+            f"{criterion.capitalize()}: no answer in {escape_markdown(label)} has both a person's rating and a judge "
+            "score yet."
+        )
 claim_section(db, run_ids)
 corrections_form(db, pairs_by_criterion)
 rejudge_section(settings, db, run_ids, stats)

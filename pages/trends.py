@@ -119,7 +119,7 @@ else:
     )
     if right.button("Pin as baseline"):
         pin_baseline(db, dataset, int(runs[runs["name"] == chosen]["eval_run_id"].iloc[0]))
-        st.success(f"{chosen} is now the baseline for {dataset}.")
+        st.success(f"{escape_markdown(chosen)} is now the baseline for {escape_markdown(dataset)}.")
 
 st.subheader("Alerts")
 show = st.radio("Show", ["open", "acknowledged", "all"], horizontal=True)

@@ -520,3 +520,15 @@ def test_an_empty_chat_offers_example_questions_and_clicking_one_asks_it(kb_db):
     assert "faithfulness" in markdown_text(at)
     at.run()
     assert not [b for b in at.button if b.key and b.key.startswith("example-")]  # gone once the chat has begun
+
+
+def test_pinning_a_baseline_says_so_with_the_run_name_as_text(db):
+    import numpy as np
+    from test_regression import store_run
+
+    name = "*bold* [log in](http://phish.example/x)"
+    store_run(db, name, {"faithfulness": np.linspace(0.8, 1.0, 20)})
+    at = app("pages/trends.py")
+    next(b for b in at.button if b.label == "Pin as baseline").click().run()
+    message = next(s.value for s in at.success if "is now the baseline" in s.value)
+    assert "\\*bold\\*" in message and "\\[log in\\]" in message

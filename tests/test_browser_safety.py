@@ -63,6 +63,9 @@ def test_no_page_fetches_from_another_host(app_after_poison):
                 (f"{url}/evaluate", "Evaluation"),
                 (f"{url}/knowledge_base", "Knowledge base"),
                 (f"{url}/annotate", "Annotate"),
+                (f"{url}/evaluate?eval={quote(payload('url'))}", "Evaluate"),
+                (f"{url}/compare?a={quote(payload('url'))}", "Compare"),
+                (f"{url}/calibration", "Calibration"),
             ]
             for target, marker in visits:
                 page.goto(target)
@@ -73,7 +76,10 @@ def test_no_page_fetches_from_another_host(app_after_poison):
                 page.wait_for_timeout(500)
                 # the payload is on the page as text, not as a link or an image
                 assert page.locator("img[src*='evil.example']").count() == 0, target
-                links = page.locator("a[href*='phish.example']")
+                # links to the payload's host (the app's own links may carry a run name in their query string)
+                links = page.locator(
+                    "a[href^='http://phish.example'], a[href^='https://phish.example'], a[href^='//phish.example']"
+                )
                 where = [
                     links.nth(i).evaluate(
                         "e => { let n = e; const path = []; while (n) { if (n.dataset && n.dataset.testid) "
