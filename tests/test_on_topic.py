@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from test_app import fresh_streamlit_caches  # noqa: F401 - autouse: no page sees another test's cached settings
 
 from pages.views.markup import escape_markdown
 from pipeline.answering import on_topic
@@ -259,18 +260,6 @@ def test_an_on_target_answer_costs_no_model_call_when_the_embedding_is_sure(fake
 # -- on screen -----------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fresh_streamlit_caches():
-    """Streamlit's caches (settings, health) emptied before and after, so no page sees another test's fake."""
-    import streamlit as st
-
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield
-    st.cache_resource.clear()
-    st.cache_data.clear()
-
-
 def _page(run_id: int | None = None):
     """The Chat page, or the drilldown of run_id."""
     from conftest import ROOT
@@ -287,7 +276,7 @@ def _page(run_id: int | None = None):
     return at
 
 
-def test_the_chat_shows_each_attempts_check_with_the_models_words_escaped(fake, kb_db, fresh_streamlit_caches):
+def test_the_chat_shows_each_attempts_check_with_the_models_words_escaped(fake, kb_db):
     fake.enqueue(FAITHFUL_UNSURE, model="llama3.2", match=is_generation)
     fake.enqueue({"addresses": False, "gap": "**the count** <b>of passages</b>"}, model="llama3.2", match=asks_topic)
     at = _page()
@@ -301,7 +290,7 @@ def test_the_chat_shows_each_attempts_check_with_the_models_words_escaped(fake, 
     assert escape_markdown("Addresses the question — embedding check: similarity 0.55 ≥ on_topic_accept") in captions
 
 
-def test_an_off_target_answer_is_marked_in_the_chat_and_the_drilldown(fake, settings, kb_db, fresh_streamlit_caches):
+def test_an_off_target_answer_is_marked_in_the_chat_and_the_drilldown(fake, settings, kb_db):
     fake.enqueue(FAITHFUL_OFF_TARGET, model="llama3.2", match=is_generation, times=6)
     at = _page()
     at.chat_input[0].set_value(QUESTION).run()
