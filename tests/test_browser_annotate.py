@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from browser_server import chromium
 from conftest import ROOT
-from test_browser import CHROMIUM, CHROMIUM_FLAGS, running_app  # noqa: F401 - running_app is a fixture
+from test_browser import running_app  # noqa: F401 - running_app is a fixture
 
 
 def test_keys_rate_an_answer_and_the_error_goes_once_it_is_fixed(running_app, settings):  # noqa: F811
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
     from test_evaluation import ITEMS, dataset
 
     from pipeline.calibration.annotations import CRITERIA, criterion_rubric, ratings_for
@@ -17,38 +18,34 @@ def test_keys_rate_an_answer_and_the_error_goes_once_it_is_fixed(running_app, se
     db = Database(settings.store_path, 10, 0)
     run_evaluation(settings, db, dataset(ITEMS[:1]), "to-rate")
     db.close()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 2200})
-            page.goto(f"{running_app}/annotate")
-            name = page.get_by_label("Your name (ratings are saved under it)")
-            name.wait_for(timeout=60_000)
-            name.fill("ana")
-            name.press("Enter")
-            expect(page.get_by_text("Keys: 1–5 score correctness", exact=False)).to_be_visible(timeout=30_000)
-            _, anchors = criterion_rubric("correctness")
-            expect(page.get_by_text(anchors[5][:60], exact=False)).to_be_visible()  # the rubric beside the radios
-            page.get_by_role("heading", name="Annotate").click()  # keys typed into the name box are not shortcuts
-            page.keyboard.press("n")
-            error = page.get_by_text("Give a score for correctness", exact=False)
-            expect(error).to_be_visible(timeout=30_000)
-            correctness = page.get_by_role("radiogroup", name="Correctness")
-            correctness.locator("label").nth(3).click()  # fixed with the mouse: 4
-            expect(correctness.get_by_role("radio").nth(3)).to_be_checked(timeout=30_000)
-            expect(error).to_have_count(0)  # the error went with the fix, before saving again
-            page.get_by_role("heading", name="Annotate").click()  # out of the radio: keys there are not shortcuts
-            for criterion in CRITERIA[1:]:
-                expect(page.get_by_text(f"Keys: 1–5 score {criterion}", exact=False)).to_be_visible(timeout=30_000)
-                page.keyboard.press("3")
-                group = page.get_by_role("radiogroup", name=criterion.capitalize())
-                expect(group.get_by_role("radio").nth(2)).to_be_checked(timeout=30_000)
-            page.keyboard.press("n")
-            expect(page.get_by_text("Saved run", exact=False)).to_be_visible(timeout=30_000)
-            expect(page.get_by_text("The verifier's verdicts on run", exact=False)).to_be_visible()
-            page.screenshot(path=str(ROOT / "test-artifacts" / "annotate.png"), full_page=True)
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 2200})
+        page.goto(f"{running_app}/annotate")
+        name = page.get_by_label("Your name (ratings are saved under it)")
+        name.wait_for(timeout=60_000)
+        name.fill("ana")
+        name.press("Enter")
+        expect(page.get_by_text("Keys: 1–5 score correctness", exact=False)).to_be_visible(timeout=30_000)
+        _, anchors = criterion_rubric("correctness")
+        expect(page.get_by_text(anchors[5][:60], exact=False)).to_be_visible()  # the rubric beside the radios
+        page.get_by_role("heading", name="Annotate").click()  # keys typed into the name box are not shortcuts
+        page.keyboard.press("n")
+        error = page.get_by_text("Give a score for correctness", exact=False)
+        expect(error).to_be_visible(timeout=30_000)
+        correctness = page.get_by_role("radiogroup", name="Correctness")
+        correctness.locator("label").nth(3).click()  # fixed with the mouse: 4
+        expect(correctness.get_by_role("radio").nth(3)).to_be_checked(timeout=30_000)
+        expect(error).to_have_count(0)  # the error went with the fix, before saving again
+        page.get_by_role("heading", name="Annotate").click()  # out of the radio: keys there are not shortcuts
+        for criterion in CRITERIA[1:]:
+            expect(page.get_by_text(f"Keys: 1–5 score {criterion}", exact=False)).to_be_visible(timeout=30_000)
+            page.keyboard.press("3")
+            group = page.get_by_role("radiogroup", name=criterion.capitalize())
+            expect(group.get_by_role("radio").nth(2)).to_be_checked(timeout=30_000)
+        page.keyboard.press("n")
+        expect(page.get_by_text("Saved run", exact=False)).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("The verifier's verdicts on run", exact=False)).to_be_visible()
+        page.screenshot(path=str(ROOT / "test-artifacts" / "annotate.png"), full_page=True)
     db = Database(settings.store_path, 10, 0)
     try:
         [rating] = ratings_for(db, list(range(1, 10)))

@@ -7,14 +7,12 @@ import re
 from urllib.parse import quote
 
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_FLAGS, running_app  # noqa: F401 - the fixture
+from browser_server import assert_no_failure, chromium
+from test_browser import running_app  # noqa: F401 - the fixture
 from test_compare import two_real_runs
 from test_evaluation import ITEMS, dataset
 
 from pipeline.evaluation.runner import run_evaluation
-
-# An exception in a page's script, and the frontend's error boundary (a component that crashed).
-FAILURES = "[data-testid='stException'], [data-testid='stErrorElementStack']"
 
 
 @pytest.fixture
@@ -24,11 +22,6 @@ def compared_app(kb_db, settings, fake, request):
     two_real_runs(fake, settings, kb_db)
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "rerun", concurrency=1)
     return request.getfixturevalue("running_app")
-
-
-def assert_no_failure(page) -> None:
-    failures = page.locator(FAILURES)
-    assert failures.count() == 0, failures.all_inner_texts()
 
 
 def new_page(browser):
@@ -44,61 +37,51 @@ def choose(page, label: str, option: str) -> None:
 
 
 def test_the_compare_page_explains_an_unknown_name_and_shows_the_default_pair(compared_app):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        try:
-            page, errors = new_page(browser)
-            page.goto(f"{compared_app}/compare?a={quote('[x](http://evil.example)')}")
-            expect(page.get_by_role("heading", name="Compare evaluations")).to_be_visible(timeout=60_000)
-            expect(page.get_by_text("There is no evaluation named '[x](http://evil.example)'")).to_be_visible()
-            assert page.locator("a[href*='evil.example']").count() == 0
-            # the default: B the newest run, A its baseline ('after' opened a floor alert, so it is not one)
-            expect(page.get_by_text("A: before", exact=True)).to_be_visible(timeout=30_000)
-            expect(page.get_by_text("B: rerun", exact=True)).to_be_visible()
-            expect(page.get_by_test_id("stMetric").first).to_be_visible()
-            expect(
-                page.get_by_text("No item that both runs scored changed its score (2 items in both).")
-            ).to_be_visible()
-            link = page.get_by_role("link", name="Open run B on Evaluate")
-            assert "eval=rerun" in link.get_attribute("href")
-            sidebar = page.get_by_test_id("stSidebar")
-            expect(sidebar.get_by_role("link", name="Compare")).to_be_visible()
-            assert_no_failure(page)
-            assert not errors, errors
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page, errors = new_page(browser)
+        page.goto(f"{compared_app}/compare?a={quote('[x](http://evil.example)')}")
+        expect(page.get_by_role("heading", name="Compare evaluations")).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("There is no evaluation named '[x](http://evil.example)'")).to_be_visible()
+        assert page.locator("a[href*='evil.example']").count() == 0
+        # the default: B the newest run, A its baseline ('after' opened a floor alert, so it is not one)
+        expect(page.get_by_text("A: before", exact=True)).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("B: rerun", exact=True)).to_be_visible()
+        expect(page.get_by_test_id("stMetric").first).to_be_visible()
+        expect(page.get_by_text("No item that both runs scored changed its score (2 items in both).")).to_be_visible()
+        link = page.get_by_role("link", name="Open run B on Evaluate")
+        assert "eval=rerun" in link.get_attribute("href")
+        sidebar = page.get_by_test_id("stSidebar")
+        expect(sidebar.get_by_role("link", name="Compare")).to_be_visible()
+        assert_no_failure(page, page.url)
+        assert not errors, errors
 
 
 def test_comparing_two_runs_shows_the_deltas_and_the_item_that_got_worse(compared_app):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        try:
-            page, errors = new_page(browser)
-            page.goto(f"{compared_app}/compare")
-            expect(page.get_by_text("B: rerun", exact=True)).to_be_visible(timeout=60_000)
-            choose(page, "Run B (after)", "after")
-            expect(page.get_by_text("B: after", exact=True).first).to_be_visible(timeout=30_000)
-            assert "b=after" in page.url
-            faithfulness = page.get_by_test_id("stMetric").filter(has_text="faithfulness").first
-            expect(faithfulness.get_by_test_id("stMetricValue")).to_have_text("0.50")
-            expect(faithfulness.get_by_test_id("stMetricDelta")).to_contain_text("-0.50")
-            expect(page.get_by_text("A 1.00 (n=2) → B 0.50 (n=2)")).to_be_visible()
-            expect(page.get_by_text("got worse (1)")).to_be_visible()
-            # the worse item: both answers side by side, each with its claims and a link to its run
-            expect(page.get_by_text("42 million passages", exact=False).first).to_be_visible()
-            expect(page.get_by_text("21 million passages", exact=False).first).to_be_visible()
-            runs = page.get_by_role("link", name=re.compile(r"^Open run \d+$"))
-            expect(runs).to_have_count(2)
-            assert all("run_id=" in (runs.nth(k).get_attribute("href") or "") for k in range(2))
-            assert_no_failure(page)
-            assert not errors, errors
-            page.screenshot(path=str(_artifacts() / "compare.png"), full_page=True)
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page, errors = new_page(browser)
+        page.goto(f"{compared_app}/compare")
+        expect(page.get_by_text("B: rerun", exact=True)).to_be_visible(timeout=60_000)
+        choose(page, "Run B (after)", "after")
+        expect(page.get_by_text("B: after", exact=True).first).to_be_visible(timeout=30_000)
+        assert "b=after" in page.url
+        faithfulness = page.get_by_test_id("stMetric").filter(has_text="faithfulness").first
+        expect(faithfulness.get_by_test_id("stMetricValue")).to_have_text("0.50")
+        expect(faithfulness.get_by_test_id("stMetricDelta")).to_contain_text("-0.50")
+        expect(page.get_by_text("A 1.00 (n=2) → B 0.50 (n=2)")).to_be_visible()
+        expect(page.get_by_text("got worse (1)")).to_be_visible()
+        # the worse item: both answers side by side, each with its claims and a link to its run
+        expect(page.get_by_text("42 million passages", exact=False).first).to_be_visible()
+        expect(page.get_by_text("21 million passages", exact=False).first).to_be_visible()
+        runs = page.get_by_role("link", name=re.compile(r"^Open run \d+$"))
+        expect(runs).to_have_count(2)
+        assert all("run_id=" in (runs.nth(k).get_attribute("href") or "") for k in range(2))
+        assert_no_failure(page, page.url)
+        assert not errors, errors
+        page.screenshot(path=str(_artifacts() / "compare.png"), full_page=True)
 
 
 def _artifacts():

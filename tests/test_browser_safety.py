@@ -7,7 +7,8 @@ from urllib.parse import quote, urlparse
 
 import numpy as np
 import pytest
-from test_browser import CHROMIUM, CHROMIUM_FLAGS, running_app  # noqa: F401 - the fixture
+from browser_server import chromium
+from test_browser import running_app  # noqa: F401 - the fixture
 from test_regression import store_run
 
 from pipeline.answering.engine import VerifiedQueryEngine, final_result
@@ -46,54 +47,50 @@ def app_after_poison(poisoned_store, request):
 
 
 def test_no_page_fetches_from_another_host(app_after_poison):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     run_id, url = app_after_poison
     app_host = urlparse(url).netloc
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 2000})
-            requested: list[str] = []
-            page.on("request", lambda r: requested.append(r.url))
-            visits = [
-                (f"{url}/runs?run_id={run_id}", "Claims"),
-                (f"{url}/runs?run_id={quote(payload('url'))}", "There is no run"),
-                (f"{url}/trends", "Alerts"),
-                (f"{url}/evaluate", "Evaluation"),
-                (f"{url}/knowledge_base", "Knowledge base"),
-                (f"{url}/annotate", "Annotate"),
-                (f"{url}/evaluate?eval={quote(payload('url'))}", "Evaluate"),
-                (f"{url}/compare?a={quote(payload('url'))}", "Compare"),
-                (f"{url}/calibration", "Calibration"),
-            ]
-            for target, marker in visits:
-                page.goto(target)
-                expect(page.get_by_text(marker, exact=False).first).to_be_visible(timeout=60_000)
-                page.wait_for_timeout(1500)
-                for summary in page.locator("details summary").all()[:6]:  # open expanders: claims, alerts
-                    summary.click()
-                page.wait_for_timeout(500)
-                # the payload is on the page as text, not as a link or an image
-                assert page.locator("img[src*='evil.example']").count() == 0, target
-                # links to the payload's host (the app's own links may carry a run name in their query string)
-                links = page.locator(
-                    "a[href^='http://phish.example'], a[href^='https://phish.example'], a[href^='//phish.example']"
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 2000})
+        requested: list[str] = []
+        page.on("request", lambda r: requested.append(r.url))
+        visits = [
+            (f"{url}/runs?run_id={run_id}", "Claims"),
+            (f"{url}/runs?run_id={quote(payload('url'))}", "There is no run"),
+            (f"{url}/trends", "Alerts"),
+            (f"{url}/evaluate", "Evaluation"),
+            (f"{url}/knowledge_base", "Knowledge base"),
+            (f"{url}/annotate", "Annotate"),
+            (f"{url}/evaluate?eval={quote(payload('url'))}", "Evaluate"),
+            (f"{url}/compare?a={quote(payload('url'))}", "Compare"),
+            (f"{url}/calibration", "Calibration"),
+        ]
+        for target, marker in visits:
+            page.goto(target)
+            expect(page.get_by_text(marker, exact=False).first).to_be_visible(timeout=60_000)
+            page.wait_for_timeout(1500)
+            for summary in page.locator("details summary").all()[:6]:  # open expanders: claims, alerts
+                summary.click()
+            page.wait_for_timeout(500)
+            # the payload is on the page as text, not as a link or an image
+            assert page.locator("img[src*='evil.example']").count() == 0, target
+            # links to the payload's host (the app's own links may carry a run name in their query string)
+            links = page.locator(
+                "a[href^='http://phish.example'], a[href^='https://phish.example'], a[href^='//phish.example']"
+            )
+            where = [
+                links.nth(i).evaluate(
+                    "e => { let n = e; const path = []; while (n) { if (n.dataset && n.dataset.testid) "
+                    "path.push(n.dataset.testid); n = n.parentElement; } return path.join('<') + ' :: ' "
+                    "+ (e.closest('[data-testid]') || e).innerText.slice(0, 200); }"
                 )
-                where = [
-                    links.nth(i).evaluate(
-                        "e => { let n = e; const path = []; while (n) { if (n.dataset && n.dataset.testid) "
-                        "path.push(n.dataset.testid); n = n.parentElement; } return path.join('<') + ' :: ' "
-                        "+ (e.closest('[data-testid]') || e).innerText.slice(0, 200); }"
-                    )
-                    for i in range(links.count())
-                ]
-                assert where == [], (target, where)
-                if "run_id=" in target:  # shown, as text
-                    assert page.get_by_text("phish.example", exact=False).count() > 0, target
-            page.screenshot(path="test-artifacts/payloads.png", full_page=True)
-        finally:
-            browser.close()
+                for i in range(links.count())
+            ]
+            assert where == [], (target, where)
+            if "run_id=" in target:  # shown, as text
+                assert page.get_by_text("phish.example", exact=False).count() > 0, target
+        page.screenshot(path="test-artifacts/payloads.png", full_page=True)
     foreign = [u for u in requested if urlparse(u).scheme in ("http", "https", "ws", "wss")]
     foreign = [u for u in foreign if urlparse(u).netloc != app_host]
     assert foreign == []
