@@ -1,4 +1,4 @@
-"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show.
+"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show, export-parquet, snapshot.
 
 Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input."""
 
@@ -30,6 +30,7 @@ from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.evaluation.runner import report, run_evaluation
+from pipeline.history.export import BROWSE, export_parquet, snapshot
 from pipeline.history.runs import RunFilter, export_runs, list_runs, load_run
 from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
@@ -99,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         "dataset hash and size, under the same judge pin, with no failed item and no open alert)",
     )
     gate.add_argument("--json", action="store_true")
+    parquet = sub.add_parser(
+        "export-parquet", help="write every table of the store as Parquet, partitioned by day, into a new folder"
+    )
+    parquet.add_argument("folder", help="a new or empty folder; it also gets export.json and browse.duckdb")
+    snap = sub.add_parser(
+        "snapshot", help="copy the store, checkpointed, to a read-only file that many app processes can browse"
+    )
+    snap.add_argument("path", help="the snapshot file; an earlier snapshot there is replaced")
     det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
     det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
     det.add_argument(
@@ -443,7 +452,44 @@ def cmd_gate(args, settings, db, out: Console, err: Console) -> int:
     return 1 if regressions else 0
 
 
+def cmd_export_parquet(args, settings, db, out: Console, err: Console) -> int:
+    result = export_parquet(db, args.folder)
+    table = Table("table", "rows", "partitioned by", "files", title=f"Parquet export of {settings.store_path}")
+    for t in result.tables:
+        table.add_row(Text(t.table), f"{t.rows:,}", partitioning(t), f"{t.days} day(s)" if t.partitioned else "1 file")
+    out.print(table)
+    out.print(
+        Text(
+            f"wrote {len(result.tables)} tables, {result.rows:,} rows, {result.bytes / 1e6:,.1f} MB to {result.folder} "
+            f"in {result.seconds:.1f} s (one consistent state of the store)"
+        )
+    )
+    out.print(Text(f"browse it read-only: WORKBENCH_DB={result.folder / BROWSE} (views over the Parquet files)"))
+    return 0
+
+
+def partitioning(t) -> str:
+    if t.partitioned:
+        return f"day of {t.day_of}"
+    return "unpartitioned (no rows)" if t.day_of else "unpartitioned (no timestamp column)"
+
+
+def cmd_snapshot(args, settings, db, out: Console, err: Console) -> int:
+    result = snapshot(db, args.path)
+    verb = "replaced the snapshot" if result.replaced else "wrote a snapshot"
+    out.print(
+        Text(
+            f"{verb} {result.path}: {sum(result.rows.values()):,} rows in {len(result.rows)} tables "
+            f"({result.rows.get('runs', 0):,} runs), {result.bytes / 1e6:,.1f} MB in {result.seconds:.1f} s"
+        )
+    )
+    out.print(Text(f"browse it read-only: WORKBENCH_DB={result.path} (the file is left read-only)"))
+    return 0
+
+
 COMMANDS = {
+    "export-parquet": cmd_export_parquet,
+    "snapshot": cmd_snapshot,
     "gate": cmd_gate,
     "runs": cmd_runs,
     "show": cmd_show,
