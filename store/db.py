@@ -16,8 +16,10 @@ from pathlib import Path
 
 import duckdb
 
+from store import text_index
 from store.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly, StoreTooNew, StoreUnavailable
 from store.migrations import migrate, unknown_migrations
+from store.text_index import TextIndex
 
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "lock on file")
 CORRUPT_MARKERS = ("not a valid DuckDB database file", "Corrupt database file", "checksum", "database file is")
@@ -138,6 +140,7 @@ class Database:
         self.read_only_reason: str | None = None
         self.lock_wait_s = 0.0  # time spent waiting for another process's lock, in total
         self.replayed = 0  # journal entries this process wrote into the store
+        self.texts = TextIndex()  # which call texts the store holds (store/text_index.py)
 
     def checkpoint(self) -> None:
         """Fold the write-ahead log into the file, so a copy of the file alone is complete."""
@@ -186,6 +189,7 @@ class Database:
                 from store.journal import replay
 
                 self.replayed += replay(con, self.path)
+                self.texts.mark_stale()  # another process, or the replay, may have stored texts
         except StoreError:
             con.close()
             raise
@@ -231,13 +235,19 @@ class Database:
         with self._write_lock, self.cursor(lock_timeout_s) as cur:
             if self.read_only:
                 raise StoreReadOnly(self.path, self.read_only_reason)
-            cur.begin()
+            active = text_index.ACTIVE.set(self.texts)
             try:
-                yield cur
-            except BaseException:
-                cur.rollback()
-                raise
-            cur.commit()
+                cur.begin()
+                try:
+                    yield cur
+                except BaseException:
+                    cur.rollback()
+                    raise
+                cur.commit()
+                self.texts.commit()
+            finally:
+                self.texts.rollback()  # what a failed transaction staged (nothing after a commit)
+                text_index.ACTIVE.reset(active)
 
     def _schedule_release(self, delay: float | None = None) -> None:
         """Close after idle_release_s without use; one timer at a time, re-armed while in use."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from store import text_index
 from store.db import Database, fetch_dicts, insert_rows
 from store.records import CacheEntry, LLMCallRecord
 
@@ -26,13 +27,15 @@ CALL_COLUMNS = [
     "prompt_text_hash",
     "completion_text_hash",
     "span_id",
+    "prompt_text_id",
+    "completion_text_id",
 ]
 
-# What calls_for_run and calls_for_eval_run read per call; with_texts swaps the hashes for the texts.
+# What calls_for_run and calls_for_eval_run read per call; with_texts swaps the text ids for the texts.
 CALL_SELECT = (
     "c.id, c.run_id, c.stage, c.model, c.digest, c.prompt_hash, c.prompt_tokens, c.completion_tokens, "
     "c.latency_ms, c.cache_hit, c.error, c.started_at, c.eval_run_id, c.origin, c.backend, c.span_id, "
-    "c.prompt_text_hash, c.completion_text_hash"
+    "c.prompt_text_id, c.completion_text_id"
 )
 
 
@@ -40,29 +43,35 @@ def text_hash(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def call_rows(run_id: int | None, calls: list[LLMCallRecord]) -> list[list]:
-    return [
-        [
-            run_id,
-            c.stage,
-            c.model,
-            c.digest,
-            c.prompt_hash,
-            c.prompt_tokens,
-            c.completion_tokens,
-            c.latency_ms,
-            c.cache_hit,
-            c.error,
-            c.started_at,
-            c.eval_run_id,
-            c.origin,
-            c.backend,
-            text_hash(c.prompt_text),
-            text_hash(c.completion_text),
-            c.span_id,
-        ]
-        for c in calls
-    ]
+def call_rows(run_id: int | None, calls: list[LLMCallRecord], text_ids: dict[str, int] | None = None) -> list[list]:
+    text_ids = text_ids or {}
+    rows = []
+    for c in calls:
+        prompt, completion = text_hash(c.prompt_text), text_hash(c.completion_text)
+        rows.append(
+            [
+                run_id,
+                c.stage,
+                c.model,
+                c.digest,
+                c.prompt_hash,
+                c.prompt_tokens,
+                c.completion_tokens,
+                c.latency_ms,
+                c.cache_hit,
+                c.error,
+                c.started_at,
+                c.eval_run_id,
+                c.origin,
+                c.backend,
+                prompt,
+                completion,
+                c.span_id,
+                text_ids.get(prompt),
+                text_ids.get(completion),
+            ]
+        )
+    return rows
 
 
 def stored_keys(cur, table: str, column: str, keys) -> set:
@@ -78,17 +87,40 @@ def marks(values: list) -> str:
     return "(" + ", ".join("?" * len(values)) + ")"
 
 
-def insert_texts(cur, texts) -> None:
-    """Each distinct text once: a text already stored (by any earlier call) is not written again. Looking the
-    hashes up and inserting only new texts is several times faster than INSERT OR IGNORE on a large table."""
-    unique = {text_hash(t): t for t in texts if t is not None}  # one statement may not name a key twice
-    known = stored_keys(cur, "llm_texts", "hash", unique)
-    insert_rows(cur, "llm_texts", ["hash", "text"], [[h, t] for h, t in unique.items() if h not in known])
+def insert_texts(cur, texts) -> dict[str, int]:
+    """Each distinct text once: hash -> row id of every text, inserting those the store does not hold yet.
+    Inside Database.transaction the store's TextIndex answers which it holds (see store/text_index.py);
+    elsewhere (the journal's replay while the store opens) the hashes are looked up in the table."""
+    unique = {text_hash(t): t for t in texts if t is not None}
+    if not unique:
+        return {}
+    index = text_index.ACTIVE.get()
+    if index is not None:
+        index.sync(cur)
+        ids = index.find(unique)
+    else:
+        hashes = list(unique)
+        ids = dict(
+            cur.execute(
+                f"SELECT hash, min(id) FROM llm_texts WHERE hash IN {marks(hashes)} GROUP BY hash", hashes
+            ).fetchall()
+        )
+    new = [h for h in unique if h not in ids]
+    if new:
+        rows = cur.execute(
+            "INSERT INTO llm_texts (id, hash, text) SELECT nextval('llm_texts_id_seq'), unnest($1), unnest($2) "
+            "RETURNING hash, id",
+            [new, [unique[h] for h in new]],
+        ).fetchall()
+        ids.update(rows)
+        if index is not None:
+            index.stage(rows)
+    return ids
 
 
 def insert_calls(cur, run_id: int | None, calls: list[LLMCallRecord]) -> None:
-    insert_texts(cur, [t for c in calls for t in (c.prompt_text, c.completion_text)])
-    insert_rows(cur, "llm_calls", CALL_COLUMNS, call_rows(run_id, calls))
+    text_ids = insert_texts(cur, [t for c in calls for t in (c.prompt_text, c.completion_text)])
+    insert_rows(cur, "llm_calls", CALL_COLUMNS, call_rows(run_id, calls, text_ids))
 
 
 def insert_cache_entries(cur, entries: list[CacheEntry]) -> None:
@@ -121,14 +153,14 @@ def cache_get(db: Database, key: str) -> dict | None:
 
 
 def with_texts(cur, calls: list[dict]) -> list[dict]:
-    """The calls with their prompt and completion texts, looked up by hash in llm_texts' index (a join would
-    scan every stored text: 27 ms instead of 1 at 100,000 runs)."""
-    hashes = list({h for c in calls for h in (c["prompt_text_hash"], c["completion_text_hash"]) if h is not None})
-    found = cur.execute(f"SELECT hash, text FROM llm_texts WHERE hash IN {marks(hashes)}", hashes) if hashes else None
+    """The calls with their prompt and completion texts, read by id: a run's texts were stored together, so the
+    scan reads only the blocks whose id range holds them."""
+    ids = list({i for c in calls for i in (c["prompt_text_id"], c["completion_text_id"]) if i is not None})
+    found = cur.execute(f"SELECT id, text FROM llm_texts WHERE id IN {marks(ids)}", ids) if ids else None
     texts = dict(found.fetchall()) if found else {}
     for call in calls:
-        call["prompt_text"] = texts.get(call.pop("prompt_text_hash"))
-        call["completion_text"] = texts.get(call.pop("completion_text_hash"))
+        call["prompt_text"] = texts.get(call.pop("prompt_text_id"))
+        call["completion_text"] = texts.get(call.pop("completion_text_id"))
     return calls
 
 

@@ -406,6 +406,39 @@ def m015_ratings_grounding_topicality(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m016_call_texts_by_id(con: duckdb.DuckDBPyConnection) -> None:
+    """Call texts get sequential ids, numbered in the order of their first use, and lose the index on their hash:
+    at a million runs every probe of that index cost about a millisecond when a run was saved (see
+    store/text_index.py). Calls point at their texts by id; the hash columns stay for exports and checks."""
+    con.execute("""
+        CREATE TABLE llm_texts_by_id AS
+            WITH used AS (
+                SELECT h, min(id) AS first_call FROM (
+                    SELECT prompt_text_hash AS h, id FROM llm_calls
+                    UNION ALL SELECT completion_text_hash, id FROM llm_calls
+                ) WHERE h IS NOT NULL GROUP BY h
+            )
+            SELECT row_number() OVER (ORDER BY used.first_call NULLS LAST, t.hash) AS id, t.hash, t.text
+            FROM llm_texts t LEFT JOIN used ON used.h = t.hash;
+        DROP TABLE llm_texts;
+        ALTER TABLE llm_texts_by_id RENAME TO llm_texts;
+        ALTER TABLE llm_calls ADD COLUMN prompt_text_id BIGINT;
+        ALTER TABLE llm_calls ADD COLUMN completion_text_id BIGINT;
+    """)
+    link_call_texts(con)
+    first = con.execute("SELECT coalesce(max(id), 0) + 1 FROM llm_texts").fetchone()[0]
+    con.execute(f"CREATE SEQUENCE llm_texts_id_seq START WITH {int(first)}")
+
+
+def link_call_texts(con: duckdb.DuckDBPyConnection) -> None:
+    """Point every call at its texts' ids by their hashes (calls stored before texts had ids)."""
+    for column in ("prompt", "completion"):
+        con.execute(f"""
+            UPDATE llm_calls SET {column}_text_id = t.id
+            FROM (SELECT hash, min(id) AS id FROM llm_texts GROUP BY hash) t
+            WHERE t.hash = llm_calls.{column}_text_hash AND llm_calls.{column}_text_id IS NULL""")
+
+
 MIGRATIONS = [
     m001_knowledge_base,
     m002_run_log,
@@ -421,6 +454,7 @@ MIGRATIONS = [
     m013_attempts_on_topic,
     m014_retired_documents,
     m015_ratings_grounding_topicality,
+    m016_call_texts_by_id,
 ]
 
 

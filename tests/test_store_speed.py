@@ -1,16 +1,19 @@
-"""The store's faster write and read paths keep their results: rows passed per column, texts and cache entries
-looked up before they are written, call texts read by hash, the Trends series grouped before the join."""
+"""The store's faster write and read paths keep their results: rows passed per column, texts found in the
+store's in-memory text index (store/text_index.py) and cache entries looked up before they are written, call
+texts read by id, the Trends series grouped before the join."""
 
 from datetime import datetime, timezone
 
+import duckdb
 import pytest
 
 from pipeline.regression.alerts import metric_series
 from store.db import Database, insert_rows
 from store.evals import create_eval_run, mark_eval_run
 from store.llm_log import cache_get, calls_for_eval_run, calls_for_run, insert_cache_entries, save_calls, text_hash
+from store.migrations import MIGRATIONS, applied, migrate
 from store.records import CacheEntry, LLMCallRecord, RunLog, RunRecord
-from store.runs import save_run
+from store.runs import insert_run, save_run
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -60,6 +63,87 @@ def test_a_text_is_stored_once_and_every_call_reads_its_own_texts_back(db):
     ]
     assert "prompt_text_hash" not in again[0] and again[0]["span_id"] == "span-1"
     assert calls_for_run(db, 10**9) == []
+
+
+def stored_texts(db) -> list[tuple[str, int]]:
+    with db.cursor() as cur:
+        return cur.execute("SELECT text, id FROM llm_texts ORDER BY id").fetchall()
+
+
+def test_texts_get_sequential_ids_and_another_connection_finds_what_was_stored(tmp_path):
+    path = str(tmp_path / "texts.duckdb")
+    first_db = Database(path, idle_release_s=0)
+    run_with(first_db, [call("system prompt", "one")])
+    first_db.close()
+    second_db = Database(path, idle_release_s=0)  # a new process: its index is loaded from the store
+    run = run_with(second_db, [call("system prompt", "one"), call("system prompt", "two")])
+    assert [text for text, _ in stored_texts(second_db)] == ["system prompt", "one", "two"]
+    assert [row_id for _, row_id in stored_texts(second_db)] == [1, 2, 3]
+    run_with(first_db, [call("two", "three")])  # reopened: it reads the rows the other one added
+    assert [text for text, _ in stored_texts(first_db)] == ["system prompt", "one", "two", "three"]
+    assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(second_db, run)] == [
+        ("system prompt", "one"),
+        ("system prompt", "two"),
+    ]
+
+
+def test_a_text_whose_transaction_rolled_back_is_stored_again(db, monkeypatch):
+    def fail(*args):
+        raise RuntimeError("the disk filled up")
+
+    monkeypatch.setattr("store.runs.insert_spans", fail)
+    with pytest.raises(RuntimeError):
+        run_with(db, [call("lost prompt", "lost reply")])
+    assert stored_texts(db) == []
+    monkeypatch.undo()
+    run = run_with(db, [call("lost prompt", "lost reply")])
+    assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(db, run)] == [("lost prompt", "lost reply")]
+
+
+def test_a_replayed_run_finds_stored_texts_without_the_index(db):
+    run_with(db, [call("system prompt", "one")])
+    with db.cursor() as cur:  # the journal's replay writes with a bare cursor, outside Database.transaction
+        cur.begin()
+        run_id = insert_run(
+            cur, RunLog(RunRecord("chat", "q?", "accepted", NOW, "a."), calls=[call("system prompt", "new")])
+        )
+        cur.commit()
+    assert [text for text, _ in stored_texts(db)] == ["system prompt", "one", "new"]
+    assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(db, run_id)] == [("system prompt", "new")]
+
+
+def test_the_migration_numbers_texts_in_order_of_first_use_and_links_the_calls(tmp_path):
+    con = duckdb.connect(str(tmp_path / "old.duckdb"))
+    last = next(m for m in MIGRATIONS if m.__name__ == "m016_call_texts_by_id")
+    applied(con)  # creates schema_migrations
+    for migration in MIGRATIONS[: MIGRATIONS.index(last)]:
+        migration(con)
+        con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [migration.__name__])
+    texts = {"b prompt": text_hash("b prompt"), "a reply": text_hash("a reply"), "orphan": text_hash("orphan")}
+    con.execute("INSERT INTO llm_texts VALUES (?, 'orphan'), (?, 'a reply'), (?, 'b prompt')",
+                [texts["orphan"], texts["a reply"], texts["b prompt"]])  # fmt: skip
+    con.execute(
+        "INSERT INTO llm_calls (run_id, stage, model, prompt_hash, latency_ms, cache_hit, started_at, "
+        "prompt_text_hash, completion_text_hash) VALUES (7, 'generate', 'm', 'k', 1, false, now(), ?, ?), "
+        "(7, 'generate', 'm', 'k', 1, false, now(), ?, NULL)",
+        [texts["b prompt"], texts["a reply"], texts["b prompt"]],
+    )
+    migrate(con)
+    assert con.execute("SELECT id, text FROM llm_texts ORDER BY id").fetchall() == [
+        (1, "b prompt"),
+        (2, "a reply"),
+        (3, "orphan"),
+    ]
+    assert con.execute("SELECT prompt_text_id, completion_text_id FROM llm_calls ORDER BY id").fetchall() == [
+        (1, 2),
+        (1, None),
+    ]
+    con.close()
+    db = Database(str(tmp_path / "old.duckdb"))
+    run = run_with(db, [call("b prompt", "fresh")])  # the sequence goes on after the migrated ids
+    assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(db, run)] == [("b prompt", "fresh")]
+    assert stored_texts(db)[-1] == ("fresh", 4)
+    db.close()
 
 
 def test_an_evaluations_calls_have_their_texts(db):
@@ -131,7 +215,8 @@ def test_the_scale_bench_store_has_the_products_shape(tmp_path):
         spans = cur.execute("SELECT min(n), max(n) FROM (SELECT count(*) AS n FROM spans GROUP BY run_id)").fetchone()
         sample = cur.execute("SELECT hash, text FROM llm_texts USING SAMPLE 50 ROWS").fetchall()
         missing = cur.execute(
-            "SELECT count(*) FROM llm_calls c LEFT JOIN llm_texts t ON t.hash = c.prompt_text_hash WHERE t.hash IS NULL"
+            "SELECT count(*) FROM llm_calls c LEFT JOIN llm_texts t ON t.id = c.prompt_text_id "
+            "WHERE t.id IS NULL OR t.hash <> c.prompt_text_hash"
         ).fetchone()[0]
         shared = cur.execute("SELECT count(DISTINCT completion_text_hash), count(*) FROM llm_calls").fetchone()
     assert per_run == [(15,)] and 16 <= spans[0] and spans[1] <= 30 and missing == 0
