@@ -4,6 +4,7 @@ while generation goes on (cited passages first), and a failing context grade wit
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 
 from test_engine import RAG_QUESTION, is_generation, schema_has
@@ -147,3 +148,27 @@ def test_precheck_off_still_gets_three_way_verdicts_on_a_streamed_sentence(fake,
     first = next(e for e in events if e.kind == "sentence")
     assert [c.verdict for c in first.data["claims"]] == ["contradicted"]
     assert "21 million" in first.data["claims"][0].evidence
+
+
+def test_the_retry_starts_while_a_rejected_claim_is_still_being_classified(fake, settings, kb_db):
+    fake.set_latency(0.02)  # the classifier's reply (verdict, quote, reason) takes ~30 tokens, the verifier's 1
+    fake.enqueue("The RAG index was split into 50 million passages [1].", match=is_generation)
+    fake.enqueue("The RAG index held 21 million passages [1].", match=is_generation)
+    no_precheck = dataclasses.replace(settings, precheck_enabled=False)
+    events = [e for _, e in timed_events(no_precheck, kb_db)]
+    classified = [r for r in fake.requests if schema_has("quote")(r["body"] or {})]
+    retried = [r for r in fake.requests if r["path"] == "/api/chat" and "previous answer" in json.dumps(r["body"])]
+    assert len(classified) == 1 and len(retried) == 1
+    assert retried[0]["received"] < classified[0]["done"]  # the retry did not wait for the classification
+    verdict = next(e for e in events if e.kind == "verdict")
+    assert verdict.data["attempt"] == 1 and verdict.data["claim"].verdict == "contradicted"
+    assert events.index(verdict) > next(i for i, e in enumerate(events) if e.kind == "retry")
+    result = events[-1].data["result"]
+    first, second = result.attempts
+    assert [c.verdict for c in first.claims] == ["contradicted"] and "21 million" in first.claims[0].evidence
+    assert first.record.failed_claims == ["The RAG index was split into 50 million passages."]
+    assert result.status == "accepted" and {c.verdict for c in second.claims} == {"supported"}
+    stored = get_run(kb_db, result.run_id)["claims"]
+    assert [(c["attempt_no"], c["verdict"]) for c in stored] == [(1, "contradicted")] + [(2, "supported")] * len(
+        second.claims
+    )

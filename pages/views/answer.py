@@ -53,6 +53,8 @@ class LiveAnswer:
         if event.kind == "sentence" and data["attempt"] == self.attempt:
             self.claims += data["claims"]
             return True
+        if event.kind == "verdict" and data["attempt"] == self.attempt:  # the claim object itself was updated
+            return True
         if event.kind == "discard" and data["attempt"] == self.attempt:
             self.withdrawn = True
             return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from datetime import datetime, timezone
 
@@ -43,9 +43,9 @@ PROMPTS = (
     prompts.ON_TOPIC,
     prompts.GENERATE_ON_TOPIC,
 )
-# Threads per run: the generation, the context grade, and the sentences being checked (each of which verifies
-# its claims on a pool of its own, verify_concurrency wide).
-RUN_THREADS = 6
+# Threads per run: the generation, the context grade, the sentences being checked (each of which verifies
+# its claims on a pool of its own, verify_concurrency wide) and the rejected claims being classified.
+RUN_THREADS = 8
 
 
 INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
@@ -139,6 +139,7 @@ class QuestionRun:
         self.relevant: bool | None = None  # the context grade that let the question through
         self.retrievals: list[RetrievalRecord] = []
         self.log: RunLog | None = None
+        self.classifying: list[tuple[int, CheckedClaim, Future]] = []  # (attempt, claim, its classification)
 
     # -- the stream ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
@@ -275,6 +276,7 @@ class QuestionRun:
             grade_round = round_no if attempt_no == 1 else None
             attempt, topic = yield from self._attempt(attempt_no, passages, failed, grade_round, retry)
             if attempt is None:
+                yield from self._settle_classifications(announce=False)
                 return False
             flagged, off_target = attempt.record.status == status.FLAGGED, topic is not None and not topic.on_topic
             if not flagged and not off_target:
@@ -282,8 +284,24 @@ class QuestionRun:
             failed = attempt.record.failed_claims if flagged else []
             if attempt_no <= self.settings.max_retries:
                 yield _retry_event(attempt.record, failed, topic if off_target else None, self.settings)
+        yield from self._settle_classifications()
         yield from self._decide()
         return True
+
+    def _settle_classifications(self, announce: bool = True) -> Iterator[Event]:
+        """Wait for the rejected claims still being classified and give each its final verdict, evidence and
+        reason (in place: the attempts and the events hold these very claims)."""
+        pending, self.classifying = self.classifying, []
+        for attempt_no, claim, future in pending:
+            final = future.result()
+            for name in ("verdict", "verifier", "passage", "span", "reason"):
+                setattr(claim, name, getattr(final, name))
+            if announce:
+                yield Event(
+                    "verdict",
+                    f"attempt {attempt_no}, claim {claim.claim_no}: {claim.verdict}",
+                    {"attempt": attempt_no, "claim": claim},
+                )
 
     def _on_topic_retry(self, passages: list[Passage], failed: list[str], topic: on_topic.TopicCheck | None):
         """The retry prompt of an attempt after an off-target one: it names the question's terms the answer
@@ -308,6 +326,7 @@ class QuestionRun:
                 yield from live.run(grade_round)
             finally:
                 live.stop.set()
+            self.classifying += [(attempt_no, claim, future) for claim, future in live.classifying]
             if live.discarded:
                 return None, None
             attempt = self._score(live)

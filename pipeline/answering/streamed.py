@@ -8,7 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 
 from pipeline import tracing
@@ -56,6 +56,10 @@ class LiveAttempt:
         self.claims: list[CheckedClaim] = []
         self.errors: list[str] = []
         self.discarded = False
+        # rejected claims being classified (contradicted or unsupported) on the pool: that choice does not change
+        # the attempt's score or the claims a retry names, so the loop goes on without waiting for it
+        self.classifying: list[tuple[CheckedClaim, Future]] = []
+        self._classifying_guard = threading.Lock()
 
     # -- the attempt's event loop -------------------------------------------------------------
     def run(self, grade_round: int | None) -> Iterator[Event]:
@@ -153,10 +157,15 @@ class LiveAttempt:
                 return SentenceCheck(sentence, error=extraction.invalid_reason)
             if self.stop.is_set():
                 return SentenceCheck(sentence)
+            rejected: list[CheckedClaim] = []
             with tracing.step("verify", claims=len(extraction.claims)):
                 checked = run.checker.verify_claims(
-                    extraction.claims, self.passages, question=run.question, cited=sentence.cited
+                    extraction.claims, self.passages, question=run.question, cited=sentence.cited, deferred=rejected
                 )
+            for claim in rejected:
+                future = tracing.submit(self.pool, run.checker.classify_rejected, claim, self.passages)
+                with self._classifying_guard:
+                    self.classifying.append((claim, future))
         for claim in checked:
             claim.answer_span = (sentence.start, sentence.end)
         return SentenceCheck(sentence, checked)

@@ -89,13 +89,15 @@ class FaithfulnessChecker(BaseEvaluator):
         question: str = "",
         cited: Collection[int] = (),
         first_no: int = 1,
+        deferred: list[CheckedClaim] | None = None,
     ) -> list[CheckedClaim]:
         """Each claim down the chain; `question` lets the pre-check accept names the user asked about;
-        `cited` passages are tried first; claims are numbered from `first_no`."""
+        `cited` passages are tried first; claims are numbered from `first_no`. With a `deferred` list, a rejected
+        claim is left unsupported and put there instead of being classified now (see classify_rejected)."""
 
         def check(claim_no: int, claim: str) -> CheckedClaim:
             with tracing.step(f"verify claim {claim_no}"):
-                verdict = self.verify_claim(claim_no, claim, passages, question, cited)
+                verdict = self.verify_claim(claim_no, claim, passages, question, cited, deferred)
                 tracing.annotate(verdict=verdict.verdict, verifier=verdict.verifier)
             if on_verdict:
                 on_verdict(verdict)
@@ -106,10 +108,19 @@ class FaithfulnessChecker(BaseEvaluator):
             return [future.result() for future in futures]
 
     def verify_claim(
-        self, claim_no: int, claim: str, passages: list[Passage], question: str = "", cited: Collection[int] = ()
+        self,
+        claim_no: int,
+        claim: str,
+        passages: list[Passage],
+        question: str = "",
+        cited: Collection[int] = (),
+        deferred: list[CheckedClaim] | None = None,
     ) -> CheckedClaim:
         checked, verifier = self.chain.verify(claim_no, claim, passages, question, cited)
         if checked.verdict == UNSUPPORTED and verifier.classify_rejected and self.classify and passages:
+            if deferred is not None:
+                deferred.append(checked)
+                return checked
             return self.classify_rejected(checked, passages)
         return checked
 
