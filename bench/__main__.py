@@ -9,6 +9,7 @@ from bench import (
     answer_vs_seed,
     detector,
     evaluation,
+    hosts,
     kappa,
     on_topic,
     overhead,
@@ -33,6 +34,7 @@ SUITES = {
     "kappa": kappa.run,
     "contention": store_contention.run,
     "scale": scale.run,
+    "hosts": hosts.run,
 }
 
 

@@ -1,12 +1,13 @@
-"""Settings (read-only) with where each value comes from, and the doctor's checks."""
+"""Settings (read-only) with where each value comes from, the doctor's checks, and each Ollama host's state."""
 
 import pandas as pd
 import streamlit as st
 
 from pages.views.common import escape_keeping_code, page_setup
+from pages.views.hosts import show_hosts
 from pages.views.markup import escape_markdown
 from pipeline.config import setting_sources
-from pipeline.models.health import check_all
+from pipeline.models.health import health
 
 settings, db = page_setup("Settings & health")
 st.title("Settings & health")
@@ -14,7 +15,8 @@ st.title("Settings & health")
 st.subheader("Health")
 if st.button("Check again"):
     st.cache_data.clear()
-for check in check_all(settings, db):
+checks, hosts = health(settings, db)
+for check in checks:
     line = f"**{escape_markdown(check.name)}**: {escape_markdown(check.detail)}"
     if check.ok:
         st.success(line, icon=":material/check_circle:")
@@ -30,3 +32,5 @@ st.caption(
 rows = setting_sources(settings)
 # Every row visible at once ("auto" would show ten and scroll the rest inside the table).
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height="content")
+
+show_hosts(hosts)

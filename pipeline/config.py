@@ -1,7 +1,8 @@
 """Settings: defaults, overridden by an optional workbench.toml, overridden by environment variables.
 
 Environment variables are WORKBENCH_<FIELD> (upper case), except the Ollama host, which is read
-from OLLAMA_HOST like Ollama's own tools do, and the store path, WORKBENCH_DB.
+from OLLAMA_HOST like Ollama's own tools do, and the store path, WORKBENCH_DB. Several Ollama hosts
+(WORKBENCH_OLLAMA_HOSTS, comma-separated) replace the one OLLAMA_HOST when set.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 @dataclass(frozen=True)
 class Settings:
     ollama_host: str = "http://127.0.0.1:11434"
+    ollama_hosts: str = ""  # comma-separated; empty: ollama_host alone
+    ollama_slots_per_host: int = 4
+    ollama_host_backoff_s: float = 5.0
     generator_model: str = "llama3.2"
     claim_model: str = "llama3.2"
     verifier_model: str = "bespoke-minicheck"
@@ -79,6 +83,10 @@ class Settings:
     off_topic_final: str = "mark"
     kb_path: str = str(PROJECT_ROOT / "data" / "kb")
 
+    def model_hosts(self) -> list[str]:
+        """The Ollama hosts calls are spread over: ollama_hosts, or else ollama_host alone."""
+        return [h.strip() for h in self.ollama_hosts.split(",") if h.strip()] or [self.ollama_host]
+
     def public_items(self) -> list[tuple[str, str, str]]:
         """(name, value, where it is set) for display."""
         return [(f.name, _shown(f.name, getattr(self, f.name)), env_name(f.name)) for f in fields(self)]
@@ -119,6 +127,8 @@ def normalise_host(host: str) -> str:
 
 
 def _coerce(name: str, raw, kind):
+    if kind is str and isinstance(raw, list):  # ollama_hosts = ["a:11434", "b:11434"] in workbench.toml
+        return ",".join(str(item) for item in raw)
     try:
         if kind is bool:
             if isinstance(raw, bool):
@@ -174,6 +184,8 @@ def _validate(s: Settings) -> Settings:
         ),
         (s.context_window >= 256, "context_window", "of at least 256 tokens"),
         (s.llm_backend in ("ollama", "openai"), "llm_backend", "'ollama' or 'openai'"),
+        (s.ollama_slots_per_host >= 1, "ollama_slots_per_host", "of at least 1"),
+        (s.ollama_host_backoff_s > 0, "ollama_host_backoff_s", "above 0"),
         (s.price_per_1k_prompt_tokens >= 0, "price_per_1k_prompt_tokens", "of 0 or more"),
         (s.price_per_1k_completion_tokens >= 0, "price_per_1k_completion_tokens", "of 0 or more"),
         (-1.0 <= s.on_topic_reject <= s.on_topic_accept, "on_topic_reject", "between -1 and on_topic_accept"),
@@ -230,4 +242,7 @@ def load_settings(environ: dict | None = None, toml_path: Path | None = None) ->
         for name, (value, _source) in _raw_values(env, config_path(env, toml_path)).items()
     }
     settings = dataclasses.replace(Settings(), **values)
-    return _validate(dataclasses.replace(settings, ollama_host=normalise_host(settings.ollama_host)))
+    hosts = ",".join(dict.fromkeys(normalise_host(h) for h in settings.ollama_hosts.split(",") if h.strip()))
+    return _validate(
+        dataclasses.replace(settings, ollama_host=normalise_host(settings.ollama_host), ollama_hosts=hosts)
+    )

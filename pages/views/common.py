@@ -54,12 +54,13 @@ def page_setup(title: str) -> tuple[Settings, Database]:
         for path, label, icon in PAGES:
             st.page_link(path, label=label, icon=icon)
         st.divider()
-        checks = ollama_checks(settings.ollama_host, settings)
+        hosts = ", ".join(settings.model_hosts())
+        checks = ollama_checks(hosts, settings)
         failed = [c for c in checks if not c.ok]
         if failed:
             st.error(f"Ollama: {len(failed)} problem(s); see Settings & health", icon=":material/error:")
         else:
-            st.success(f"Ollama ready at {escape_markdown(settings.ollama_host)}", icon=":material/check_circle:")
+            st.success(f"Ollama ready at {escape_markdown(hosts)}", icon=":material/check_circle:")
     try:
         open_alerts = count_open_alerts(db)
     except WorkbenchError as exc:  # the store is locked by another process too long, or cannot be opened

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.events import AnswerResult
+from pipeline.cli.hosts import print_hosts
 from pipeline.cli.output import (
     evaluation_progress,
     follow_answer,
@@ -35,7 +36,7 @@ from pipeline.history.runs import RunFilter, export_runs, list_runs, load_run
 from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.knowledge.injection import flag_warning
-from pipeline.models.health import check_all
+from pipeline.models.health import health
 from pipeline.regression import compare as regression
 from pipeline.session import open_workbench
 from pipeline.text import short_source
@@ -262,12 +263,13 @@ def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
 
 
 def cmd_doctor(args, settings, db, out: Console, err: Console) -> int:
-    checks = check_all(settings, db)
+    checks, hosts = health(settings, db)
     for check in checks:
         mark = Text("ok  ", style="green") if check.ok else Text("FAIL", style="red")
         out.print(mark, Text(f"{check.name}: {check.detail}"))
         if not check.ok and check.fix:
             out.print(Text(f"      fix: {check.fix}"))
+    print_hosts(out, hosts)
     return 0 if all(c.ok for c in checks) else 1
 
 

@@ -67,6 +67,25 @@ class ServerFailed(OllamaFailed):
         )
 
 
+class OllamaServerError(OllamaFailed):
+    """Ollama kept failing with a server error (HTTP 5xx, a dropped connection): the host is in trouble."""
+
+
+class HostsUnavailable(OllamaUnreachable):
+    """No Ollama host could take a call; `reasons` holds (host, why) for each."""
+
+    def __init__(self, reasons: list[tuple[str, str]], model: str = ""):
+        wanted = f" for {model}" if model else ""
+        WorkbenchError.__init__(
+            self,
+            f"Ollama is not usable at any of its {len(reasons)} hosts{wanted}: "
+            + "; ".join(f"{host} ({why})" for host, why in reasons),
+            fix="start `ollama serve` on them and pull the same models on each, or set WORKBENCH_OLLAMA_HOSTS "
+            "to hosts that run; `python -m pipeline doctor` checks each host",
+        )
+        self.reasons = reasons
+
+
 def ollama_guard(settings: Settings, stage: str, model: str, call: Callable):
     try:
         return call()
@@ -104,7 +123,7 @@ def openai_guard(settings: Settings, stage: str, model: str, call: Callable):
 def with_retries(settings: Settings, stage: str, model: str, call: Callable, guard: Callable):
     """`guard(settings, stage, model, call)`, retried with exponential backoff on transient failures."""
     attempts = 1 + max(0, settings.llm_retries)
-    failed = ServerFailed if guard is openai_guard else OllamaFailed
+    failed = ServerFailed if guard is openai_guard else OllamaServerError
     for attempt in range(attempts):
         try:
             return guard(settings, stage, model, call)

@@ -1,4 +1,4 @@
-"""Checks of Ollama, the configured models and the store, each with the fix for a problem."""
+"""Checks of Ollama (each of its hosts), the configured models and the store, each with the fix for a problem."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.backends import OpenAIChat
-from pipeline.models.ollama_models import normalise_model, pulled_models
+from pipeline.models.hosts import HostStatus, host_statuses, pinned_digests, why
+from pipeline.models.ollama_models import normalise_model
 from store import journal, kb
 from store.db import Database
 
@@ -32,22 +33,33 @@ def model_roles(settings: Settings, roles: tuple[str, ...] = ALL_ROLES) -> dict[
     return by_model
 
 
-def check_ollama(settings: Settings) -> list[Check]:
+def ollama_roles(settings: Settings) -> dict[str, list[str]]:
+    """The models Ollama serves: every one, or with llm_backend = openai the embedding model alone."""
+    return model_roles(settings, ("embed",) if settings.llm_backend == "openai" else ALL_ROLES)
+
+
+def check_ollama(settings: Settings, statuses: list[HostStatus] | None = None) -> list[Check]:
     """The model servers: Ollama for every model, or, with llm_backend = openai, the OpenAI-compatible
-    server for the chat models and Ollama for the embedding model."""
+    server for the chat models and Ollama for the embedding model. `statuses`: the hosts as just listed
+    by host_statuses (listed here when not given)."""
+    ollama = _ollama_checks(settings, ollama_roles(settings), statuses)
     if settings.llm_backend == "openai":
-        return check_openai(settings, model_roles(settings, CHAT_ROLES)) + _ollama_checks(
-            settings, model_roles(settings, ("embed",))
-        )
-    return _ollama_checks(settings, model_roles(settings))
+        return check_openai(settings, model_roles(settings, CHAT_ROLES)) + ollama
+    return ollama
 
 
-def _ollama_checks(settings: Settings, roles: dict[str, list[str]]) -> list[Check]:
-    try:
-        pulled = pulled_models(settings, fresh=True)
-    except WorkbenchError as exc:
-        return [Check("ollama", False, exc.message, exc.fix)]
-    checks = [Check("ollama", True, f"reachable at {settings.ollama_host} ({len(pulled)} models pulled)")]
+def _ollama_checks(settings: Settings, roles: dict[str, list[str]], statuses: list[HostStatus] | None) -> list[Check]:
+    statuses = statuses or host_statuses(settings, list(roles))
+    if len(statuses) > 1:
+        return _pool_checks(roles, statuses)
+    status = statuses[0]
+    if status.listing is None:
+        exc = status.error
+        if isinstance(exc, WorkbenchError):
+            return [Check("ollama", False, exc.message, exc.fix)]
+        return [Check("ollama", False, f"Ollama at {status.host} failed: {why(exc)}", "see `ollama serve` logs")]
+    pulled = status.listing
+    checks = [Check("ollama", True, f"reachable at {status.host} ({len(pulled)} models pulled)")]
     for model, played in roles.items():
         name = f"model {model}"
         if normalise_model(model) in pulled:
@@ -55,6 +67,66 @@ def _ollama_checks(settings: Settings, roles: dict[str, list[str]]) -> list[Chec
             checks.append(Check(name, True, f"pulled ({', '.join(played)}; digest {digest[:12]})"))
         else:
             checks.append(Check(name, False, f"not pulled ({', '.join(played)})", f"`ollama pull {model}`"))
+    return checks
+
+
+def _pool_checks(roles: dict[str, list[str]], statuses: list[HostStatus]) -> list[Check]:
+    """Several hosts: Ollama is usable while one answers; a model while one reachable host serves its pin."""
+    up = [s for s in statuses if s.listing is not None]
+    if not up:
+        return [
+            Check(
+                "ollama",
+                False,
+                f"Ollama is not reachable at any of its {len(statuses)} hosts: "
+                + "; ".join(f"{s.host} ({s.detail})" for s in statuses),
+                "start `ollama serve` on them, or set WORKBENCH_OLLAMA_HOSTS to hosts that run",
+            )
+        ]
+    down = [s.host for s in statuses if s.listing is None]
+    detail = f"reachable at {len(up)} of {len(statuses)} hosts ({', '.join(s.host for s in up)})"
+    checks = [Check("ollama", True, detail + (f"; not reachable: {', '.join(down)}" if down else ""))]
+    pins = pinned_digests({s.host: s.listing for s in up}, list(roles))
+    for model, played in roles.items():
+        pin = pins.get(normalise_model(model))
+        if pin is None:
+            checks.append(
+                Check(
+                    f"model {model}",
+                    False,
+                    f"not pulled on any reachable host ({', '.join(played)})",
+                    f"`ollama pull {model}` on each host",
+                )
+            )
+            continue
+        serving = sum(s.listing.get(normalise_model(model)) == pin for s in up)
+        checks.append(
+            Check(
+                f"model {model}",
+                True,
+                f"pulled ({', '.join(played)}; digest {pin[:12]}; served at it by {serving} of {len(statuses)} hosts)",
+            )
+        )
+    return checks
+
+
+def check_hosts(statuses: list[HostStatus]) -> list[Check]:
+    """With several hosts, one check per host: reachable, and serving every model at its pinned digest."""
+    if len(statuses) < 2:
+        return []
+    checks = []
+    for s in statuses:
+        name = f"host {s.host}"
+        later = f"; backed off until {s.backed_off_until}" if s.backed_off_until else ""
+        if s.listing is None:
+            fix = "start `ollama serve` there, or remove it from WORKBENCH_OLLAMA_HOSTS"
+            checks.append(Check(name, False, f"not reachable: {s.detail}{later}", fix))
+        elif s.unusable:
+            unused = "; ".join(f"{model}: {reason}" for model, reason in sorted(s.unusable.items()))
+            fix = "pull the same version of each model on every host (`ollama pull MODEL` on each) so the digests agree"
+            checks.append(Check(name, False, f"reachable, not used for {unused}{later}", fix))
+        else:
+            checks.append(Check(name, True, f"reachable, serves every model at its pinned digest{later}"))
     return checks
 
 
@@ -127,5 +199,11 @@ def check_store(settings: Settings, db: Database) -> list[Check]:
     return checks
 
 
+def health(settings: Settings, db: Database) -> tuple[list[Check], list[HostStatus]]:
+    """Every check, and each Ollama host's status (reachability, models, load, latency, backoff)."""
+    statuses = host_statuses(settings, list(ollama_roles(settings)))
+    return check_ollama(settings, statuses) + check_hosts(statuses) + check_store(settings, db), statuses
+
+
 def check_all(settings: Settings, db: Database) -> list[Check]:
-    return check_ollama(settings) + check_store(settings, db)
+    return health(settings, db)[0]

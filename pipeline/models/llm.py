@@ -23,6 +23,7 @@ from pipeline.errors import ModelMissing
 from pipeline.models import ollama_models
 from pipeline.models.backends import StreamPiece, chat_backend
 from pipeline.models.failures import ollama_guard, with_retries
+from pipeline.models.hosts import HostPool, Lease, unrouted
 from pipeline.models.ollama_models import forget_digests, normalise_model  # noqa: F401  (public here)
 from pipeline.models.recorder import CallRecorder, PendingCall, embed_text, messages_text
 from store import llm_log
@@ -50,6 +51,7 @@ class LLM:
         self.db = db
         self.origin = origin
         self.backend = chat_backend(settings)
+        self.hosts = HostPool(settings)
         self.recorder = CallRecorder(origin, settings.log_call_text, eval_run_id)
         self._pending_cache: dict[str, CacheEntry] = {}
         self._cache_guard = threading.Lock()
@@ -63,21 +65,16 @@ class LLM:
 
     # -- models -------------------------------------------------------------------------------
     def pulled_models(self, fresh: bool = False) -> dict[str, str]:
-        """name -> digest of every model pulled into Ollama (cached for a minute)."""
-        return ollama_models.pulled_models(self.settings, fresh)
+        """name -> digest of every model pulled into Ollama, on its first host (cached for a minute)."""
+        return ollama_models.pulled_models(self.hosts.settings_for(self.hosts.hosts[0]), fresh)
 
     def digest(self, model: str) -> str:
         """The model's identity: its Ollama digest, or model@revision on an OpenAI-compatible server."""
         return self.backend.identity(model) or self._ollama_digest(model)
 
     def _ollama_digest(self, model: str) -> str:
-        models = self.pulled_models()
-        name = normalise_model(model)
-        if name not in models:
-            models = self.pulled_models(fresh=True)
-            if name not in models:
-                raise ModelMissing(model)
-        return models[name]
+        """The pin: the digest on the first host that answers and has the model (hosts.py)."""
+        return self.hosts.pinned_digest(model)
 
     # -- calls --------------------------------------------------------------------------------
     def chat(
@@ -98,7 +95,9 @@ class LLM:
             key, hit = self._lookup(call, model, sent, schema, options)
             if hit is not None:
                 return hit
-            result = self._with_retries(stage, model, lambda: backend.chat(model, sent, schema, options), backend.guard)
+            result = self._routed(
+                stage, model, call.digest, lambda b, _s: b.chat(model, sent, schema, options), backend.guard
+            )
         reply = LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens)
         self.recorder.finish(call, reply.text, reply.prompt_tokens, reply.completion_tokens)
         if accept is None or accept(reply.text):
@@ -127,10 +126,20 @@ class LLM:
             if hit is not None:
                 on_delta(hit.text)
                 return hit
-            pieces, first = self._with_retries(
-                stage, model, lambda: _first_piece(backend.stream_chat(model, messages, options)), backend.guard
+            (pieces, first), lease = self._routed(
+                stage,
+                model,
+                call.digest,
+                lambda b, _s: _first_piece(b.stream_chat(model, messages, options)),
+                backend.guard,
+                hold=True,
             )
-            text, last, stopped = self._drain(stage, model, pieces, first, on_delta, stop)
+            try:
+                text, last, stopped = self._drain(stage, model, pieces, first, on_delta, stop, lease.settings)
+            except BaseException as exc:
+                lease.release(exc)
+                raise
+            lease.release()
         if stopped:
             self.recorder.finish(call, text, error="stopped: the caller discarded the reply")
             return LLMReply(text, False, None, None)
@@ -160,8 +169,9 @@ class LLM:
         }
         self._remember(key, model, digest, payload)
 
-    def _drain(self, stage, model, pieces, first, on_delta, stop) -> tuple[str, StreamPiece, bool]:
-        """Hand each piece on as it comes; failures after the first piece are translated, not retried."""
+    def _drain(self, stage, model, pieces, first, on_delta, stop, settings=None) -> tuple[str, StreamPiece, bool]:
+        """Hand each piece on as it comes; failures after the first piece are translated, not retried
+        (`settings`: those of the host the stream comes from)."""
         text, piece = "", first or StreamPiece("")
         try:
             while piece is not None:
@@ -171,7 +181,9 @@ class LLM:
                 last = piece
                 if stop is not None and stop():
                     return text, last, True
-                piece = self._with_retries(stage, model, lambda: next(pieces, None), self.backend.guard, retry=False)
+                piece = self._with_retries(
+                    stage, model, lambda: next(pieces, None), self.backend.guard, retry=False, settings=settings
+                )
         finally:
             pieces.close()
         return text, last, False
@@ -181,7 +193,6 @@ class LLM:
         an answer's sentences (ingest leaves it off: chunk vectors are kept with the chunks)."""
         prefix = self.settings.embed_document_prefix
         call = self._embed_call("embed_documents", embed_text([_prefixed(prefix, t) for t in texts]))
-        embedder = self._embedder()
         key = None
         with self.recorder.failures(call):
             call.digest = self._ollama_digest(call.model)
@@ -194,8 +205,12 @@ class LLM:
             if hit is not None:
                 self.recorder.finish(call, _vectors_text(hit["vectors"]), cache_hit=True)
                 return hit["vectors"]
-            vectors = self._with_retries(
-                "embed_documents", call.model, lambda: embedder.get_text_embedding_batch(texts), ollama_guard
+            vectors = self._routed(
+                "embed_documents",
+                call.model,
+                call.digest,
+                lambda _b, s: self._embedder(s).get_text_embedding_batch(texts),
+                ollama_guard,
             )
         self.recorder.finish(call, _vectors_text(vectors))
         if key:
@@ -219,9 +234,12 @@ class LLM:
             if hit is not None:
                 self.recorder.finish(call, _vectors_text([hit["vector"]]), cache_hit=True)
                 return hit["vector"]
-            embedder = self._embedder()
-            vector = self._with_retries(
-                "embed_query", call.model, lambda: embedder.get_query_embedding(text), ollama_guard
+            vector = self._routed(
+                "embed_query",
+                call.model,
+                call.digest,
+                lambda _b, s: self._embedder(s).get_query_embedding(text),
+                ollama_guard,
             )
         self.recorder.finish(call, _vectors_text([vector]))
         self._remember(key, call.model, call.digest, {"vector": vector})
@@ -232,18 +250,39 @@ class LLM:
         call.prompt_hash = hashlib.sha256(prompt_text.encode("utf-8")).hexdigest()[:16]
         return call
 
-    def _with_retries(self, stage: str, model: str, call: Callable, guard: Callable, retry: bool = True):
+    def _routed(self, stage: str, model: str, digest: str, request: Callable, guard: Callable, hold: bool = False):
+        """request(backend, settings) on the Ollama host the pool picks, failing over to another host when one
+        fails (hosts.py), or on the OpenAI-compatible server. hold=True returns (result, lease) with the
+        host's slot still held, for the caller to release."""
+        if guard is not ollama_guard:
+            result = self._with_retries(stage, model, lambda: request(self.backend, self.settings), guard)
+            return (result, unrouted(self.settings)) if hold else result
+
+        def attempt(lease: Lease, last: bool):
+            backend = self.backend if lease.settings is self.settings else chat_backend(lease.settings)
+            return self._with_retries(
+                stage, model, lambda: request(backend, lease.settings), guard, retry=last, settings=lease.settings
+            )
+
+        result, lease = self.hosts.call(model, digest, attempt)
+        if hold:
+            return result, lease
+        lease.release()
+        return result
+
+    def _with_retries(self, stage: str, model: str, call: Callable, guard: Callable, retry: bool = True, settings=None):
         """Every model request passes here (bench/overhead.py times it to tell model time from ours), each
-        piece of a streamed reply too (retry=False: translated, not retried)."""
-        settings = self.settings if retry else dataclasses.replace(self.settings, llm_retries=0)
+        piece of a streamed reply too (retry=False: translated, not retried). `settings`: the host's."""
+        settings = settings or self.settings
+        settings = settings if retry else dataclasses.replace(settings, llm_retries=0)
         try:
             return with_retries(settings, stage, model, call, guard)
         except ModelMissing:
             forget_digests()  # the listing is stale: the model went away after it was read
             raise
 
-    def _embedder(self) -> OllamaEmbedding:
-        s = self.settings
+    def _embedder(self, settings: Settings | None = None) -> OllamaEmbedding:
+        s = settings or self.settings
         key = (s.ollama_host, s.embed_model, s.embed_query_prefix, s.embed_document_prefix, s.request_timeout_s)
         with _embedders_guard:
             if key not in _embedders:

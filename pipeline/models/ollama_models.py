@@ -35,13 +35,26 @@ def forget_digests() -> None:
         _digests.clear()
 
 
+def cached_models(settings: Settings) -> dict[str, str] | None:
+    """The listing of settings.ollama_host read less than DIGEST_TTL_S ago, or None."""
+    with _guard:
+        cached = _digests.get((settings.ollama_host,))
+    if cached and time.monotonic() - cached[0] < DIGEST_TTL_S:
+        return cached[1]
+    return None
+
+
+def forget_host_models(host: str) -> None:
+    with _guard:
+        _digests.pop((host,), None)
+
+
 def pulled_models(settings: Settings, fresh: bool = False) -> dict[str, str]:
     """name -> digest of every pulled model."""
     key = (settings.ollama_host,)
-    with _guard:
-        cached = _digests.get(key)
-    if cached and not fresh and time.monotonic() - cached[0] < DIGEST_TTL_S:
-        return cached[1]
+    cached = None if fresh else cached_models(settings)
+    if cached is not None:
+        return cached
     listing = ollama_guard(settings, "list models", "-", lambda: ollama_client(settings).list())
     models = {normalise_model(m.model): m.digest for m in listing.models}
     with _guard:
