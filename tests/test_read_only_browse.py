@@ -168,6 +168,7 @@ def test_the_app_browses_a_read_only_view_and_says_writing_is_off(kb_db, setting
             assert not at.exception, (page, at.exception)
             banner = [w.value for w in at.warning if w.value.startswith("**Read-only mode.**")]
             assert banner and "cannot be written" in banner[0], (page, [w.value for w in at.warning])
+            assert "chat, evaluate and annotate cannot save here" in banner[0]
         runs = _page("pages/runs.py")
         runs.query_params["run_id"] = str(run_id)
         runs.run()

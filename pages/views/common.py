@@ -71,7 +71,9 @@ def page_setup(title: str) -> tuple[Settings, Database]:
             "**Read-only mode.** "
             + escape_markdown(
                 f"The store {settings.store_path} cannot be written ({db.read_only_reason}). "
-                "Runs can be browsed; new answers are kept in the journal and saved once it is writable again."
+                "Runs, Trends and drilldowns can be browsed; writing is off: chat, evaluate and annotate cannot save "
+                "here (a new answer is kept in the journal and saved once the store is writable again). A snapshot "
+                "or a Parquet export is always read-only: to write, use the app on the store itself."
             ),
             icon=":material/lock:",
         )
