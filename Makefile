@@ -15,7 +15,7 @@ $(VENV)/.installed: requirements.txt | $(PY)
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
-$(VENV)/.dev-installed: requirements-dev.txt requirements-otel.txt $(VENV)/.installed
+$(VENV)/.dev-installed: requirements-dev.txt requirements-otel.txt requirements-scale.txt $(VENV)/.installed
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 

@@ -90,3 +90,23 @@ def kb_db(ingested_store, settings):
     """The per-test store, holding the sample knowledge base."""
     shutil.copy(ingested_store, settings.store_path)
     return store_db.get_database(settings)
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray (127.0.0.1, 2 CPUs) for every test that runs an evaluation on it: starting one takes
+    seconds, and its workers' first item pays the imports."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -r requirements-scale.txt)")
+    from pipeline.evaluation import ray_executor
+
+    ray_executor.start(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(params=["local", "ray"])
+def executor(request):
+    """The evaluation executor a test runs under: each such test runs for both."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return request.param

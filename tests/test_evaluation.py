@@ -45,8 +45,8 @@ def dataset(items=ITEMS):
     return Dataset("golden-test.jsonl", list(items), [], "hash")
 
 
-def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db):
-    outcome = run_evaluation(settings, kb_db, dataset(), "first", concurrency=2)
+def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db, executor):
+    outcome = run_evaluation(settings, kb_db, dataset(), "first", concurrency=2, executor=executor)
     assert outcome.status == "finished" and outcome.progress.done == 4 and outcome.progress.failed == 0
     result = report(settings, kb_db, "first")
     by_metric = {m["metric"]: m for m in result.metrics}
@@ -72,10 +72,10 @@ def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db):
     assert result.eval_run.judge_model == "llama3.2" and result.eval_run.judge_prompt_version == "judge-v1"
 
 
-def test_rerunning_the_same_name_skips_finished_items_and_costs_nothing(fake, settings, kb_db):
-    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "resume-me")
+def test_rerunning_the_same_name_skips_finished_items_and_costs_nothing(fake, settings, kb_db, executor):
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "resume-me", executor=executor)
     before = len(fake.requests)
-    outcome = run_evaluation(settings, kb_db, dataset(), "resume-me")
+    outcome = run_evaluation(settings, kb_db, dataset(), "resume-me", executor=executor)
     assert outcome.progress.skipped == 2 and outcome.progress.done == 4
     chats = [r for r in fake.requests[before:] if r["path"] == "/api/chat"]
     assert chats and not any("Wikipedia index of the RAG paper" in json.dumps(r["body"]) for r in chats)
@@ -91,12 +91,12 @@ def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, set
     assert report(settings, kb_db, "two").usage["cache_hits"] == report(settings, kb_db, "two").usage["calls"]
 
 
-def test_a_changed_configuration_cannot_resume_under_the_same_name(fake, settings, kb_db):
+def test_a_changed_configuration_cannot_resume_under_the_same_name(fake, settings, kb_db, executor):
     import dataclasses
 
-    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "pinned")
+    run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "pinned", executor=executor)
     with pytest.raises(InputError) as caught:
-        run_evaluation(dataclasses.replace(settings, top_k=3), kb_db, dataset(ITEMS[:1]), "pinned")
+        run_evaluation(dataclasses.replace(settings, top_k=3), kb_db, dataset(ITEMS[:1]), "pinned", executor=executor)
     assert "different configuration (top_k)" in caught.value.message
 
 
@@ -122,20 +122,22 @@ def test_items_run_concurrently(fake, settings, kb_db, monkeypatch):
     assert len(intervals) == 4 and peak >= 3
 
 
-def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db):
+def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db, executor):
     fake.enqueue("The RAG index held 21 million passages [1].", match=lambda b: not b.get("format"))
     fake.inject("timeout", model="llama3.2", path="/api/chat")
     fake.fault_delay_s = 3
-    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "slow", concurrency=1, item_timeout_s=1)
+    outcome = run_evaluation(
+        settings, kb_db, dataset(ITEMS[:2]), "slow", concurrency=1, item_timeout_s=1, executor=executor
+    )
     items = {r["item_id"]: r for r in report(settings, kb_db, "slow").items}
     assert items["rag-passages"]["item_status"] == "timeout" and "timed out after 1 s" in items["rag-passages"]["error"]
     assert items["transformer-bleu"]["item_status"] == "done"
     assert outcome.progress.failed == 1
 
 
-def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db):
+def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db, executor):
     fake.remove_model("bespoke-minicheck")
-    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky")
+    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky", executor=executor)
     row = report(settings, kb_db, "flaky").items[0]
     assert row["item_status"] == "failed" and "bespoke-minicheck is not pulled" in row["error"]
     assert outcome.progress.failed == 1
@@ -143,14 +145,21 @@ def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db):
     from pipeline.models.llm import forget_digests
 
     forget_digests()
-    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky")
+    outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky", executor=executor)
     assert outcome.progress.done == 1 and report(settings, kb_db, "flaky").items[0]["item_status"] == "done"
 
 
-def test_cancel_stops_before_the_next_item(fake, settings, kb_db):
+def test_cancel_stops_before_the_next_item(fake, settings, kb_db, executor):
     cancel = threading.Event()
     outcome = run_evaluation(
-        settings, kb_db, dataset(), "cancelled", concurrency=1, on_progress=lambda p: cancel.set(), cancel=cancel
+        settings,
+        kb_db,
+        dataset(),
+        "cancelled",
+        concurrency=1,
+        on_progress=lambda p: cancel.set(),
+        cancel=cancel,
+        executor=executor,
     )
     assert outcome.status == "cancelled" and outcome.progress.done == 1
     assert evals.get_eval_run(kb_db, "cancelled").status == "cancelled"

@@ -142,7 +142,7 @@ def test_replay_is_idempotent_by_entry_id_also_from_two_processes_at_once(kb_db,
     assert journal.pending(settings.store_path) == []
 
 
-def test_an_evaluation_item_is_kept_when_the_store_is_locked_at_its_save(kb_db, settings, monkeypatch):
+def test_an_evaluation_item_is_kept_when_the_store_is_locked_at_its_save(kb_db, settings, monkeypatch, executor):
     from pipeline.evaluation import runner
 
     settings = dataclasses.replace(settings, store_save_wait_s=0.2)
@@ -154,7 +154,9 @@ def test_an_evaluation_item_is_kept_when_the_store_is_locked_at_its_save(kb_db, 
 
     monkeypatch.setattr(runner.journal, "save_item", locked_save)
     items = [GoldenItem(id="rag", question=QUESTION, reference="21 million passages", tags=["numeric"])]
-    outcome = run_evaluation(settings, kb_db, Dataset("g.jsonl", items, [], "h"), "held", concurrency=1)
+    outcome = run_evaluation(
+        settings, kb_db, Dataset("g.jsonl", items, [], "h"), "held", concurrency=1, executor=executor
+    )
     assert outcome.progress.done == 1 and outcome.status == "finished"
     rows = report(settings, kb_db, "held").items  # replayed on this open
     assert [(r["item_id"], r["item_status"]) for r in rows] == [("rag", "done")]
@@ -249,29 +251,25 @@ def test_doctor_says_whether_the_store_is_writable(kb_db, settings, state_dir):
         assert "writable" in checks["store"].fix
 
 
-def test_ollama_killed_mid_evaluation_is_not_plain_finished_and_the_cli_says_why(fake, kb_db, settings, capsys):
+def test_ollama_killed_mid_evaluation_is_not_plain_finished_and_the_cli_says_why(
+    fake, kb_db, settings, capsys, monkeypatch, executor
+):
     items = "".join(
         json.dumps({"id": f"q{i}", "question": f"{QUESTION} ({i})", "reference": "21 million"}) + "\n" for i in range(4)
     )
     path = Path(settings.store_path).parent / "g.jsonl"
     path.write_text(items)
-    served = {"n": 0}
-    from pipeline.evaluation import runner  # Ollama goes away after the first item: the rest cannot reach it
+    from pipeline.evaluation import runner  # Ollama goes away once the first item is saved: the rest cannot reach it
 
-    original = runner.evaluate_item
+    original = runner.journal.save_item
 
     def then_kill(*args, **kwargs):
-        outcome = original(*args, **kwargs)
-        if served["n"] == 0:
-            fake.stop()
-        served["n"] += 1
-        return outcome
+        saved = original(*args, **kwargs)
+        fake.stop()
+        return saved
 
-    runner.evaluate_item = then_kill
-    try:
-        code = main(["eval", str(path), "--name", "killed", "--concurrency", "1"])
-    finally:
-        runner.evaluate_item = original
+    monkeypatch.setattr(runner.journal, "save_item", then_kill)
+    code = main(["eval", str(path), "--name", "killed", "--concurrency", "1", "--executor", executor])
     out, err = capsys.readouterr()
     assert code == 1
     assert "evaluation 'killed' finished with 3 failures" in out
@@ -283,13 +281,14 @@ def test_ollama_killed_mid_evaluation_is_not_plain_finished_and_the_cli_says_why
         )
 
 
-def test_a_retried_item_leaves_no_superseded_run(fake, kb_db, settings):
+def test_a_retried_item_leaves_no_superseded_run(fake, kb_db, settings, executor):
     items = [GoldenItem(id="rag", question=QUESTION, reference="21 million passages")]
     fake.inject("500", model="llama3.2", path="/api/chat", times=1000)
-    first = run_evaluation(settings, kb_db, Dataset("g.jsonl", items, [], "h"), "retry", concurrency=1)
+    golden = Dataset("g.jsonl", items, [], "h")
+    first = run_evaluation(settings, kb_db, golden, "retry", concurrency=1, executor=executor)
     assert first.status == "finished with 1 failure"
     fake.clear()
-    run_evaluation(settings, kb_db, Dataset("g.jsonl", items, [], "h"), "retry", concurrency=1)
+    run_evaluation(settings, kb_db, golden, "retry", concurrency=1, executor=executor)
     with kb_db.cursor() as cur:
         runs = cur.execute("SELECT id, status FROM runs").fetchall()
         linked = cur.execute("SELECT run_id FROM eval_items").fetchall()
@@ -397,10 +396,29 @@ def test_a_process_waiting_for_the_store_gets_it_next(settings, tmp_path):
     db.close()
 
 
-def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db, settings):
+def _descendants(pid: int) -> set[int]:
+    """The processes below pid (a Ray driver's: the Ray it started), from /proc."""
+    parents = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry)] = int(stat.rpartition(")")[2].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db, settings, executor):
     import signal
     import time
 
+    if executor == "ray":
+        pytest.importorskip("ray", reason="Ray is not installed (pip install -r requirements-scale.txt)")
     kb_db.close()
     items = "".join(
         json.dumps({"id": f"q{i}", "question": f"{QUESTION} ({i})", "reference": "21 million"}) + "\n" for i in range(8)
@@ -410,20 +428,35 @@ def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db,
     fake.set_latency(0.2, 1)  # every reply takes seconds: items are mid-call when Ctrl-C comes
     env = {**os.environ, "WORKBENCH_REQUEST_TIMEOUT_S": "60"}
     child = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "eval", str(path), "--name", "stop", "--concurrency", "2"],
+        [sys.executable, "-m", "pipeline", "eval", str(path), "--name", "stop", "--concurrency", "2"]
+        + ["--executor", executor],
         cwd=Path(__file__).parent.parent,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(6)
-    started = time.monotonic()
-    child.send_signal(signal.SIGINT)
-    _, err = child.communicate(timeout=30)
+    try:
+        deadline = time.monotonic() + 120  # a Ray starts, and its workers import the workbench, first
+        while time.monotonic() < deadline and len([r for r in fake.requests if r["path"] == "/api/chat"]) < 2:
+            time.sleep(0.2)
+        time.sleep(1)
+        helpers = _descendants(child.pid)
+        started = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
     assert child.returncode == 130
     assert time.monotonic() - started < 3
     assert "cancelled: finished items are kept" in err and "Traceback" not in err
+    assert bool(helpers) == (executor == "ray")
+    alive = helpers
+    while alive and time.monotonic() < started + 15:
+        time.sleep(0.5)
+        alive = {pid for pid in alive if Path(f"/proc/{pid}").exists()}
+    assert not alive, "the local Ray outlived its driver"
     con = duckdb.connect(settings.store_path)
     assert con.execute("SELECT status FROM eval_runs WHERE name = 'stop'").fetchone()[0] == "cancelled"
     con.close()

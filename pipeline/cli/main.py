@@ -30,7 +30,7 @@ from pipeline.cli.terminal import SafeConsole
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import load_dataset
-from pipeline.evaluation.runner import report, run_evaluation
+from pipeline.evaluation.runner import EXECUTORS, report, run_evaluation
 from pipeline.history.export import BROWSE, export_parquet, snapshot
 from pipeline.history.runs import RunFilter, export_runs, list_runs, load_run
 from pipeline.knowledge.documents import count_chunks
@@ -73,6 +73,19 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="comma-separated metrics to measure, e.g. judge_grounding,judge_topicality (default: every metric; "
         "a resumed run measures the ones it was started with)",
+    )
+    ev.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="where items run: local (threads of this process) or ray (Ray tasks; needs "
+        "`pip install -r requirements-scale.txt`)",
+    )
+    ev.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --executor ray: the Ray cluster to run on, e.g. 10.0.0.5:6379 (default: a local Ray, started "
+        "for the run and bound to 127.0.0.1)",
     )
     runs = sub.add_parser("runs", help="list runs, newest first, filtered as on the Runs page; or export them")
     runs.add_argument("--status", action="append", help="only runs with this status (accepted, flagged...); repeatable")
@@ -290,7 +303,15 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
     with evaluation_progress(err) as on_progress:
         try:
             outcome = run_evaluation(
-                settings, db, dataset, args.name, concurrency, on_progress=on_progress, metrics=args.metrics
+                settings,
+                db,
+                dataset,
+                args.name,
+                concurrency,
+                on_progress=on_progress,
+                metrics=args.metrics,
+                executor=args.executor,
+                ray_address=args.ray_address,
             )
         except KeyboardInterrupt:
             err.print(Text(f"cancelled: finished items are kept; run the same command to resume {args.name!r}"))

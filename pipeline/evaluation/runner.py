@@ -8,6 +8,10 @@ answers every call.
 
 An evaluation measures the metrics chosen for it (default: every registered metric); its configuration
 records them, and a resume measures the same ones.
+
+Where items run is the executor's business: "local" (threads of this process, against the store) or "ray"
+(Ray tasks, ray_executor.py). Everything else — resume, cancel, progress, failures, saving each finished item
+in one transaction — is done here, the same way for both.
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ from pipeline.evaluation import registry
 from pipeline.evaluation.dataset import Dataset, GoldenItem
 from pipeline.evaluation.diagnosis import Diagnosis, diagnose
 from pipeline.evaluation.judge import CRITERIA, JudgePin, MetricScore, judge_pin, own_versions
+from pipeline.evaluation.kb_snapshot import KnowledgeSnapshot
 from pipeline.models.llm import LLM
 from pipeline.regression import compare as regression
 from store import baselines, evals, journal
 from store.annotations import current_corrections
 from store.db import Database
+from store.records import RunLog
 
 
 @dataclass
@@ -69,20 +75,29 @@ class EvalOutcome:
     regressions: list | str = field(default_factory=list)
 
 
+EXECUTORS = ("local", "ray")
+# (status, run log, scores, error) of one item
+ItemOutcome = tuple[str, RunLog | None, list[MetricScore], str | None]
+
+
 def evaluate_item(
     settings: Settings,
-    db: Database,
+    db: Database | None,
     item: GoldenItem,
     pin,
     abandon: threading.Event,
     eval_run_id: int | None = None,
     metrics: list[str] | None = None,
-):
+    knowledge: KnowledgeSnapshot | None = None,
+) -> ItemOutcome:
     """(status, log, scores, error) of one item; nothing is written here. The item's trace has the question
-    run and every metric under one root."""
+    run and every metric under one root. With `knowledge` (a Ray worker, db None) it retrieves from that
+    snapshot of the knowledge base instead of the store, and the response cache (in the store) is not used."""
     question = clean_question(item.question, settings)
     with tracing.recording("evaluate item", item=item.id) as trace:
         run = QuestionRun(settings, db, question, kind="eval", persist=False, eval_run_id=eval_run_id)
+        if knowledge is not None:
+            run.retriever = knowledge.retriever(run.llm, settings.top_k)
         result: AnswerResult | None = None
         for event in run.events():
             if abandon.is_set():
@@ -233,50 +248,104 @@ def run_evaluation(
     on_progress: Callable[[Progress], None] | None = None,
     cancel: threading.Event | None = None,
     metrics: Sequence[str] | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> EvalOutcome:
     """Run (or resume) an evaluation; `metrics`: the names of the metrics to measure (default: every registered
-    one for a new evaluation, the ones it was started with for a resumed one)."""
+    one for a new evaluation, the ones it was started with for a resumed one); `executor`: where items run,
+    "local" or "ray" (`ray_address`: the Ray cluster to use; default a local one started for this run)."""
     if not name.strip():
         raise InputError("the evaluation needs a name", fix="give one with --name, e.g. --name baseline")
     if concurrency < 1:
         raise InputError(f"concurrency must be at least 1, not {concurrency}", fix="use --concurrency 1 or more")
+    check_executor(executor, ray_address)
     cancel = cancel or threading.Event()
     chosen = chosen_metrics(metrics)
     pin = evaluation_pin(settings, db)
-    eval_run_id, stored, chosen = _open(settings, db, name.strip(), dataset, concurrency, pin, chosen)
-    todo = [item for item in dataset.items if stored.get(item.id) != "done"]
-    progress = Progress(total=len(dataset.items), skipped=len(dataset.items) - len(todo))
-    progress.done = progress.skipped
-    timeout = item_timeout_s or settings.request_timeout_s * 10
-    started = time.monotonic()
-    status = "failed"
-    try:
-        asyncio.run(
-            _run_items(
-                settings,
-                db,
-                eval_run_id,
-                todo,
-                pin,
-                concurrency,
-                timeout,
-                progress,
-                on_progress,
-                cancel,
-                set(stored),
-                chosen,
+    with _executor(executor, settings, db, ray_address, concurrency) as items_for:
+        eval_run_id, stored, chosen = _open(settings, db, name.strip(), dataset, concurrency, pin, chosen)
+        todo = [item for item in dataset.items if stored.get(item.id) != "done"]
+        progress = Progress(total=len(dataset.items), skipped=len(dataset.items) - len(todo))
+        progress.done = progress.skipped
+        timeout = item_timeout_s or settings.request_timeout_s * 10
+        started = time.monotonic()
+        status = "failed"
+        try:
+            items = items_for(pin, eval_run_id, chosen, cancel)
+            asyncio.run(
+                _run_items(
+                    settings, db, eval_run_id, todo, items, concurrency, timeout, progress, on_progress, cancel, stored
+                )
             )
-        )
-        status = "cancelled" if cancel.is_set() else finished_status(progress.failed)
-    except KeyboardInterrupt:
-        status = "cancelled"
-        raise
-    finally:
-        evals.mark_eval_run(db, eval_run_id, status, add_wall_s=time.monotonic() - started)
+            status = "cancelled" if cancel.is_set() else finished_status(progress.failed)
+        except KeyboardInterrupt:
+            status = "cancelled"
+            raise
+        finally:
+            evals.mark_eval_run(db, eval_run_id, status, add_wall_s=time.monotonic() - started)
     outcome = EvalOutcome(eval_run_id, name, status, progress)
     if status == "finished":
         outcome.regressions = check_regressions(settings, db, name)
     return outcome
+
+
+def check_executor(executor: str, ray_address: str | None = None) -> None:
+    """Refuse an unknown executor, an address without Ray, or Ray where it is not installed, before anything
+    is stored."""
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r}", fix=f"choose one of {', '.join(EXECUTORS)}")
+    if ray_address and executor != "ray":
+        raise InputError("a Ray address needs the Ray executor", fix="add --executor ray, or drop --ray-address")
+    if executor == "ray":
+        _ray_executor()
+
+
+def _ray_executor():
+    """The Ray executor module; Ray is optional, and only this module imports it."""
+    try:
+        from pipeline.evaluation import ray_executor
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "ray":
+            raise
+        raise WorkbenchError(
+            "the Ray executor needs Ray, which is not installed",
+            fix="pip install -r requirements-scale.txt (or run with --executor local)",
+        ) from exc
+    return ray_executor
+
+
+@contextmanager
+def _executor(executor: str, settings: Settings, db: Database, ray_address: str | None, concurrency: int):
+    """While the executor is up: a function (pin, eval run id, metrics, cancel event) -> its runner of items."""
+    if executor == "ray":
+        with _ray_executor().session(settings, db, ray_address, concurrency) as items_for:
+            yield items_for
+        return
+    yield lambda pin, eval_run_id, metrics, cancel: LocalItems(settings, db, pin, eval_run_id, metrics)
+
+
+class LocalItems:
+    """Items on threads of this process, against the store. An item that times out is abandoned (its thread
+    stops at its next step); on cancel, the items already running finish and are saved."""
+
+    def __init__(self, settings: Settings, db: Database, pin, eval_run_id: int, metrics: list[str]):
+        self.settings, self.db, self.pin, self.eval_run_id, self.metrics = settings, db, pin, eval_run_id, metrics
+
+    async def run(self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor) -> ItemOutcome:
+        """The item's outcome; asyncio.TimeoutError after `timeout` s, WorkbenchError when it cannot run."""
+        abandon = threading.Event()
+        call = (self.settings, self.db, item, self.pin, abandon, self.eval_run_id, self.metrics)
+        try:
+            return await asyncio.wait_for(
+                asyncio.get_running_loop().run_in_executor(pool, evaluate_item, *call), timeout
+            )
+        except asyncio.TimeoutError:
+            abandon.set()
+            raise
+
+
+def timed_out(timeout: float) -> ItemOutcome:
+    return "timeout", None, [], f"timed out after {timeout:g} s"
 
 
 def finished_status(failed: int) -> str:
@@ -295,8 +364,9 @@ def check_regressions(settings: Settings, db: Database, name: str) -> list | str
 
 @contextmanager
 def _pool(concurrency: int):
-    """The items' threads. When the evaluation is interrupted (Ctrl-C) the pool does not wait for items still in
-    a model call: they are abandoned (nothing of theirs is written) and run again on resume."""
+    """The items' threads (the local executor's items, and every item's save). When the evaluation is
+    interrupted (Ctrl-C) the pool does not wait for items still in a model call: they are abandoned (nothing of
+    theirs is written) and run again on resume."""
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="eval")
     try:
         yield pool
@@ -307,19 +377,21 @@ def _pool(concurrency: int):
 
 
 async def _run_items(
-    settings,
-    db,
-    eval_run_id,
-    todo,
-    pin,
-    concurrency,
-    timeout,
-    progress,
-    on_progress,
-    cancel,
-    stored: set[str],
-    metrics: list[str] | None = None,
-):
+    settings: Settings,
+    db: Database,
+    eval_run_id: int,
+    todo: list[GoldenItem],
+    items,
+    concurrency: int,
+    timeout: float,
+    progress: Progress,
+    on_progress: Callable[[Progress], None] | None,
+    cancel: threading.Event,
+    stored: dict[str, str],
+) -> None:
+    """At most `concurrency` items at once through the executor's `items.run`; each finished item is saved as it
+    arrives (one transaction) and counted. An item the executor drops (None: cancelled while running) is neither
+    saved nor counted: it runs again on resume."""
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
     lock = threading.Lock()
@@ -329,20 +401,16 @@ async def _run_items(
             async with gate:
                 if cancel.is_set():
                     return
-                abandon = threading.Event()
                 start = time.perf_counter()
                 try:
-                    status, log, scores, error = await asyncio.wait_for(
-                        loop.run_in_executor(
-                            pool, evaluate_item, settings, db, item, pin, abandon, eval_run_id, metrics
-                        ),
-                        timeout,
-                    )
+                    outcome = await items.run(item, timeout, pool)
                 except asyncio.TimeoutError:
-                    abandon.set()
-                    status, log, scores, error = "timeout", None, [], f"timed out after {timeout:g} s"
+                    outcome = timed_out(timeout)
                 except WorkbenchError as exc:
-                    status, log, scores, error = "failed", None, [], str(exc)
+                    outcome = "failed", None, [], str(exc)
+                if outcome is None:
+                    return
+                status, log, scores, error = outcome
                 wall_ms = (time.perf_counter() - start) * 1000
                 try:  # a store that stays locked: the item is kept in the journal and saved on the next open
                     await loop.run_in_executor(

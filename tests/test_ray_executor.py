@@ -1,0 +1,262 @@
+"""`eval --executor ray`: items as Ray tasks on a local Ray (127.0.0.1), the driver alone opening the store.
+
+The resume, failure, timeout and cancel tests of the runner run for both executors (the `executor` fixture, in
+test_evaluation.py and test_faults.py); these cover what only the Ray executor has."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from pipeline import evaluation as evaluation_package
+from pipeline.answering.retriever import DuckDBRetriever
+from pipeline.cli.main import main
+from pipeline.errors import InputError, WorkbenchError
+from pipeline.evaluation.dataset import Dataset, GoldenItem
+from pipeline.evaluation.kb_snapshot import take_snapshot
+from pipeline.evaluation.runner import report, run_evaluation
+from pipeline.history.runs import load_run
+from pipeline.models.llm import LLM
+from store import evals
+
+ITEM = GoldenItem(
+    id="rag-passages",
+    question="How many passages were in the Wikipedia index of the RAG paper?",
+    reference="The Wikipedia index had 21 million passages.",
+    tags=["rag", "numeric"],
+)
+QUESTIONS = [
+    ITEM.question,
+    "What BLEU did the big Transformer score on WMT 2014 English-German?",
+    "Which constant k did the Reciprocal Rank Fusion paper use?",
+    "What is the capital city of Peru?",
+]
+
+
+def items(n: int) -> Dataset:
+    rows = [GoldenItem(id=f"q{i}", question=f"{QUESTIONS[i % 4]} (item {i})", reference="21 million") for i in range(n)]
+    return Dataset("g.jsonl", rows, [], "hash")
+
+
+def test_the_snapshot_retrieves_exactly_what_the_store_does(fake, settings, kb_db):
+    snapshot = take_snapshot(kb_db, settings.embed_model)
+    llm = LLM(settings, kb_db)
+    assert len(snapshot.ids) > 20 and snapshot.matrix.shape[0] == len(snapshot.ids)
+    for question in QUESTIONS:
+        from_store = DuckDBRetriever(llm, kb_db, settings.top_k).retrieve(question)
+        from_memory = snapshot.retriever(llm, settings.top_k).retrieve(question)
+        assert [(n.node.node_id, n.node.get_content(), n.node.metadata, n.score) for n in from_memory] == [
+            (n.node.node_id, n.node.get_content(), n.node.metadata, n.score) for n in from_store
+        ]
+        assert len(from_store) == settings.top_k
+
+
+def stored_item(settings, db, name: str) -> dict:
+    """What an item's stored run and scores say, without ids, times and cache hits."""
+    row = report(settings, db, name).items[0]
+    run = load_run(db, row["run_id"])
+    result = run.result
+    return {
+        "status": (row["item_status"], result.status),
+        "answer": result.answer,
+        "faithfulness": result.faithfulness,
+        "retrievals": [
+            (r["round"], r["rank"], r["query"], r["chunk_id"], r["score"], r["cited"]) for r in run.retrievals
+        ],
+        "grades": [(g["round"], g["relevant"]) for g in run.grades],
+        "claims": [(c.text, c.verdict, c.evidence) for a in result.attempts for c in a.claims],
+        # a Ray worker has no response cache: a call repeated within the item is a cache hit only locally
+        "calls": sorted({(c["stage"], c["model"], c["prompt_hash"]) for c in run.calls}),
+        "scores": sorted((s["metric"], s["value"], s["status"]) for s in run.scores),
+    }
+
+
+def test_an_item_on_ray_is_answered_and_scored_as_on_the_local_executor(fake, settings, kb_db, ray_session):
+    run_evaluation(settings, kb_db, Dataset("g.jsonl", [ITEM], [], "h"), "here", executor="local")
+    run_evaluation(settings, kb_db, Dataset("g.jsonl", [ITEM], [], "h"), "there", executor="ray")
+    here, there = stored_item(settings, kb_db, "here"), stored_item(settings, kb_db, "there")
+    assert here == there
+    assert here["status"] == ("done", "accepted") and "21 million" in here["answer"]
+    assert len(here["retrievals"]) == settings.top_k and len(here["scores"]) == 9
+    assert ("context_recall", 1.0, "ok") in here["scores"]
+
+
+def test_the_workers_never_open_the_store(fake, settings, kb_db, ray_session):
+    outcome = run_evaluation(settings, kb_db, items(2), "fds", concurrency=2, executor="ray")
+    assert outcome.progress.done == 2
+    workers = [pid for pid in _processes() if _cmdline(pid).startswith("ray::")]
+    assert workers, "no Ray worker process found"
+    store = os.path.realpath(settings.store_path)
+    for pid in workers:
+        assert not [f for f in _open_files(pid) if f.startswith(store)], f"Ray worker {pid} opened the store"
+
+
+def test_items_run_concurrently_up_to_the_concurrency(fake, settings, kb_db, ray_session):
+    fake.set_latency(0.02, slots=8)
+    run_evaluation(settings, kb_db, items(4), "overlap", concurrency=2, executor="ray")
+    spans = []
+    for i in range(4):
+        times = [
+            (r["received"], r.get("done", r["received"]))
+            for r in fake.requests
+            if r["path"] == "/api/chat" and f"(item {i})" in json.dumps(r["body"])
+        ]
+        assert times, f"item {i} made no chat call"
+        spans.append((min(t for t, _ in times), max(t for _, t in times)))
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    assert peak == 2
+
+
+def test_cancel_stops_the_tasks_in_flight_and_keeps_nothing_of_them(fake, settings, kb_db, ray_session):
+    fake.set_latency(0.3, slots=8)  # each reply takes seconds: both items are mid-call when the cancel comes
+    cancel = threading.Event()
+    seen = []
+
+    def cancel_when_both_started() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not cancel.is_set():
+            bodies = [json.dumps(r["body"]) for r in list(fake.requests) if r["path"] == "/api/chat"]
+            if all(any(f"(item {i})" in b for b in bodies) for i in range(2)):
+                seen.append(time.monotonic())
+                cancel.set()
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=cancel_when_both_started)
+    watcher.start()
+    outcome = run_evaluation(settings, kb_db, items(4), "stop", concurrency=2, cancel=cancel, executor="ray")
+    stopped = time.monotonic()
+    watcher.join()
+    assert seen, "the items never started"
+    assert stopped - seen[0] < 3  # not waiting for the items' model calls to finish
+    assert outcome.status == "cancelled" and outcome.progress.finished == 0
+    assert evals.get_eval_run(kb_db, "stop").status == "cancelled"
+    assert evals.item_statuses(kb_db, outcome.eval_run_id) == {}
+    with kb_db.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    fake.set_latency(0)
+    resumed = run_evaluation(settings, kb_db, items(4), "stop", concurrency=2, executor="ray")
+    assert resumed.status == "finished" and resumed.progress.skipped == 0 and resumed.progress.done == 4
+
+
+def test_progress_reaches_the_callback_as_each_item_is_saved(fake, settings, kb_db, ray_session):
+    first = run_evaluation(settings, kb_db, items(1), "progress", executor="ray")
+    seen = []
+
+    def on_progress(progress) -> None:
+        seen.append((progress.done, progress.failed, len(evals.item_statuses(kb_db, first.eval_run_id))))
+
+    outcome = run_evaluation(settings, kb_db, items(3), "progress", on_progress=on_progress, executor="ray")
+    assert outcome.progress.skipped == 1
+    assert seen == [(2, 0, 2), (3, 0, 3)]  # each call comes after its item is in the store
+
+
+def test_a_local_ray_listens_on_loopback_only(ray_session):
+    ray = ray_session
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
+    assert ray.cluster_resources()["CPU"] == 2
+
+
+def test_an_address_where_no_cluster_listens_is_refused_at_once(fake, settings, kb_db):
+    from pipeline.evaluation import ray_executor
+
+    started = time.monotonic()
+    with pytest.raises(WorkbenchError) as caught:
+        ray_executor.start("127.0.0.1:9")
+    assert time.monotonic() - started < 10
+    assert "no Ray cluster answers at 127.0.0.1:9" in caught.value.message and "ray start --head" in caught.value.fix
+
+
+def test_a_ray_address_needs_the_ray_executor(fake, settings, kb_db, capsys):
+    with pytest.raises(InputError) as caught:
+        run_evaluation(settings, kb_db, items(1), "x", ray_address="10.0.0.5:6379")
+    assert "needs the Ray executor" in caught.value.message and "--executor ray" in caught.value.fix
+    golden = Path(settings.store_path).parent / "g.jsonl"
+    golden.write_text(ITEM.model_dump_json() + "\n")
+    assert main(["eval", str(golden), "--name", "x", "--ray-address", "10.0.0.5:6379"]) == 2
+    assert "needs the Ray executor" in capsys.readouterr().err
+    assert evals.get_eval_run(kb_db, "x") is None
+
+
+def test_without_ray_the_ray_executor_says_how_to_install_it(fake, settings, kb_db, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as when it is not installed
+    monkeypatch.delitem(sys.modules, "pipeline.evaluation.ray_executor", raising=False)
+    monkeypatch.delattr(evaluation_package, "ray_executor", raising=False)
+    with pytest.raises(WorkbenchError) as caught:
+        run_evaluation(settings, kb_db, items(1), "no-ray", executor="ray")
+    assert "needs Ray, which is not installed" in caught.value.message
+    assert "pip install -r requirements-scale.txt" in caught.value.fix
+    golden = Path(settings.store_path).parent / "g.jsonl"
+    golden.write_text(ITEM.model_dump_json() + "\n")
+    assert main(["eval", str(golden), "--name", "no-ray", "--executor", "ray"]) == 1
+    assert "pip install -r requirements-scale.txt" in capsys.readouterr().err
+    assert evals.get_eval_run(kb_db, "no-ray") is None  # refused before anything was stored
+
+
+def test_the_cli_runs_an_evaluation_on_ray(fake, settings, kb_db, ray_session, capsys):
+    golden = Path(settings.store_path).parent / "g.jsonl"
+    golden.write_text("".join(i.model_dump_json() + "\n" for i in items(2).items))
+    assert main(["eval", str(golden), "--name", "cli", "--executor", "ray", "--concurrency", "2"]) == 0
+    out, _ = capsys.readouterr()
+    assert "context_recall" in out
+    assert set(evals.item_statuses(kb_db, evals.get_eval_run(kb_db, "cli").id).values()) == {"done"}
+
+
+def test_nothing_but_the_ray_executor_imports_ray():
+    allowed = {ROOT / "pipeline" / "evaluation" / "ray_executor.py"}
+    offenders = []
+    for folder in ("pipeline", "store", "pages", "bench"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path in allowed:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level:
+                    names = [node.module or ""]
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[0] == "ray"]
+    assert offenders == []
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, pipeline.cli.main, pipeline.evaluation.jobs, pipeline.session; print('ray' in sys.modules)",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert loaded.stdout.strip().splitlines()[-1] == "False", loaded.stderr
+
+
+def _processes() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _open_files(pid: int) -> list[str]:
+    try:
+        return [os.path.realpath(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    except OSError:
+        return []
