@@ -183,3 +183,22 @@ def test_a_failed_export_says_why_and_leaves_no_half_written_folder(settings, tm
     empty.mkdir()
     assert main(["export-parquet", str(empty)]) == 1
     assert empty.is_dir() and not any(empty.iterdir())
+
+
+def test_the_export_is_one_state_of_the_store_while_a_run_is_saved_midway(kb_db, settings, tmp_path, monkeypatch):
+    from pipeline.history.export import export_parquet
+    from store import export
+
+    save_run(kb_db, sample_log(1))
+    real = export.export_table
+
+    def saving_midway(cur, table, folder):
+        if table == "llm_calls":  # tables go in name order: llm_calls, then runs and spans
+            save_run(kb_db, sample_log(2))
+        return real(cur, table, folder)
+
+    monkeypatch.setattr(export, "export_table", saving_midway)
+    rows = {t.table: t.rows for t in export_parquet(kb_db, tmp_path / "export").tables}
+    log = sample_log(1)
+    assert (rows["runs"], rows["llm_calls"], rows["spans"]) == (1, len(log.calls), len(log.spans))
+    assert db_value(kb_db, "SELECT count(*) FROM runs") == 2  # saved, after the export's snapshot began
