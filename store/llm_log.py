@@ -154,9 +154,10 @@ def cache_get(db: Database, key: str) -> dict | None:
 
 def with_texts(cur, calls: list[dict]) -> list[dict]:
     """The calls with their prompt and completion texts, read by id: a run's texts were stored together, so the
-    scan reads only the blocks whose id range holds them."""
+    scan reads only the row groups whose id range holds them (`= ANY(list)` filters inside the scan: 2 ms at
+    19 million texts, where `IN (?, ...)` read every text of those row groups and then joined: 23 ms)."""
     ids = list({i for c in calls for i in (c["prompt_text_id"], c["completion_text_id"]) if i is not None})
-    found = cur.execute(f"SELECT id, text FROM llm_texts WHERE id IN {marks(ids)}", ids) if ids else None
+    found = cur.execute("SELECT id, text FROM llm_texts WHERE id = ANY(?)", [ids]) if ids else None
     texts = dict(found.fetchall()) if found else {}
     for call in calls:
         call["prompt_text"] = texts.get(call.pop("prompt_text_id"))
