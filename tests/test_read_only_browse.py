@@ -134,7 +134,7 @@ def test_two_processes_browse_a_snapshot_at_once_while_the_writer_keeps_the_stor
     with read_only(snapshot):
         seen, written = browse_at_once_while_the_writer_writes(snapshot, Path(settings.store_path), tmp_path)
     assert [s["answers"] for s in seen] == [answers, answers]  # the snapshot, not the writer's new runs
-    assert all(s["lock_wait_s"] < 0.5 for s in seen)
+    assert all(s["lock_wait_s"] < 1.0 for s in seen)  # a browser kept out by another would wait 3 s and fail
     assert written >= 2 and count_runs(settings.store_path) == len(answers) + written
     assert count_runs(snapshot) == len(answers)
 
