@@ -108,9 +108,9 @@ def insert_texts(cur, texts) -> dict[str, int]:
     new = [h for h in unique if h not in ids]
     if new:
         rows = cur.execute(
-            "INSERT INTO llm_texts (id, hash, text) SELECT nextval('llm_texts_id_seq'), unnest($1), unnest($2) "
-            "RETURNING hash, id",
-            [new, [unique[h] for h in new]],
+            "INSERT INTO llm_texts (id, key, hash, text) "
+            "SELECT nextval('llm_texts_id_seq'), unnest($1), unnest($2), unnest($3) RETURNING hash, id",
+            [[text_index.text_key(h) for h in new], new, [unique[h] for h in new]],
         ).fetchall()
         ids.update(rows)
         if index is not None:

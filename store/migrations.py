@@ -409,7 +409,8 @@ def m015_ratings_grounding_topicality(con: duckdb.DuckDBPyConnection) -> None:
 def m016_call_texts_by_id(con: duckdb.DuckDBPyConnection) -> None:
     """Call texts get sequential ids, numbered in the order of their first use, and lose the index on their hash:
     at a million runs every probe of that index cost about a millisecond when a run was saved (see
-    store/text_index.py). Calls point at their texts by id; the hash columns stay for exports and checks."""
+    store/text_index.py, which keeps `key`, the hash's first 64 bits, in memory). Calls point at their texts by
+    id; the hash columns stay for exports and checks."""
     con.execute("""
         CREATE TABLE llm_texts_by_id AS
             WITH used AS (
@@ -418,7 +419,8 @@ def m016_call_texts_by_id(con: duckdb.DuckDBPyConnection) -> None:
                     UNION ALL SELECT completion_text_hash, id FROM llm_calls
                 ) WHERE h IS NOT NULL GROUP BY h
             )
-            SELECT row_number() OVER (ORDER BY used.first_call NULLS LAST, t.hash) AS id, t.hash, t.text
+            SELECT row_number() OVER (ORDER BY used.first_call NULLS LAST, t.hash) AS id,
+                   ('0x' || substr(t.hash, 1, 16))::UBIGINT AS key, t.hash, t.text
             FROM llm_texts t LEFT JOIN used ON used.h = t.hash;
         DROP TABLE llm_texts;
         ALTER TABLE llm_texts_by_id RENAME TO llm_texts;

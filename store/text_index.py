@@ -23,7 +23,7 @@ import numpy as np
 # The index of the store whose transaction this thread is in (set by Database.transaction).
 ACTIVE: contextvars.ContextVar[TextIndex | None] = contextvars.ContextVar("active_text_index", default=None)
 
-KEYS_SQL = "SELECT ('0x' || substr(hash, 1, 16))::UBIGINT AS key, id FROM llm_texts WHERE id > ?"
+KEYS_SQL = "SELECT key, id FROM llm_texts WHERE id > ?"
 COMPACT_AT = 100_000  # recent additions kept in a dict until they are merged into the sorted arrays
 
 

@@ -14,6 +14,7 @@ from store.llm_log import cache_get, calls_for_eval_run, calls_for_run, insert_c
 from store.migrations import MIGRATIONS, applied, migrate
 from store.records import CacheEntry, LLMCallRecord, RunLog, RunRecord
 from store.runs import insert_run, save_run
+from store.text_index import text_key
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -213,14 +214,14 @@ def test_the_scale_bench_store_has_the_products_shape(tmp_path):
     with db.cursor() as cur:
         per_run = cur.execute("SELECT DISTINCT count(*) FROM llm_calls GROUP BY run_id").fetchall()
         spans = cur.execute("SELECT min(n), max(n) FROM (SELECT count(*) AS n FROM spans GROUP BY run_id)").fetchone()
-        sample = cur.execute("SELECT hash, text FROM llm_texts USING SAMPLE 50 ROWS").fetchall()
+        sample = cur.execute("SELECT hash, text, key FROM llm_texts USING SAMPLE 50 ROWS").fetchall()
         missing = cur.execute(
             "SELECT count(*) FROM llm_calls c LEFT JOIN llm_texts t ON t.id = c.prompt_text_id "
             "WHERE t.id IS NULL OR t.hash <> c.prompt_text_hash"
         ).fetchone()[0]
         shared = cur.execute("SELECT count(DISTINCT completion_text_hash), count(*) FROM llm_calls").fetchone()
     assert per_run == [(15,)] and 16 <= spans[0] and spans[1] <= 30 and missing == 0
-    assert all(text_hash(text) == h for h, text in sample)  # what the product computes, so its writes dedupe
+    assert all(text_hash(text) == h and text_key(h) == key for h, text, key in sample)  # as the product computes
     assert shared[0] < shared[1] - 2000 * 7  # the verifier's verdicts are a few texts
     assert len(calls_for_run(db, 1)) == 15 and all(c["prompt_text"] for c in calls_for_run(db, 1))
     db.close()
