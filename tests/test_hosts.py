@@ -231,3 +231,27 @@ def test_one_host_is_never_skipped_even_after_a_failure(fake, db):
     assert not state(fake).backed_off()
     checks, statuses = health(load_settings(), db)
     assert [s.host for s in statuses] == [fake.url] and not [c for c in checks if c.name.startswith("host ")]
+
+
+def test_an_evaluation_finishes_on_the_other_host_when_one_is_killed(two, kb_db):
+    from test_app import QUESTION
+
+    from pipeline.evaluation.dataset import Dataset, GoldenItem
+    from pipeline.evaluation.runner import run_evaluation
+
+    a, b = two
+    items = [GoldenItem(id=f"q{i}", question=f"{QUESTION} ({i})", reference="21 million") for i in range(3)]
+    served_by_a = []
+
+    def kill_a_after_the_first_item(progress):
+        if progress.done == 1 and not served_by_a:
+            served_by_a.append(chats(a))
+            a.stop()
+
+    outcome = run_evaluation(
+        load_settings(), kb_db, Dataset("g.jsonl", items), "two-hosts", 1, on_progress=kill_a_after_the_first_item
+    )
+    assert outcome.status == "finished" and (outcome.progress.done, outcome.progress.failed) == (3, 0)
+    assert served_by_a[0] > 0 and chats(b) > 0  # both hosts served the first item; B alone the rest
+    assert state(a).failures >= 1 and state(a).backed_off()
+    a.start()
