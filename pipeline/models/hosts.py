@@ -82,6 +82,11 @@ def why(exc: BaseException) -> str:
     return exc.message if isinstance(exc, WorkbenchError) else getattr(exc, "detail", str(exc))
 
 
+def short_why(exc: BaseException) -> str:
+    """why() without repeating the host's address, for a list of hosts."""
+    return "not reachable" if type(exc) is OllamaUnreachable else why(exc)
+
+
 def _succeeded(host: HostState, seconds: float) -> None:
     with _lock:
         host.requests += 1
@@ -94,7 +99,7 @@ def _failed(host: HostState, exc: BaseException, base_s: float) -> None:
     now = time.monotonic()
     with _lock:
         host.failures += 1
-        host.last_error = why(exc)
+        host.last_error = short_why(exc)
         if host.down_until > now:
             return
         host.failures_in_row += 1
@@ -177,7 +182,7 @@ class HostPool:
             except HOST_FAILURES as exc:
                 if self.single:
                     raise
-                reasons.append((host.url, why(exc)))
+                reasons.append((host.url, short_why(exc)))
                 continue
             if name in models:
                 return models[name]
@@ -255,7 +260,7 @@ class HostPool:
                 lease.release(exc)
                 if self.single:
                     raise
-                reasons.append((lease.host.url, why(exc)))
+                reasons.append((lease.host.url, short_why(exc)))
             except BaseException as exc:
                 lease.release(exc)
                 raise
