@@ -30,7 +30,7 @@ from pipeline.cli.terminal import SafeConsole
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import load_dataset
-from pipeline.evaluation.runner import EXECUTORS, report, run_evaluation
+from pipeline.evaluation.runner import EXECUTORS, check_executor, report, run_evaluation
 from pipeline.history.export import BROWSE, export_parquet, snapshot
 from pipeline.history.runs import RunFilter, export_runs, list_runs, load_run
 from pipeline.knowledge.documents import count_chunks
@@ -300,6 +300,10 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
         err.print(Text("error: no items match --tags/--limit", style="red"))
         return 2
     concurrency = args.concurrency or settings.eval_concurrency
+    check_executor(args.executor, args.ray_address)  # before saying where items run
+    if args.executor == "ray":
+        where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray (it starts in seconds)"
+        err.print(Text(f"items run as Ray tasks on {where}", style="dim"))
     with evaluation_progress(err) as on_progress:
         try:
             outcome = run_evaluation(
