@@ -9,12 +9,14 @@ import ast
 import dataclasses
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 from conftest import ROOT
 
@@ -217,6 +219,52 @@ def test_the_cli_runs_an_evaluation_on_ray(fake, settings, kb_db, ray_session, c
     out, err = capsys.readouterr()
     assert "items run as Ray tasks on a local Ray" in err and "context_recall" in out
     assert set(evals.item_statuses(kb_db, evals.get_eval_run(kb_db, "cli").id).values()) == {"done"}
+
+
+def test_the_cli_runs_an_evaluation_on_an_existing_cluster(fake, settings, kb_db):
+    """A head started apart (`ray start --head`, token authentication on: Ray's default), bound to 127.0.0.1,
+    and `eval --ray-address` in another process: the job brings the workbench's code to the cluster."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install -r requirements-scale.txt)")
+    kb_db.close()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token"}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    ray_cli = Path(sys.executable).parent / "ray"
+    head = subprocess.Popen(
+        [str(ray_cli), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--block"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        golden = Path(settings.store_path).parent / "g.jsonl"
+        golden.write_text("".join(i.model_dump_json() + "\n" for i in items(2).items))
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline", "eval", str(golden), "--name", "cluster", "--executor", "ray"]
+            + ["--ray-address", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        head.terminate()
+        head.wait(timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"items run as Ray tasks on the Ray cluster at 127.0.0.1:{port}" in done.stderr
+    con = duckdb.connect(settings.store_path)
+    assert con.execute("SELECT status, count(*) FROM eval_items GROUP BY ALL").fetchall() == [("done", 2)]
+    con.close()
 
 
 def test_nothing_but_the_ray_executor_imports_ray():

@@ -81,11 +81,16 @@ def start(address: str | None = None, num_cpus: int | None = None) -> None:
             runtime_env={"py_modules": [pipeline, store]},
         )
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        if address is None:
+            raise WorkbenchError(
+                f"could not start a local Ray: {_first_line(exc)}",
+                fix="see the Ray logs under /tmp/ray/session_latest/logs, or run with --executor local",
+            ) from exc
         raise WorkbenchError(
-            f"could not start or reach {where}: {_first_line(exc)}",
-            fix="check --ray-address (e.g. 127.0.0.1:6379 for a head started with `ray start --head`), "
-            "or leave it out to start a local Ray",
+            f"could not join the Ray cluster at {address}: {_first_line(exc)}",
+            fix="check --ray-address (HOST:6379 for a head started with `ray start --head`); a cluster with token "
+            "authentication (Ray's default) also needs RAY_AUTH_MODE=token here and its token (~/.ray/auth_token "
+            "from the head, or RAY_AUTH_TOKEN)",
         ) from exc
 
 
