@@ -44,6 +44,11 @@ class TextIndex:
     def __len__(self) -> int:
         return len(self._keys) + len(self._recent)
 
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the sorted arrays (the recent additions' dict aside)."""
+        return self._keys.nbytes + self._ids.nbytes
+
     def mark_stale(self) -> None:
         """A connection was (re)opened: rows another process wrote meanwhile are read at the next sync."""
         self._stale = True
