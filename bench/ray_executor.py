@@ -22,8 +22,6 @@ CONCURRENCY = 4
 
 
 def run() -> list[Figure]:
-    import ray
-
     from pipeline.evaluation import ray_executor
 
     with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, _):
@@ -47,7 +45,7 @@ def run() -> list[Figure]:
             timed("ray-warm-up", "ray")
             warm = timed("ray-warm", "ray")
         finally:
-            ray.shutdown()
+            ray_executor.stop()
     note = f"{n} items, concurrency {CONCURRENCY}, fake Ollama 2 ms/token, 4 slots, cache off"
     return [
         Figure("golden set, local executor", local, "s", note=note),

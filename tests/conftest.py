@@ -101,7 +101,7 @@ def ray_session():
 
     ray_executor.start(num_cpus=2)
     yield ray
-    ray.shutdown()
+    ray_executor.stop()
 
 
 @pytest.fixture(params=["local", "ray"])

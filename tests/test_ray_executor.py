@@ -9,9 +9,11 @@ import ast
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -175,6 +177,28 @@ def test_a_local_ray_listens_on_loopback_only(ray_session):
     assert ray.cluster_resources()["CPU"] == 2
 
 
+def test_the_default_local_ray_ignores_a_cluster_recorded_by_ray_start(fake, settings, kb_db, tmp_path):
+    """`ray start` records its cluster in Ray's temp folder (/tmp/ray/ray_current_cluster), and ray.init() without
+    an address joins it, even one long gone: the default executor starts a Ray of its own all the same."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install -r requirements-scale.txt)")
+    kb_db.close()
+    record = tmp_path / "ray" / "ray_current_cluster"  # Ray's temp folder is $RAY_TMPDIR/ray
+    record.parent.mkdir()
+    record.write_text("127.0.0.1:9")  # nothing listens there
+    golden = Path(settings.store_path).parent / "g.jsonl"
+    golden.write_text(ITEM.model_dump_json() + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "eval", str(golden), "--name", "own", "--executor", "ray"],
+        cwd=ROOT,
+        env={**os.environ, "RAY_TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert record.read_text() == "127.0.0.1:9"
+
+
 def test_an_address_where_no_cluster_listens_is_refused_at_once(fake, settings, kb_db):
     from pipeline.evaluation import ray_executor
 
@@ -232,8 +256,11 @@ def test_the_cli_runs_an_evaluation_on_an_existing_cluster(fake, settings, kb_db
     env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "token"}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     ray_cli = Path(sys.executable).parent / "ray"
+    # its own temp folder, not /tmp/ray (where ray.init() would find it later); short, for Ray's socket paths
+    folder = tempfile.mkdtemp(prefix="wb-ray-head-")
     head = subprocess.Popen(
-        [str(ray_cli), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--block"],
+        [str(ray_cli), "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false", "--block"]
+        + [f"--temp-dir={folder}"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -246,6 +273,8 @@ def test_the_cli_runs_an_evaluation_on_an_existing_cluster(fake, settings, kb_db
                 break
             except OSError:
                 time.sleep(0.5)
+        else:
+            pytest.fail("the Ray head did not start")
         golden = Path(settings.store_path).parent / "g.jsonl"
         golden.write_text("".join(i.model_dump_json() + "\n" for i in items(2).items))
         done = subprocess.run(
@@ -260,6 +289,7 @@ def test_the_cli_runs_an_evaluation_on_an_existing_cluster(fake, settings, kb_db
     finally:
         head.terminate()
         head.wait(timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"items run as Ray tasks on the Ray cluster at 127.0.0.1:{port}" in done.stderr
     con = duckdb.connect(settings.store_path)

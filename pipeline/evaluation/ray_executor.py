@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +47,9 @@ CONNECT_TIMEOUT_S = 5.0
 def session(settings: Settings, db: Database, address: str | None, concurrency: int) -> Iterator:
     """While Ray is up and holds the knowledge base: a function (pin, eval run id, metrics, cancel event) -> the
     runner of items. A Ray this process already runs (a test session, a notebook) is used and left running;
-    otherwise one is started (or the cluster at `address` joined) for the evaluation and shut down after it."""
+    otherwise one is started (or the cluster at `address`, else at RAY_ADDRESS, joined) for the evaluation and
+    shut down after it."""
+    address = address or os.environ.get("RAY_ADDRESS") or None
     owned = not ray.is_initialized()
     if owned:
         start(address, num_cpus=max(os.cpu_count() or 1, concurrency))
@@ -60,7 +64,7 @@ def session(settings: Settings, db: Database, address: str | None, concurrency: 
         yield lambda pin, eval_run_id, metrics, cancel: RayItems(settings, snapshot, pin, eval_run_id, metrics, cancel)
     finally:
         if owned:
-            ray.shutdown()
+            stop()
 
 
 def start(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -68,17 +72,22 @@ def start(address: str | None = None, num_cpus: int | None = None) -> None:
     `num_cpus` logical CPUs (an item mostly waits on the model server, so a local Ray may run more items than
     there are cores). The workers get this checkout's `pipeline` and `store` packages with the job; the rest
     (requirements.txt) must be installed where they run."""
+    local = {}
     if address is None:
         _loopback_only()
+        # a folder of its own: in Ray's shared one (/tmp/ray), ray.init() without an address would join the
+        # cluster the last `ray start` on this machine recorded there, even one long gone
+        _own_folders.append(tempfile.mkdtemp(prefix="workbench-ray-"))
+        local = {"num_cpus": num_cpus, "_temp_dir": _own_folders[-1]}
     else:
         _reachable(address)
     try:
         ray.init(
             address=address,
-            num_cpus=num_cpus if address is None else None,
             include_dashboard=False,
             logging_level=logging.WARNING,
             runtime_env={"py_modules": [pipeline, store]},
+            **local,
         )
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
         if address is None:
@@ -92,6 +101,16 @@ def start(address: str | None = None, num_cpus: int | None = None) -> None:
             "authentication (Ray's default) also needs RAY_AUTH_MODE=token here and its token (~/.ray/auth_token "
             "from the head, or RAY_AUTH_TOKEN)",
         ) from exc
+
+
+def stop() -> None:
+    """Shut Ray down in this process, and remove the folder of a local Ray that start() started."""
+    ray.shutdown()
+    while _own_folders:
+        shutil.rmtree(_own_folders.pop(), ignore_errors=True)
+
+
+_own_folders: list[str] = []
 
 
 def _reachable(address: str) -> None:
