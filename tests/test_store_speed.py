@@ -225,3 +225,15 @@ def test_the_scale_bench_store_has_the_products_shape(tmp_path):
     assert shared[0] < shared[1] - 2000 * 7  # the verifier's verdicts are a few texts
     assert len(calls_for_run(db, 1)) == 15 and all(c["prompt_text"] for c in calls_for_run(db, 1))
     db.close()
+
+
+def test_a_new_process_finds_every_text_among_many(tmp_path):
+    path = str(tmp_path / "many.duckdb")
+    texts = [f"prompt {n}" for n in range(500)]
+    writer = Database(path)
+    run_with(writer, [call(t, None) for t in texts])
+    writer.close()
+    reader = Database(path)  # loads the index sorted from the store; a lookup in unsorted keys would miss
+    run_with(reader, [call(t, None) for t in reversed(texts)])
+    assert len(stored_texts(reader)) == 500 and len(reader.texts) == 500
+    reader.close()
