@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from test_app import fresh_streamlit_caches  # noqa: F401 - the autouse fixture: no cached store across tests
 from test_faults import _page, ask, read_only
 
 from bench.scale import sample_log
