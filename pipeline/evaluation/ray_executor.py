@@ -93,7 +93,7 @@ def start(address: str | None = None, num_cpus: int | None = None) -> None:
         if address is None:
             raise WorkbenchError(
                 f"could not start a local Ray: {_first_line(exc)}",
-                fix="see the Ray logs under /tmp/ray/session_latest/logs, or run with --executor local",
+                fix=f"see Ray's logs in {_own_folders[-1]}/session_latest/logs, or run with --executor local",
             ) from exc
         raise WorkbenchError(
             f"could not join the Ray cluster at {address}: {_first_line(exc)}",
