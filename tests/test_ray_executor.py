@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -100,7 +101,7 @@ def test_the_workers_never_open_the_store(fake, settings, kb_db, ray_session):
     settings = dataclasses.replace(settings, store_idle_release_s=60)
     outcome = run_evaluation(settings, kb_db, items(2), "fds", concurrency=2, executor="ray")
     assert outcome.progress.done == 2, outcome.progress.errors
-    workers = [pid for pid in _processes() if _cmdline(pid).startswith("ray::")]
+    workers = _our_workers()
     assert workers, "no Ray worker process found"
     store = os.path.realpath(settings.store_path)
     for pid in workers:
@@ -156,6 +157,30 @@ def test_cancel_stops_the_tasks_in_flight_and_keeps_nothing_of_them(fake, settin
     fake.set_latency(0)
     resumed = run_evaluation(settings, kb_db, items(4), "stop", concurrency=2, executor="ray")
     assert resumed.status == "finished" and resumed.progress.skipped == 0 and resumed.progress.done == 4
+
+
+def test_an_item_whose_worker_dies_runs_again_on_another(fake, settings, kb_db, ray_session):
+    fake.set_latency(0.3, slots=8)  # the item is mid-call when its worker is killed
+    killed = []
+
+    def kill_its_worker() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed:
+            if any("(item 0)" in json.dumps(r["body"]) for r in list(fake.requests) if r["path"] == "/api/chat"):
+                running = [pid for pid in _our_workers() if _cmdline(pid).startswith("ray::_evaluate")]
+                if running:
+                    os.kill(running[0], signal.SIGKILL)
+                    killed.append(running[0])
+                    fake.set_latency(0)
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_its_worker)
+    killer.start()
+    outcome = run_evaluation(settings, kb_db, items(1), "dies", executor="ray")
+    killer.join()
+    assert killed, "the item's worker was never seen running it"
+    assert outcome.status == "finished" and outcome.progress.done == 1
+    assert report(settings, kb_db, "dies").items[0]["item_status"] == "done"
 
 
 def test_progress_reaches_the_callback_as_each_item_is_saved(fake, settings, kb_db, ray_session):
@@ -324,6 +349,21 @@ def test_nothing_but_the_ray_executor_imports_ray():
         timeout=120,
     )
     assert loaded.stdout.strip().splitlines()[-1] == "False", loaded.stderr
+
+
+def _our_workers() -> list[int]:
+    """This test session's Ray workers (other test sessions on the machine run Rays of their own)."""
+    from pipeline.evaluation import ray_executor
+
+    folder = ray_executor._own_folders[-1]
+    return [pid for pid in _processes() if _cmdline(pid).startswith("ray::") and folder in _cmdline(_parent(pid))]
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _processes() -> list[int]:

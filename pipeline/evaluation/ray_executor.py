@@ -176,7 +176,7 @@ class RayItems:
         except ray_errors.RayError as exc:  # the worker or its node died, the object was lost...
             raise WorkbenchError(
                 f"Ray could not run the item: {type(exc).__name__}: {_first_line(exc)}",
-                fix="see the Ray logs (`ray logs` on the cluster); the item runs again on resume",
+                fix="see Ray's logs (session_latest/logs in its temp folder on the node); it runs again on resume",
             ) from exc
 
 
