@@ -76,6 +76,7 @@ class Settings:
     store_lock_timeout_s: float = 15.0
     store_idle_release_s: float = 0.5
     store_save_wait_s: float = 3.0
+    store_read_only: bool = False  # browse a snapshot or a Parquet export's browse.duckdb; nothing is written
     ingest_file_timeout_s: float = 60.0
     on_topic_check: bool = True
     on_topic_accept: float = 0.25  # measured by python -m bench on_topic on the fake's embeddings

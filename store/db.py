@@ -125,8 +125,11 @@ class WaitQueue:
 
 
 class Database:
-    def __init__(self, path: str, lock_timeout_s: float = 15.0, idle_release_s: float = 0.5):
+    def __init__(self, path: str, lock_timeout_s: float = 15.0, idle_release_s: float = 0.5, read_only: bool = False):
+        """read_only: open the store read-only whatever its permissions (several processes can then browse a
+        snapshot or export at once; a process running as root would otherwise open a 0444 file read-write)."""
         self.path = str(path)
+        self.forced_read_only = read_only
         self.lock_timeout_s = lock_timeout_s
         self.idle_release_s = idle_release_s
         self._guard = threading.RLock()
@@ -154,7 +157,11 @@ class Database:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StoreUnavailable(self.path, f"its folder cannot be created ({exc.strerror})") from None
-            self.read_only_reason = _read_only_reason(Path(self.path))
+            self.read_only_reason = (
+                "it was opened read-only (store_read_only, WORKBENCH_STORE_READ_ONLY)"
+                if self.forced_read_only
+                else _read_only_reason(Path(self.path))
+            )
         timeout = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
         deadline = time.monotonic() + timeout
         delay = 0.02
@@ -311,7 +318,12 @@ def get_database(settings) -> Database:
     with _registry_guard:
         db = _databases.get(settings.store_path)
         if db is None:
-            db = Database(settings.store_path, settings.store_lock_timeout_s, settings.store_idle_release_s)
+            db = Database(
+                settings.store_path,
+                settings.store_lock_timeout_s,
+                settings.store_idle_release_s,
+                read_only=settings.store_read_only,
+            )
             _databases[settings.store_path] = db
         return db
 

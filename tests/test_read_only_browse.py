@@ -1,8 +1,9 @@
 """Several processes browse read-only, from a checkpointed snapshot or from the Parquet export's browse.duckdb,
 while one writer keeps the store (DuckDB lets a file be opened by one writing process or by readers, not both).
 
-The snapshot and browse.duckdb are left read-only (mode 0444), which the store detects; the tests run as root in
-CI, where permission bits do not bind, so they also make the file immutable (test_faults.read_only)."""
+The snapshot and browse.duckdb are left read-only (mode 0444), which the store detects for other users; the
+browsers here say so with WORKBENCH_STORE_READ_ONLY, which binds whoever runs them (the tests run as root in CI,
+where permission bits do not)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from test_app import fresh_streamlit_caches  # noqa: F401 - the autouse fixture: no cached store across tests
-from test_faults import _page, ask, read_only
+from test_faults import _page, ask
 
 from bench.scale import sample_log
 from pipeline.cli.main import main
@@ -58,20 +59,25 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def env_for(store: Path) -> dict:
+def env_for(store: Path, read_only: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_")}
     return {
         **env,
         "WORKBENCH_DB": str(store),
+        "WORKBENCH_STORE_READ_ONLY": "1" if read_only else "0",
         "WORKBENCH_STORE_IDLE_RELEASE_S": "60",  # each process keeps the file open between reads
         "WORKBENCH_STORE_LOCK_TIMEOUT_S": "3",
         "PYTHONPATH": str(ROOT),
     }
 
 
-def start(script: str, store: Path, flag: Path) -> subprocess.Popen:
+def start(script: str, store: Path, flag: Path, read_only: bool = False) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", script, str(flag)], cwd=ROOT, env=env_for(store), stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script, str(flag)],
+        cwd=ROOT,
+        env=env_for(store, read_only),
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -101,11 +107,11 @@ def browse_at_once_while_the_writer_writes(view: Path, store: Path, tmp_path: Pa
     try:
         assert writer.stdout.readline().strip() == "1"  # the writer holds the store and has written
         for _ in range(2):
-            browsers.append(start(BROWSER, view, go))
+            browsers.append(start(BROWSER, view, go, read_only=True))
             first = json.loads(browsers[-1].stdout.readline())
-            assert first["read_only"] and first["reason"] == "the file is not writable", first
+            assert first["read_only"] and "WORKBENCH_STORE_READ_ONLY" in first["reason"], first
         cli = subprocess.run(  # a third reader, the command line, while both browsers hold the file
-            [sys.executable, "-m", "pipeline", "runs", "--json"], cwd=ROOT, env=env_for(view), capture_output=True
+            [sys.executable, "-m", "pipeline", "runs", "--json"], cwd=ROOT, env=env_for(view, True), capture_output=True
         )
         assert cli.returncode == 0, cli.stderr
         go.touch()
@@ -132,8 +138,7 @@ def test_two_processes_browse_a_snapshot_at_once_while_the_writer_keeps_the_stor
     kb_db.close()
     assert stat.S_IMODE(snapshot.stat().st_mode) == 0o444 and not Path(f"{snapshot}.wal").exists()
 
-    with read_only(snapshot):
-        seen, written = browse_at_once_while_the_writer_writes(snapshot, Path(settings.store_path), tmp_path)
+    seen, written = browse_at_once_while_the_writer_writes(snapshot, Path(settings.store_path), tmp_path)
     assert [s["answers"] for s in seen] == [answers, answers]  # the snapshot, not the writer's new runs
     assert all(s["lock_wait_s"] < 1.0 for s in seen)  # a browser kept out by another would wait 3 s and fail
     assert written >= 2 and count_runs(settings.store_path) == len(answers) + written
@@ -147,8 +152,7 @@ def test_two_processes_browse_the_parquet_export_while_the_writer_keeps_the_stor
     kb_db.close()
     browse = folder / "browse.duckdb"
 
-    with read_only(browse):
-        seen, written = browse_at_once_while_the_writer_writes(browse, Path(settings.store_path), tmp_path)
+    seen, written = browse_at_once_while_the_writer_writes(browse, Path(settings.store_path), tmp_path)
     assert [s["answers"] for s in seen] == [answers, answers]
     assert written >= 2 and count_runs(settings.store_path) == len(answers) + written
 
@@ -162,18 +166,18 @@ def test_the_app_browses_a_read_only_view_and_says_writing_is_off(kb_db, setting
     view = target / "browse.duckdb" if source == "export-parquet" else target
     monkeypatch.setenv("WORKBENCH_DB", str(view))
     monkeypatch.setenv("WORKBENCH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("WORKBENCH_STORE_READ_ONLY", "1")
     run_id = count_runs(settings.store_path)  # the newest run
-    with read_only(view):
-        for page in ["pages/runs.py", "pages/trends.py", None]:
-            at = _page(page)
-            assert not at.exception, (page, at.exception)
-            banner = [w.value for w in at.warning if w.value.startswith("**Read-only mode.**")]
-            assert banner and "cannot be written" in banner[0], (page, [w.value for w in at.warning])
-            assert "chat, evaluate and annotate cannot save here" in banner[0]
-        runs = _page("pages/runs.py")
-        runs.query_params["run_id"] = str(run_id)
-        runs.run()
-        assert not runs.exception and any(t.value == f"Run {run_id}" for t in runs.title)
+    for page in ["pages/runs.py", "pages/trends.py", None]:
+        at = _page(page)
+        assert not at.exception, (page, at.exception)
+        banner = [w.value for w in at.warning if w.value.startswith("**Read-only mode.**")]
+        assert banner and "cannot be written" in banner[0], (page, [w.value for w in at.warning])
+        assert "chat, evaluate and annotate cannot save here" in banner[0]
+    runs = _page("pages/runs.py")
+    runs.query_params["run_id"] = str(run_id)
+    runs.run()
+    assert not runs.exception and any(t.value == f"Run {run_id}" for t in runs.title)
 
 
 def test_a_snapshot_replaces_only_an_earlier_snapshot(kb_db, settings, tmp_path, capsys):
