@@ -140,7 +140,7 @@ def sample_log(i: int) -> RunLog:
 
 
 def first_save(db: Database, log: RunLog, size: str, cmd: str) -> Figure:
-    """The first save in a process also reads which call texts the store holds (store/text_index.py)."""
+    """The first save in a process also reads which call texts the store holds (store/key_index.py)."""
     start = time.perf_counter()
     save_run(db, log)
     seconds = time.perf_counter() - start

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import duckdb
 
-from store import text_index
+from store import key_index
 from store.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly, StoreTooNew, StoreUnavailable
+from store.key_index import StoreIndexes
 from store.migrations import migrate, unknown_migrations
-from store.text_index import TextIndex
 
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "lock on file")
 CORRUPT_MARKERS = ("not a valid DuckDB database file", "Corrupt database file", "checksum", "database file is")
@@ -143,7 +143,7 @@ class Database:
         self.read_only_reason: str | None = None
         self.lock_wait_s = 0.0  # time spent waiting for another process's lock, in total
         self.replayed = 0  # journal entries this process wrote into the store
-        self.texts = TextIndex()  # which call texts the store holds (store/text_index.py)
+        self.indexes = StoreIndexes()  # which call texts and cache entries the store holds (store/key_index.py)
 
     def checkpoint(self) -> None:
         """Fold the write-ahead log into the file, so a copy of the file alone is complete."""
@@ -185,6 +185,8 @@ class Database:
         finally:
             queue.leave()
         self.lock_wait_s += time.monotonic() - waited_from
+        for index in self.indexes.each():  # another process, or the journal's replay below, may have added rows
+            index.mark_stale()
         try:
             if self.read_only:
                 _check_schema(con, self.path)
@@ -196,7 +198,6 @@ class Database:
                 from store.journal import replay
 
                 self.replayed += replay(con, self.path)
-                self.texts.mark_stale()  # another process, or the replay, may have stored texts
         except StoreError:
             con.close()
             raise
@@ -204,6 +205,10 @@ class Database:
             con.close()
             raise _store_error(self.path, exc) from None
         return con
+
+    @property
+    def texts(self):
+        return self.indexes.texts
 
     @property
     def read_only(self) -> bool:
@@ -242,7 +247,7 @@ class Database:
         with self._write_lock, self.cursor(lock_timeout_s) as cur:
             if self.read_only:
                 raise StoreReadOnly(self.path, self.read_only_reason)
-            active = text_index.ACTIVE.set(self.texts)
+            active = key_index.ACTIVE.set(self.indexes)
             try:
                 cur.begin()
                 try:
@@ -251,10 +256,12 @@ class Database:
                     cur.rollback()
                     raise
                 cur.commit()
-                self.texts.commit()
+                for index in self.indexes.each():
+                    index.commit()
             finally:
-                self.texts.rollback()  # what a failed transaction staged (nothing after a commit)
-                text_index.ACTIVE.reset(active)
+                for index in self.indexes.each():
+                    index.rollback()  # what a failed transaction staged (nothing after a commit)
+                key_index.ACTIVE.reset(active)
 
     def _schedule_release(self, delay: float | None = None) -> None:
         """Close after idle_release_s without use; one timer at a time, re-armed while in use."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from store import text_index
+from store import key_index
 from store.db import Database, fetch_dicts, insert_rows
 from store.records import CacheEntry, LLMCallRecord
 
@@ -74,14 +74,6 @@ def call_rows(run_id: int | None, calls: list[LLMCallRecord], text_ids: dict[str
     return rows
 
 
-def stored_keys(cur, table: str, column: str, keys) -> set:
-    """Which of keys the table already holds (a lookup in its primary key's index)."""
-    keys = list(keys)
-    if not keys:
-        return set()
-    return {r[0] for r in cur.execute(f"SELECT {column} FROM {table} WHERE {column} IN {marks(keys)}", keys).fetchall()}
-
-
 def marks(values: list) -> str:
     """(?, ?, ...) for values: an IN list of parameters is looked up in the index (ANY(list) took 10x longer)."""
     return "(" + ", ".join("?" * len(values)) + ")"
@@ -89,12 +81,13 @@ def marks(values: list) -> str:
 
 def insert_texts(cur, texts) -> dict[str, int]:
     """Each distinct text once: hash -> row id of every text, inserting those the store does not hold yet.
-    Inside Database.transaction the store's TextIndex answers which it holds (see store/text_index.py);
+    Inside Database.transaction the store's index of texts answers which it holds (see store/key_index.py);
     elsewhere (the journal's replay while the store opens) the hashes are looked up in the table."""
     unique = {text_hash(t): t for t in texts if t is not None}
     if not unique:
         return {}
-    index = text_index.ACTIVE.get()
+    indexes = key_index.ACTIVE.get()
+    index = indexes.texts if indexes is not None else None
     if index is not None:
         index.sync(cur)
         ids = index.find(unique)
@@ -110,7 +103,7 @@ def insert_texts(cur, texts) -> dict[str, int]:
         rows = cur.execute(
             "INSERT INTO llm_texts (id, key, hash, text) "
             "SELECT nextval('llm_texts_id_seq'), unnest($1), unnest($2), unnest($3) RETURNING hash, id",
-            [[text_index.text_key(h) for h in new], new, [unique[h] for h in new]],
+            [[key_index.text_key(h) for h in new], new, [unique[h] for h in new]],
         ).fetchall()
         ids.update(rows)
         if index is not None:
@@ -124,17 +117,51 @@ def insert_calls(cur, run_id: int | None, calls: list[LLMCallRecord]) -> None:
 
 
 def insert_cache_entries(cur, entries: list[CacheEntry]) -> None:
-    """New keys are inserted, a key already cached is replaced (rare: the entries come from cache misses)."""
+    """New keys are inserted, a key already cached is replaced (rare: the entries come from cache misses).
+    Inside Database.transaction the store's index of cache keys says which are known (store/key_index.py)."""
     unique = {e.key: e for e in entries}  # one statement may not name a key twice
-    known = stored_keys(cur, "llm_cache", "key", unique)
-    for verb, keep in (("INSERT", lambda k: k not in known), ("INSERT OR REPLACE", lambda k: k in known)):
-        insert_rows(
-            cur,
-            "llm_cache",
-            ["key", "model", "digest", "response"],
-            [[e.key, e.model, e.digest, json.dumps(e.response)] for e in unique.values() if keep(e.key)],
-            verb=verb,
+    if not unique:
+        return
+    indexes = key_index.ACTIVE.get()
+    known = _known_cache_rows(cur, indexes.cache if indexes is not None else None, list(unique))
+    for key, row_id in known.items():
+        e = unique[key]
+        cur.execute(
+            "UPDATE llm_cache SET model = ?, digest = ?, response = ? WHERE id = ?",
+            [e.model, e.digest, json.dumps(e.response), row_id],
         )
+    new = [e for key, e in unique.items() if key not in known]
+    if not new:
+        return
+    rows = cur.execute(
+        "INSERT INTO llm_cache (id, key64, key, model, digest, response) SELECT nextval('llm_cache_id_seq'), "
+        "unnest($1), unnest($2), unnest($3), unnest($4), unnest($5) RETURNING key, id",
+        [
+            [key_index.cache_key64(e.key) for e in new],
+            [e.key for e in new],
+            [e.model for e in new],
+            [e.digest for e in new],
+            [json.dumps(e.response) for e in new],
+        ],
+    ).fetchall()
+    if indexes is not None:
+        indexes.cache.stage(rows)
+
+
+def _known_cache_rows(cur, index, keys: list[str]) -> dict[str, int]:
+    """key -> row id of the keys already cached: candidates from the index (or the table, outside a transaction
+    of Database), confirmed by their full key."""
+    if index is not None:
+        index.sync(cur)
+        candidates = index.find(keys)
+        if not candidates:
+            return {}
+        ids = list(candidates.values())
+    else:
+        ids = [r[0] for r in cur.execute("SELECT id FROM llm_cache WHERE key = ANY(?)", [keys]).fetchall()]
+    asked = set(keys)
+    rows = cur.execute("SELECT key, max(id) FROM llm_cache WHERE id = ANY(?) GROUP BY key", [ids]).fetchall()
+    return {key: row_id for key, row_id in rows if key in asked}
 
 
 def save_calls(
@@ -147,9 +174,15 @@ def save_calls(
 
 
 def cache_get(db: Database, key: str) -> dict | None:
+    """The cached response for key: its row found through the store's index of cache keys, read by id and
+    checked against the full key."""
     with db.cursor() as cur:
-        row = cur.execute("SELECT response FROM llm_cache WHERE key = ?", [key]).fetchone()
-    return json.loads(row[0]) if row else None
+        db.indexes.cache.sync(cur)
+        row_id = db.indexes.cache.find([key]).get(key)
+        if row_id is None:
+            return None
+        row = cur.execute("SELECT key, response FROM llm_cache WHERE id = ?", [row_id]).fetchone()
+    return json.loads(row[1]) if row and row[0] == key else None
 
 
 def with_texts(cur, calls: list[dict]) -> list[dict]:

@@ -409,7 +409,7 @@ def m015_ratings_grounding_topicality(con: duckdb.DuckDBPyConnection) -> None:
 def m016_call_texts_by_id(con: duckdb.DuckDBPyConnection) -> None:
     """Call texts get sequential ids, numbered in the order of their first use, and lose the index on their hash:
     at a million runs every probe of that index cost about a millisecond when a run was saved (see
-    store/text_index.py, which keeps `key`, the hash's first 64 bits, in memory). Calls point at their texts by
+    store/key_index.py, which keeps `key`, the hash's first 64 bits, in memory). Calls point at their texts by
     id; the hash columns stay for exports and checks."""
     con.execute("""
         CREATE TABLE llm_texts_by_id AS
@@ -441,6 +441,22 @@ def link_call_texts(con: duckdb.DuckDBPyConnection) -> None:
             WHERE t.hash = llm_calls.{column}_text_hash AND llm_calls.{column}_text_id IS NULL""")
 
 
+def m017_cache_by_id(con: duckdb.DuckDBPyConnection) -> None:
+    """The response cache loses the primary key on its random key, as the call texts did (m016): entries get
+    sequential ids and `key64`, the first 64 bits of the key's sha256, which store/key_index.py keeps in memory."""
+    con.execute("""
+        CREATE TABLE llm_cache_by_id AS
+            SELECT row_number() OVER (ORDER BY created_at, key) AS id,
+                   ('0x' || substr(sha256(key), 1, 16))::UBIGINT AS key64, key, model, digest, response, created_at
+            FROM llm_cache;
+        DROP TABLE llm_cache;
+        ALTER TABLE llm_cache_by_id RENAME TO llm_cache;
+        ALTER TABLE llm_cache ALTER COLUMN created_at SET DEFAULT current_timestamp;
+    """)
+    first = con.execute("SELECT coalesce(max(id), 0) + 1 FROM llm_cache").fetchone()[0]
+    con.execute(f"CREATE SEQUENCE llm_cache_id_seq START WITH {int(first)}")
+
+
 MIGRATIONS = [
     m001_knowledge_base,
     m002_run_log,
@@ -457,6 +473,7 @@ MIGRATIONS = [
     m014_retired_documents,
     m015_ratings_grounding_topicality,
     m016_call_texts_by_id,
+    m017_cache_by_id,
 ]
 
 

@@ -1,5 +1,5 @@
 """The store's faster write and read paths keep their results: rows passed per column, texts found in the
-store's in-memory text index (store/text_index.py) and cache entries looked up before they are written, call
+store's in-memory text index (store/key_index.py) and cache entries looked up before they are written, call
 texts read by id, the Trends series grouped before the join."""
 
 from datetime import datetime, timezone
@@ -10,11 +10,11 @@ import pytest
 from pipeline.regression.alerts import metric_series
 from store.db import Database, insert_rows
 from store.evals import create_eval_run, mark_eval_run
+from store.key_index import text_key
 from store.llm_log import cache_get, calls_for_eval_run, calls_for_run, insert_cache_entries, save_calls, text_hash
 from store.migrations import MIGRATIONS, applied, migrate
 from store.records import CacheEntry, LLMCallRecord, RunLog, RunRecord
 from store.runs import insert_run, save_run
-from store.text_index import text_key
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -220,10 +220,13 @@ def test_the_scale_bench_store_has_the_products_shape(tmp_path):
             "WHERE t.id IS NULL OR t.hash <> c.prompt_text_hash"
         ).fetchone()[0]
         shared = cur.execute("SELECT count(DISTINCT completion_text_hash), count(*) FROM llm_calls").fetchone()
+        cached = cur.execute("SELECT count(*) FILTER (WHERE NOT cache_hit) FROM llm_calls").fetchone()[0]
+        cache = cur.execute("SELECT count(*), count(DISTINCT key), min(key) FROM llm_cache").fetchone()
     assert per_run == [(15,)] and 16 <= spans[0] and spans[1] <= 30 and missing == 0
     assert all(text_hash(text) == h and text_key(h) == key for h, text, key in sample)  # as the product computes
     assert shared[0] < shared[1] - 2000 * 7  # the verifier's verdicts are a few texts
     assert len(calls_for_run(db, 1)) == 15 and all(c["prompt_text"] for c in calls_for_run(db, 1))
+    assert cache[0] == cache[1] == cached and cache_get(db, cache[2])["prompt_tokens"] > 0
     db.close()
 
 
@@ -237,3 +240,27 @@ def test_a_new_process_finds_every_text_among_many(tmp_path):
     run_with(reader, [call(t, None) for t in reversed(texts)])
     assert len(stored_texts(reader)) == 500 and len(reader.texts) == 500
     reader.close()
+
+
+def test_a_cache_entry_is_found_from_a_new_process_and_never_taken_for_another_key(tmp_path, monkeypatch):
+    path = str(tmp_path / "cache.duckdb")
+    writer = Database(path)
+    with writer.transaction() as cur:
+        insert_cache_entries(cur, [CacheEntry("k1", "m", "d", {"v": 1}), CacheEntry("k2", "m", "d", {"v": 2})])
+    writer.close()
+    reader = Database(path)  # loads the index of cache keys from the store
+    assert (
+        cache_get(reader, "k1") == {"v": 1} and cache_get(reader, "k2") == {"v": 2} and cache_get(reader, "k3") is None
+    )
+    reader.close()
+
+    monkeypatch.setattr("store.key_index.cache_key64", lambda key: 7)  # every key collides in its first 64 bits
+    colliding = Database(str(tmp_path / "colliding.duckdb"))
+    with colliding.transaction() as cur:
+        insert_cache_entries(cur, [CacheEntry("a", "m", "d", {"v": "a"})])
+    with colliding.transaction() as cur:
+        insert_cache_entries(cur, [CacheEntry("b", "m", "d", {"v": "b"})])  # "a" is no row of "b"'s: a new row
+    assert cache_get(colliding, "b") == {"v": "b"} and cache_get(colliding, "a") is None  # a miss, not b's reply
+    with colliding.cursor() as cur:
+        assert cur.execute("SELECT key FROM llm_cache ORDER BY id").fetchall() == [("a",), ("b",)]
+    colliding.close()

@@ -1,38 +1,48 @@
-"""Which call texts the store already holds, kept in memory: each text's key (the first 64 bits of its sha256)
-with its row id in llm_texts.
+"""Which rows of a table keyed by a random string (a call text by its sha256, a cache entry by its key) the store
+holds, kept in memory: each key's first 64 bits with the row's sequential id.
 
-llm_texts has no index on the hash. At a million runs (19 million texts) every probe of an index on a random
-key cost about a millisecond, whether to look a text up or to insert one under a primary key, so saving a
-run's ~20 texts took 20-30 ms; texts now get sequential ids (a run's texts lie together, so reading them by id
-touches one block) and the lookup happens here, at 16 bytes per distinct text (about 300 MB at 19 million).
+llm_texts and llm_cache have no index on their random keys. At a million runs (19 million texts, 13 million
+cache entries) every probe of such an index cost about a millisecond, whether to look a key up or to insert
+one under a primary key, so saving a run's ~20 texts and 4 cache entries took 20-30 ms. Their rows now get
+sequential ids (a run's rows lie together, so reading them by id touches one row group) and the lookup happens
+here, at 16 bytes per row (about 300 MB for 19 million texts).
 
-The map holds committed rows only, so a text whose transaction rolled back is never taken for stored: it is
-loaded at a connection's first write, topped up with the rows of higher id at each later connection, and a
-transaction's new texts join it when the transaction commits. A text another process stored in between is
+The map holds committed rows only, so a row whose transaction rolled back is never taken for stored: it is
+loaded at a connection's first use, topped up with the rows of higher id at each later connection, and a
+transaction's new rows join it when the transaction commits. A text another process stored in between is
 not known here and is stored once more under a new id: a copy, never a wrong text. Two different texts whose
-sha256 agree in the first 64 bits (odds about 1 in 100,000 over 19 million texts) would share a row.
+sha256 agree in the first 64 bits (odds about 1 in 100,000 over 19 million texts) would share a row; a cache
+entry is read back with its full key and compared, so a cache lookup is exact.
 """
 
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
-# The index of the store whose transaction this thread is in (set by Database.transaction).
-ACTIVE: contextvars.ContextVar[TextIndex | None] = contextvars.ContextVar("active_text_index", default=None)
-
-KEYS_SQL = "SELECT key, id FROM llm_texts WHERE id > ?"
 COMPACT_AT = 100_000  # recent additions kept in a dict until they are merged into the sorted arrays
 
 
 def text_key(text_hash: str) -> int:
+    """A text's key: its sha256 (hex) already is a random string, so its first 64 bits."""
     return int(text_hash[:16], 16)
 
 
-class TextIndex:
-    def __init__(self) -> None:
+def cache_key64(key: str) -> int:
+    """A cache entry's key, whatever its form: the first 64 bits of its sha256."""
+    return int(hashlib.sha256(key.encode("utf-8")).hexdigest()[:16], 16)
+
+
+class KeyIndex:
+    def __init__(self, table: str, column: str, key_of: Callable[[str], int]) -> None:
+        """table's `column` holds key_of(the row's key) for each row, next to its sequential `id`."""
+        self.keys_sql = f"SELECT {column}, id FROM {table} WHERE id > ?"
+        self.key_of = key_of
         self._keys = np.empty(0, np.uint64)  # sorted
         self._ids = np.empty(0, np.int64)
         self._recent: dict[int, int] = {}
@@ -59,8 +69,8 @@ class TextIndex:
             if not self._stale:
                 return
             first = len(self) == 0  # DuckDB sorts the first load faster than numpy would (2.4 s vs 4.6 s at 19M)
-            found = cur.execute(KEYS_SQL + (" ORDER BY key" if first else ""), [self._max_id]).fetchnumpy()
-            keys, ids = np.asarray(found["key"], np.uint64), np.asarray(found["id"], np.int64)
+            found = cur.execute(self.keys_sql + (" ORDER BY 1" if first else ""), [self._max_id]).fetchnumpy()
+            keys, ids = np.asarray(next(iter(found.values())), np.uint64), np.asarray(found["id"], np.int64)
             if len(ids):
                 self._max_id = max(self._max_id, int(ids.max()))
                 if first:
@@ -71,12 +81,12 @@ class TextIndex:
                     self._recent.update(zip(keys.tolist(), ids.tolist(), strict=True))
             self._stale = False
 
-    def find(self, hashes) -> dict[str, int]:
-        """hash -> row id of each of the texts (by hash) the store holds."""
+    def find(self, names) -> dict[str, int]:
+        """name -> row id of each of the keys (texts' hashes, cache keys) the store holds."""
         found = {}
         with self._guard:
-            for h in hashes:
-                key = text_key(h)
+            for h in names:
+                key = self.key_of(h)
                 row_id = self._recent.get(key)
                 if row_id is None and len(self._keys):
                     at = int(np.searchsorted(self._keys, np.uint64(key)))
@@ -87,9 +97,9 @@ class TextIndex:
         return found
 
     def stage(self, rows) -> None:
-        """(hash, id) of texts inserted by the open transaction; they join the map when it commits."""
+        """(name, id) of rows inserted by the open transaction; they join the map when it commits."""
         with self._guard:
-            self._staged.update((text_key(h), row_id) for h, row_id in rows)
+            self._staged.update((self.key_of(h), row_id) for h, row_id in rows)
 
     def commit(self) -> None:
         with self._guard:
@@ -112,3 +122,18 @@ class TextIndex:
         ids = np.concatenate([self._ids, ids])
         order = np.argsort(keys, kind="stable")
         self._keys, self._ids = keys[order], ids[order]
+
+
+@dataclass
+class StoreIndexes:
+    """The in-memory indexes of one store."""
+
+    texts: KeyIndex = field(default_factory=lambda: KeyIndex("llm_texts", "key", text_key))
+    cache: KeyIndex = field(default_factory=lambda: KeyIndex("llm_cache", "key64", cache_key64))
+
+    def each(self) -> tuple[KeyIndex, KeyIndex]:
+        return self.texts, self.cache
+
+
+# The indexes of the store whose transaction this thread is in (set by Database.transaction).
+ACTIVE: contextvars.ContextVar[StoreIndexes | None] = contextvars.ContextVar("active_store_indexes", default=None)
