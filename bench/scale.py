@@ -140,12 +140,15 @@ def sample_log(i: int) -> RunLog:
 
 
 def first_save(db: Database, log: RunLog, size: str, cmd: str) -> Figure:
-    """The first save in a process also reads which call texts the store holds (store/key_index.py)."""
+    """The first save in a process also reads which call texts and cache keys the store holds
+    (store/key_index.py)."""
     start = time.perf_counter()
     save_run(db, log)
     seconds = time.perf_counter() - start
-    return Figure(f"first run logged in a process (loads the text index), {size}", seconds, "s",
-                  note=f"{len(db.texts):,} texts in memory, {db.texts.nbytes / 2**20:.0f} MiB; {cmd}")  # fmt: skip
+    texts, cache = db.indexes.texts, db.indexes.cache
+    return Figure(f"first run logged in a process (loads the key indexes), {size}", seconds, "s",
+                  note=f"{len(texts):,} texts and {len(cache):,} cache keys in memory, "
+                  f"{(texts.nbytes + cache.nbytes) / 2**20:.0f} MiB; {cmd}")  # fmt: skip
 
 
 def trends_reads(db: Database) -> None:

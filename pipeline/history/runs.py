@@ -3,6 +3,7 @@ list of runs, and exports. The run itself is the engine's AnswerResult again (An
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pipeline.answering.events import AnswerResult
@@ -41,19 +42,18 @@ class StoredRun:
     spans: list[SpanRecord] = field(default_factory=list)  # the run's trace
 
 
+# The drilldown's reads run side by side: each table's rows of an old run are a cold read (decompressing the
+# row group's columns), CPU work that DuckDB does outside the GIL, so several cores share it.
+_readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="drilldown")
+
+
 def load_run(db: Database, run_id: int) -> StoredRun | None:
     """The run with its retrievals, grades, LLM calls, scores and trace; None when there is no such run."""
-    run = get_run(db, run_id)
+    parts = [_readers.submit(read, db, run_id) for read in (get_run, calls_for_run, scores_for_run, spans_for_run)]
+    run, calls, scores, spans = (part.result() for part in parts)
     if run is None:
         return None
-    return StoredRun(
-        AnswerResult.from_stored(run),
-        run["retrievals"],
-        run["grades"],
-        calls_for_run(db, run_id),
-        scores_for_run(db, run_id),
-        spans_for_run(db, run_id),
-    )
+    return StoredRun(AnswerResult.from_stored(run), run["retrievals"], run["grades"], calls, scores, spans)
 
 
 def load_result(db: Database, run_id: int) -> AnswerResult | None:
