@@ -128,7 +128,8 @@ def test_cli_runs_and_show(fake, kb_db, capsys):
     assert main(["show", "--json", str(rows[0]["id"])]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["status"] == "accepted" and shown["scores"] == []
-    assert [c["stage"] for c in shown["calls"]][:2] == ["embed_query", "grade_context"]
+    stages = [c["stage"] for c in shown["calls"]]  # in the order they finished: the grade, the generation and the
+    assert stages[0] == "embed_query" and {"grade_context", "generate"} <= set(stages)  # checks run side by side
     assert main(["show", "999"]) == 2
     assert "there is no run 999" in capsys.readouterr().err
 
