@@ -109,7 +109,11 @@ def serving(env: dict[str, str]) -> Iterator[str]:
         yield url
     finally:
         process.terminate()
-        process.wait(timeout=20)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # seen once under load, not reproduced alone: do not leave it running
+            process.kill()
+            process.wait(timeout=20)
 
 
 @contextmanager
