@@ -205,13 +205,7 @@ class LLM:
             if hit is not None:
                 self.recorder.finish(call, _vectors_text(hit["vectors"]), cache_hit=True)
                 return hit["vectors"]
-            vectors = self._routed(
-                "embed_documents",
-                call.model,
-                call.digest,
-                lambda _b, s: self._embedder(s).get_text_embedding_batch(texts),
-                ollama_guard,
-            )
+            vectors = self._embedded(call, lambda embedder: embedder.get_text_embedding_batch(texts))
         self.recorder.finish(call, _vectors_text(vectors))
         if key:
             self._remember(key, call.model, call.digest, {"vectors": vectors})
@@ -234,16 +228,14 @@ class LLM:
             if hit is not None:
                 self.recorder.finish(call, _vectors_text([hit["vector"]]), cache_hit=True)
                 return hit["vector"]
-            vector = self._routed(
-                "embed_query",
-                call.model,
-                call.digest,
-                lambda _b, s: self._embedder(s).get_query_embedding(text),
-                ollama_guard,
-            )
+            vector = self._embedded(call, lambda embedder: embedder.get_query_embedding(text))
         self.recorder.finish(call, _vectors_text([vector]))
         self._remember(key, call.model, call.digest, {"vector": vector})
         return vector
+
+    def _embedded(self, call: PendingCall, embed: Callable):
+        """embed(the embedder of the Ollama host the pool picks), failing over like any call."""
+        return self._routed(call.stage, call.model, call.digest, lambda _b, s: embed(self._embedder(s)), ollama_guard)
 
     def _embed_call(self, stage: str, prompt_text: str) -> PendingCall:
         call = self.recorder.start(stage, self.settings.embed_model, "ollama", prompt_text)
