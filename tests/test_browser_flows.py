@@ -86,7 +86,7 @@ def test_a_finished_evaluation_shows_its_report_and_the_alert_count_without_a_re
     expect(sidebar.get_by_text(f"{alerts} open regression alert(s): see Trends")).to_be_visible(timeout=30_000)
     expect(page.get_by_text("Diagnosis:", exact=False)).to_be_visible()
     expect(page.get_by_test_id("stMetric").first).to_be_visible()
-    expect(page.get_by_role("combobox", name="Evaluation", exact=True)).to_have_value("flow")
+    expect(page.get_by_role("combobox", name="Evaluation", exact=True)).to_have_value("flow", timeout=30_000)
     assert "eval=flow" in page.url
     page.wait_for_timeout(3000)  # it stays: not a flash
     expect(finished).to_be_visible()
