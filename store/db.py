@@ -207,10 +207,6 @@ class Database:
         return con
 
     @property
-    def texts(self):
-        return self.indexes.texts
-
-    @property
     def read_only(self) -> bool:
         return self.read_only_reason is not None
 

@@ -2,6 +2,7 @@
 store's in-memory text index (store/key_index.py) and cache entries looked up before they are written, call
 texts read by id, the Trends series grouped before the join."""
 
+import json
 from datetime import datetime, timezone
 
 import duckdb
@@ -10,7 +11,7 @@ import pytest
 from pipeline.regression.alerts import metric_series
 from store.db import Database, insert_rows
 from store.evals import create_eval_run, mark_eval_run
-from store.key_index import text_key
+from store.key_index import cache_key64, text_key
 from store.llm_log import cache_get, calls_for_eval_run, calls_for_run, insert_cache_entries, save_calls, text_hash
 from store.migrations import MIGRATIONS, applied, migrate
 from store.records import CacheEntry, LLMCallRecord, RunLog, RunRecord
@@ -238,7 +239,7 @@ def test_a_new_process_finds_every_text_among_many(tmp_path):
     writer.close()
     reader = Database(path)  # loads the index sorted from the store; a lookup in unsorted keys would miss
     run_with(reader, [call(t, None) for t in reversed(texts)])
-    assert len(stored_texts(reader)) == 500 and len(reader.texts) == 500
+    assert len(stored_texts(reader)) == 500 and len(reader.indexes.texts) == 500
     reader.close()
 
 
@@ -264,3 +265,24 @@ def test_a_cache_entry_is_found_from_a_new_process_and_never_taken_for_another_k
     with colliding.cursor() as cur:
         assert cur.execute("SELECT key FROM llm_cache ORDER BY id").fetchall() == [("a",), ("b",)]
     colliding.close()
+
+
+@pytest.mark.parametrize("compact_at", [100_000, 0])  # 0: every commit merges its rows into the sorted arrays
+def test_a_key_stored_twice_is_found_at_its_newest_row(tmp_path, monkeypatch, compact_at):
+    monkeypatch.setattr("store.key_index.COMPACT_AT", compact_at)
+    path = str(tmp_path / "twice.duckdb")
+    writer = Database(path)
+    for value in (1, 2):  # as two processes that did not know of each other's row would store it
+        with writer.transaction() as cur:
+            cur.execute(
+                "INSERT INTO llm_cache (id, key64, key, model, digest, response) "
+                "VALUES (nextval('llm_cache_id_seq'), ?, 'k1', 'm', 'd', ?)",
+                [cache_key64("k1"), json.dumps({"v": value})],
+            )
+    writer.close()
+    reader = Database(path)  # loads the index sorted from the store
+    assert cache_get(reader, "k1") == {"v": 2}
+    with reader.transaction() as cur:
+        insert_cache_entries(cur, [CacheEntry("k2", "m", "d", {"v": 3})])  # a commit, merging at compact_at 0
+    assert cache_get(reader, "k1") == {"v": 2} and cache_get(reader, "k2") == {"v": 3}
+    reader.close()
