@@ -302,14 +302,23 @@ def fetch_dicts(cur, sql: str, params: list) -> list[dict]:
 
 def insert_rows(cur, table: str, columns: list[str], rows: list[list], verb: str = "INSERT") -> None:
     """Many rows in one statement (DuckDB's executemany prepares once but still runs row by row), passed as
-    one list per column: binding a few lists is 2-3x faster than one parameter per value."""
+    one list per column: binding a few lists is 2-3x faster than one parameter per value. A column holding the
+    same value in every row (a run's id, the model) is bound once as a scalar: each unnested list costs about
+    as much again (an 18-column insert of 15 rows took 0.84 ms unnested, 0.57 ms with 15 constant columns)."""
     if not rows:
         return
-    cur.execute(
-        f"{verb} INTO {table} ({', '.join(columns)}) SELECT "
-        + ", ".join(f"unnest(${n})" for n in range(1, len(columns) + 1)),
-        [list(column) for column in zip(*rows, strict=True)],
-    )
+    selected, params = [], []
+    for n, column in enumerate(zip(*rows, strict=True)):
+        constant = n > 0 and _all_equal(column)  # the first column is unnested: it gives the row count
+        params.append(column[0] if constant else list(column))
+        selected.append(f"${n + 1}" if constant else f"unnest(${n + 1})")
+    cur.execute(f"{verb} INTO {table} ({', '.join(columns)}) SELECT {', '.join(selected)}", params)
+
+
+def _all_equal(values: tuple) -> bool:
+    first = values[0]
+    kind = type(first)  # as before, values of other types stay a list (1 == 1.0 == True in Python)
+    return all(type(v) is kind and v == first for v in values[1:])
 
 
 _databases: dict[str, Database] = {}

@@ -47,6 +47,25 @@ def test_rows_go_in_per_column_with_nulls_lists_json_and_timestamps(db):
     ]
 
 
+def test_a_column_with_one_value_in_every_row_is_stored_in_every_row(db):
+    with db.cursor() as cur:
+        cur.execute("CREATE TABLE t (id INTEGER, run_id BIGINT, flag BOOLEAN, model VARCHAR, ts TIMESTAMP, v FLOAT[])")
+        same = [7, True, None, NOW, [0.5, 1.0]]
+        insert_rows(cur, "t", ["id", "run_id", "flag", "model", "ts", "v"], [[k, *same] for k in range(3)])
+        insert_rows(cur, "t", ["id", "run_id", "flag", "model", "ts", "v"], [[3, 1, True, "m", NOW, []]])
+        insert_rows(cur, "t", ["id", "run_id", "model"], [[6, 1, "a"], [6, 1, "b"]])
+        stored = cur.execute("SELECT * FROM t ORDER BY id, model").fetchall()
+    when = datetime(2025, 3, 1, 12, 0)
+    assert stored == [
+        (0, 7, True, None, when, [0.5, 1.0]),
+        (1, 7, True, None, when, [0.5, 1.0]),
+        (2, 7, True, None, when, [0.5, 1.0]),
+        (3, 1, True, "m", when, []),
+        (6, 1, None, "a", None, None),
+        (6, 1, None, "b", None, None),
+    ]
+
+
 def test_a_text_is_stored_once_and_every_call_reads_its_own_texts_back(db):
     first = run_with(db, [call("shared system prompt", "one"), call("shared system prompt", "two")])
     second = run_with(db, [call("shared system prompt", "one"), call("other prompt", None), call(None, None)])
