@@ -41,7 +41,7 @@ def cache_key64(key: str) -> int:
 class KeyIndex:
     def __init__(self, table: str, column: str, key_of: Callable[[str], int]) -> None:
         """table's `column` holds key_of(the row's key) for each row, next to its sequential `id`."""
-        self.keys_sql = f"SELECT {column}, id FROM {table} WHERE id > ?"
+        self.keys_sql = f"SELECT {column}, id FROM {table} WHERE id > ? AND {column} IS NOT NULL"
         self.key_of = key_of
         self._keys = np.empty(0, np.uint64)  # sorted, ties by id
         self._ids = np.empty(0, np.int64)
@@ -129,7 +129,7 @@ class StoreIndexes:
     """The in-memory indexes of one store."""
 
     texts: KeyIndex = field(default_factory=lambda: KeyIndex("llm_texts", "key", text_key))
-    cache: KeyIndex = field(default_factory=lambda: KeyIndex("llm_cache", "key64", cache_key64))
+    cache: KeyIndex = field(default_factory=lambda: KeyIndex("llm_texts", "cache_key64", cache_key64))
 
     def each(self) -> tuple[KeyIndex, KeyIndex]:
         return self.texts, self.cache

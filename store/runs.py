@@ -7,7 +7,7 @@ import functools
 import json
 
 from store.db import Database, fetch_dicts, insert_rows
-from store.llm_log import insert_cache_entries, insert_calls
+from store.llm_log import insert_calls
 from store.records import RunLog, RunRecord
 from store.spans import insert_spans
 
@@ -64,8 +64,7 @@ def insert_run(cur, log: RunLog) -> int:
     _insert_many(cur, "retrievals", run_id, log.retrievals)
     _insert_many(cur, "attempts", run_id, log.attempts)
     _insert_many(cur, "claims", run_id, log.claims)
-    insert_calls(cur, run_id, log.calls)
-    insert_cache_entries(cur, log.cache_entries)
+    insert_calls(cur, run_id, log.calls, log.cache_entries)
     insert_spans(cur, log.spans, run_id)
     return run_id
 

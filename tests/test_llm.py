@@ -217,8 +217,9 @@ def test_embedding_calls_record_the_texts_as_sent_or_a_count(fake, settings, db)
 
 
 def text_rows(db):
+    """Call texts stored (response-cache entries are rows of the same table)."""
     with db.cursor() as cur:
-        return cur.execute("SELECT count(*) FROM llm_texts").fetchone()[0]
+        return cur.execute("SELECT count(*) FROM llm_texts WHERE cache_key64 IS NULL").fetchone()[0]
 
 
 def test_a_repeated_prompt_is_stored_once(fake, settings, db):

@@ -2,7 +2,6 @@
 store's in-memory text index (store/key_index.py) and cache entries looked up before they are written, call
 texts read by id, the Trends series grouped before the join."""
 
-import json
 from datetime import datetime, timezone
 
 import duckdb
@@ -12,7 +11,7 @@ from pipeline.regression.alerts import metric_series
 from store.db import Database, insert_rows
 from store.evals import create_eval_run, mark_eval_run
 from store.key_index import cache_key64, text_key
-from store.llm_log import cache_get, calls_for_eval_run, calls_for_run, insert_cache_entries, save_calls, text_hash
+from store.llm_log import cache_get, cache_text, calls_for_eval_run, calls_for_run, insert_texts, save_calls, text_hash
 from store.migrations import MIGRATIONS, applied, migrate
 from store.records import CacheEntry, LLMCallRecord, RunLog, RunRecord
 from store.runs import insert_run, save_run
@@ -167,6 +166,37 @@ def test_the_migration_numbers_texts_in_order_of_first_use_and_links_the_calls(t
     db.close()
 
 
+def test_the_migration_moves_cache_entries_into_the_texts_table(tmp_path):
+    con = duckdb.connect(str(tmp_path / "old.duckdb"))
+    last = next(m for m in MIGRATIONS if m.__name__ == "m018_cache_in_texts")
+    applied(con)
+    for migration in MIGRATIONS[: MIGRATIONS.index(last)]:
+        migration(con)
+        con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [migration.__name__])
+    con.execute(
+        "INSERT INTO llm_texts VALUES (1, ?, ?, 'a prompt')", [text_key(text_hash("a prompt")), text_hash("a prompt")]
+    )
+    con.execute("SELECT nextval('llm_texts_id_seq')")
+    for key, response in (("k1", '{"text": "one"}'), ("k2", '{"vector": [0.5, 1.0]}')):
+        con.execute(
+            "INSERT INTO llm_cache (id, key64, key, model, digest, response) "
+            "VALUES (nextval('llm_cache_id_seq'), ?, ?, 'm', 'd', ?)",
+            [cache_key64(key), key, response],
+        )
+    migrate(con)
+    assert con.execute("SELECT id, key, model, digest, response FROM llm_cache ORDER BY id").fetchall() == [
+        (2, "k1", "m", "d", '{"text":"one"}'),
+        (3, "k2", "m", "d", '{"vector":[0.5,1.0]}'),
+    ]
+    con.close()
+    db = Database(str(tmp_path / "old.duckdb"))
+    assert cache_get(db, "k1") == {"text": "one"} and cache_get(db, "k2") == {"vector": [0.5, 1.0]}
+    run = run_with(db, [call("a prompt", "fresh")])  # the old text is found, the new one numbered after the entries
+    assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(db, run)] == [("a prompt", "fresh")]
+    assert stored_texts(db)[-1] == ("fresh", 4) and len(stored_texts(db)) == 4
+    db.close()
+
+
 def test_an_evaluations_calls_have_their_texts(db):
     eval_run_id = create_eval_run(db, "e1", "golden.jsonl", "h", {}, "llama3.2", "d", "v1", 1, 1)
     save_calls(db, [call("judge prompt", "5", stage="judge", eval_run_id=eval_run_id)])
@@ -175,20 +205,33 @@ def test_an_evaluations_calls_have_their_texts(db):
 
 
 def test_a_cache_entry_is_added_or_replaced(db):
-    with db.transaction() as cur:
-        insert_cache_entries(cur, [CacheEntry("k1", "m", "d", {"v": 1})])
-    with db.transaction() as cur:
-        insert_cache_entries(
-            cur,
-            [
-                CacheEntry("k1", "m", "d2", {"v": 2}),
-                CacheEntry("k2", "m", "d", {"v": 3}),
-                CacheEntry("k2", "m", "d", {"v": 4}),
-            ],
-        )
-    assert cache_get(db, "k1") == {"v": 2} and cache_get(db, "k2") == {"v": 4}
+    save_calls(db, [], [CacheEntry("k1", "m", "d", {"v": 1})])
+    later = [
+        CacheEntry("k1", "m", "d2", {"v": 2}),
+        CacheEntry("k2", "m", "d", {"v": 3}),
+        CacheEntry("k2", "m", "d", {"v": 4}),
+    ]
+    save_calls(db, [], later)
+    assert cache_get(db, "k1") == {"v": 2} and cache_get(db, "k2") == {"v": 4}  # the newest entry of a key
     with db.cursor() as cur:
-        assert cur.execute("SELECT key, digest FROM llm_cache ORDER BY key").fetchall() == [("k1", "d2"), ("k2", "d")]
+        rows = cur.execute("SELECT key, model, digest, response FROM llm_cache ORDER BY id").fetchall()
+    assert rows == [("k1", "m", "d", '{"v":1}'), ("k1", "m", "d2", '{"v":2}'), ("k2", "m", "d", '{"v":4}')]
+
+
+def test_a_runs_cache_entries_are_written_with_its_texts_and_never_taken_for_a_text(db):
+    """Cache entries are rows of llm_texts, so a saved run touches one table fewer; a text whose hash is a cache
+    entry's key is still stored and read back as itself, with and without the in-memory index."""
+    text = "a prompt whose hash is also a cache key"
+    entry = CacheEntry(text_hash(text), "m", "d", {"text": "cached reply"})
+    run_id = save_run(db, RunLog(RunRecord("chat", "q?", "accepted", NOW, "a."), calls=[call("p", "c")],
+                                 cache_entries=[entry]))  # fmt: skip
+    assert cache_get(db, entry.key) == {"text": "cached reply"}
+    run_with(db, [call(text, None)])
+    with db.cursor() as cur:
+        assert insert_texts(cur, [text]) == {text_hash(text): stored_texts(db)[-1][1]}  # the replay's lookup
+        tables = {r[0] for r in cur.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert [c["prompt_text"] for c in calls_for_run(db, run_id + 1)] == [text]
+    assert [t for t, _ in stored_texts(db)] == ["p", "c", cache_text(entry), text] and "llm_cache" not in tables
 
 
 def test_the_trends_series_means_counts_and_failed_items(db):
@@ -234,7 +277,9 @@ def test_the_scale_bench_store_has_the_products_shape(tmp_path):
     with db.cursor() as cur:
         per_run = cur.execute("SELECT DISTINCT count(*) FROM llm_calls GROUP BY run_id").fetchall()
         spans = cur.execute("SELECT min(n), max(n) FROM (SELECT count(*) AS n FROM spans GROUP BY run_id)").fetchone()
-        sample = cur.execute("SELECT hash, text, key FROM llm_texts USING SAMPLE 50 ROWS").fetchall()
+        texts = "SELECT hash, text, key, cache_key64 FROM llm_texts WHERE key IS {} NULL"
+        sample = cur.execute(f"SELECT * FROM ({texts.format('NOT')}) USING SAMPLE 50 ROWS").fetchall()
+        keys = cur.execute(f"SELECT * FROM ({texts.format('')}) USING SAMPLE 50 ROWS").fetchall()
         missing = cur.execute(
             "SELECT count(*) FROM llm_calls c LEFT JOIN llm_texts t ON t.id = c.prompt_text_id "
             "WHERE t.id IS NULL OR t.hash <> c.prompt_text_hash"
@@ -243,7 +288,8 @@ def test_the_scale_bench_store_has_the_products_shape(tmp_path):
         cached = cur.execute("SELECT count(*) FILTER (WHERE NOT cache_hit) FROM llm_calls").fetchone()[0]
         cache = cur.execute("SELECT count(*), count(DISTINCT key), min(key) FROM llm_cache").fetchone()
     assert per_run == [(15,)] and 16 <= spans[0] and spans[1] <= 30 and missing == 0
-    assert all(text_hash(text) == h and text_key(h) == key for h, text, key in sample)  # as the product computes
+    assert all(text_hash(text) == h and text_key(h) == key for h, text, key, _ in sample)  # as the product computes
+    assert len(keys) == 50 and all(cache_key64(key) == key64 for key, _, _, key64 in keys)
     assert shared[0] < shared[1] - 2000 * 7  # the verifier's verdicts are a few texts
     assert len(calls_for_run(db, 1)) == 15 and all(c["prompt_text"] for c in calls_for_run(db, 1))
     assert cache[0] == cache[1] == cached and cache_get(db, cache[2])["prompt_tokens"] > 0
@@ -265,8 +311,7 @@ def test_a_new_process_finds_every_text_among_many(tmp_path):
 def test_a_cache_entry_is_found_from_a_new_process_and_never_taken_for_another_key(tmp_path, monkeypatch):
     path = str(tmp_path / "cache.duckdb")
     writer = Database(path)
-    with writer.transaction() as cur:
-        insert_cache_entries(cur, [CacheEntry("k1", "m", "d", {"v": 1}), CacheEntry("k2", "m", "d", {"v": 2})])
+    save_calls(writer, [], [CacheEntry("k1", "m", "d", {"v": 1}), CacheEntry("k2", "m", "d", {"v": 2})])
     writer.close()
     reader = Database(path)  # loads the index of cache keys from the store
     assert (
@@ -276,10 +321,8 @@ def test_a_cache_entry_is_found_from_a_new_process_and_never_taken_for_another_k
 
     monkeypatch.setattr("store.key_index.cache_key64", lambda key: 7)  # every key collides in its first 64 bits
     colliding = Database(str(tmp_path / "colliding.duckdb"))
-    with colliding.transaction() as cur:
-        insert_cache_entries(cur, [CacheEntry("a", "m", "d", {"v": "a"})])
-    with colliding.transaction() as cur:
-        insert_cache_entries(cur, [CacheEntry("b", "m", "d", {"v": "b"})])  # "a" is no row of "b"'s: a new row
+    save_calls(colliding, [], [CacheEntry("a", "m", "d", {"v": "a"})])
+    save_calls(colliding, [], [CacheEntry("b", "m", "d", {"v": "b"})])
     assert cache_get(colliding, "b") == {"v": "b"} and cache_get(colliding, "a") is None  # a miss, not b's reply
     with colliding.cursor() as cur:
         assert cur.execute("SELECT key FROM llm_cache ORDER BY id").fetchall() == [("a",), ("b",)]
@@ -294,14 +337,12 @@ def test_a_key_stored_twice_is_found_at_its_newest_row(tmp_path, monkeypatch, co
     for value in (1, 2):  # as two processes that did not know of each other's row would store it
         with writer.transaction() as cur:
             cur.execute(
-                "INSERT INTO llm_cache (id, key64, key, model, digest, response) "
-                "VALUES (nextval('llm_cache_id_seq'), ?, 'k1', 'm', 'd', ?)",
-                [cache_key64("k1"), json.dumps({"v": value})],
+                "INSERT INTO llm_texts (id, hash, text, cache_key64) VALUES (nextval('llm_texts_id_seq'), 'k1', ?, ?)",
+                [cache_text(CacheEntry("k1", "m", "d", {"v": value})), cache_key64("k1")],
             )
     writer.close()
     reader = Database(path)  # loads the index sorted from the store
     assert cache_get(reader, "k1") == {"v": 2}
-    with reader.transaction() as cur:
-        insert_cache_entries(cur, [CacheEntry("k2", "m", "d", {"v": 3})])  # a commit, merging at compact_at 0
+    save_calls(reader, [], [CacheEntry("k2", "m", "d", {"v": 3})])  # a commit, merging at compact_at 0
     assert cache_get(reader, "k1") == {"v": 2} and cache_get(reader, "k2") == {"v": 3}
     reader.close()
