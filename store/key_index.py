@@ -1,11 +1,12 @@
-"""Which rows of a table keyed by a random string (a call text by its sha256, a cache entry by its key) the store
-holds, kept in memory: each key's first 64 bits with the row's sequential id.
+"""Which rows of llm_texts, keyed by a random string (a call text by its sha256, a response-cache entry by its
+key), the store holds, kept in memory: each key's first 64 bits with the row's sequential id.
 
-llm_texts and llm_cache have no index on their random keys. At a million runs (19 million texts, 13 million
-cache entries) every probe of such an index cost about a millisecond, whether to look a key up or to insert
-one under a primary key, so saving a run's ~20 texts and 4 cache entries took 20-30 ms. Their rows now get
-sequential ids (a run's rows lie together, so reading them by id touches one row group) and the lookup happens
-here, at 16 bytes per row (about 300 MB for 19 million texts).
+llm_texts has no index on its random keys. At a million runs (19 million texts, 13 million cache entries) every
+probe of such an index cost about a millisecond, whether to look a key up or to insert one under a primary key,
+so saving a run's ~20 texts and 4 cache entries took 20-30 ms. Its rows get sequential ids (a run's rows lie
+together, so reading them by id touches one row group) and the lookup happens here, at 16 bytes per row (about
+300 MB for 19 million texts). A save looks up its texts; cache entries are written without a lookup (they come
+from cache misses; a newer entry of a key supersedes an older one), so the cache keys load at the first lookup.
 
 The map holds committed rows only, so a row whose transaction rolled back is never taken for stored: it is
 loaded at a connection's first use, topped up with the rows of higher id at each later connection, and a
@@ -103,6 +104,8 @@ class KeyIndex:
 
     def commit(self) -> None:
         with self._guard:
+            if self._stale:  # not loaded since the connection opened: the next sync reads these rows with the rest
+                self._staged = {}
             if self._staged:
                 self._max_id = max(self._max_id, max(self._staged.values()))
                 self._recent.update(self._staged)

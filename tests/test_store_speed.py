@@ -329,6 +329,17 @@ def test_a_cache_entry_is_found_from_a_new_process_and_never_taken_for_another_k
     colliding.close()
 
 
+def test_entries_saved_before_the_first_lookup_leave_the_older_ones_findable(tmp_path):
+    path = str(tmp_path / "cache.duckdb")
+    writer = Database(path)
+    save_calls(writer, [], [CacheEntry("old", "m", "d", {"v": 1})])
+    writer.close()
+    process = Database(path)
+    save_calls(process, [], [CacheEntry("new", "m", "d", {"v": 2})])  # a save, before any cache lookup
+    assert cache_get(process, "old") == {"v": 1} and cache_get(process, "new") == {"v": 2}
+    process.close()
+
+
 @pytest.mark.parametrize("compact_at", [100_000, 0])  # 0: every commit merges its rows into the sorted arrays
 def test_a_key_stored_twice_is_found_at_its_newest_row(tmp_path, monkeypatch, compact_at):
     monkeypatch.setattr("store.key_index.COMPACT_AT", compact_at)
