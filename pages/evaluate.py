@@ -19,7 +19,13 @@ with st.expander("Start an evaluation", expanded=not list_eval_runs(db)):
     if dataset is not None:
         start_form(settings, db, dataset)
 
-live_progress()
+# In a container of its own: when a timed rerun of the fragment is queued during a full run, Streamlit (1.67)
+# drops the full run's unsent fragment output as that fragment run starts, and the browser, ending the full run,
+# removes the fragment's block as stale. Placed directly in the page, that moved every later element up one slot
+# and the fragment's next output overwrote the Evaluation selector (the browser then kept it hidden until the next
+# full run). In this container only the fragment's own block goes and comes back.
+with st.container():
+    live_progress()
 
 name = choose_evaluation([r["name"] for r in list_eval_runs(db)])
 if name is None:

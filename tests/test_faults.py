@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -412,9 +413,22 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+@contextmanager
+def _interruptible_children():
+    """Processes started inside get Ctrl-C's default action, as a command typed at a terminal does, even where
+    this one ignores SIGINT: a non-interactive shell starts a background job (`make test &`, a CI script's `&`)
+    with SIGINT ignored, a child inherits that, and a SIGINT sent to it then does nothing. exec() resets a signal
+    this process catches to its default action, never one it ignores."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("executor", ["local", "ray"])
 def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db, settings, executor):
-    import signal
     import time
 
     if executor == "ray":
@@ -427,15 +441,16 @@ def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db,
     path.write_text(items)
     fake.set_latency(0.2, 1)  # every reply takes seconds: items are mid-call when Ctrl-C comes
     env = {**os.environ, "WORKBENCH_REQUEST_TIMEOUT_S": "60"}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "pipeline", "eval", str(path), "--name", "stop", "--concurrency", "2"]
-        + ["--executor", executor],
-        cwd=Path(__file__).parent.parent,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with _interruptible_children():  # else, run in the background by a script, the SIGINT below is ignored
+        child = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", "eval", str(path), "--name", "stop", "--concurrency", "2"]
+            + ["--executor", executor],
+            cwd=Path(__file__).parent.parent,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 120  # a Ray starts, and its workers import the workbench, first
         while time.monotonic() < deadline and len([r for r in fake.requests if r["path"] == "/api/chat"]) < 2:
