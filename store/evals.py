@@ -157,7 +157,7 @@ def insert_item(cur, eval_run_id, item, status, log, scores, error, wall_ms, rep
     return run_id
 
 
-RUN_CHILD_TABLES = ("context_grades", "retrievals", "attempts", "claims", "spans")
+RUN_CHILD_TABLES = ("retrievals", "attempts", "claims", "spans")
 
 
 def _delete_item_runs(cur, eval_run_id: int, item_id: str) -> None:

@@ -477,6 +477,20 @@ def m018_cache_in_texts(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+def m019_grades_on_runs(con: duckdb.DuckDBPyConnection) -> None:
+    """A run's context grades (one per retrieval round, read only with their run) become a JSON list on the run's
+    row, so a save touches one table fewer (each costs about 0.8 ms of statement and commit)."""
+    con.execute("""
+        ALTER TABLE runs ADD COLUMN grades JSON;
+        UPDATE runs SET grades = g.grades
+            FROM (SELECT run_id, to_json(list(json_object('round', round, 'query', query, 'relevant', relevant,
+                                                          'reason', reason) ORDER BY round)) AS grades
+                  FROM context_grades GROUP BY run_id) g
+            WHERE g.run_id = runs.id;
+        DROP TABLE context_grades;
+    """)
+
+
 MIGRATIONS = [
     m001_knowledge_base,
     m002_run_log,
@@ -495,6 +509,7 @@ MIGRATIONS = [
     m016_call_texts_by_id,
     m017_cache_by_id,
     m018_cache_in_texts,
+    m019_grades_on_runs,
 ]
 
 

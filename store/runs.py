@@ -8,7 +8,7 @@ import json
 
 from store.db import Database, fetch_dicts, insert_rows
 from store.llm_log import insert_calls
-from store.records import RunLog, RunRecord
+from store.records import GradeRecord, RunLog, RunRecord
 from store.spans import insert_spans
 
 RUN_FIELDS = (
@@ -29,6 +29,7 @@ RUN_FIELDS = (
     "started_at",
     "finished_at",
     "latency_ms",
+    "grades",
 )
 
 
@@ -54,13 +55,13 @@ def insert_run(cur, log: RunLog) -> int:
     """Write one question's log with an open cursor (inside the caller's transaction)."""
     run = {name: getattr(log.run, name) for name in field_names(RunRecord)}
     run["config"] = json.dumps(run["config"])
+    run["grades"] = json.dumps([{name: getattr(g, name) for name in field_names(GradeRecord)} for g in log.grades])
     run["search_text"] = f"{run['question']} {run['answer'] or ''}".lower()
     fields = RUN_FIELDS + ("search_text",)
     run_id = cur.execute(
         f"INSERT INTO runs ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))}) RETURNING id",
         [run[name] for name in fields],
     ).fetchone()[0]
-    _insert_many(cur, "context_grades", run_id, log.grades)
     _insert_many(cur, "retrievals", run_id, log.retrievals)
     _insert_many(cur, "attempts", run_id, log.attempts)
     _insert_many(cur, "claims", run_id, log.claims)
@@ -81,7 +82,7 @@ def get_run(db: Database, run_id: int) -> dict | None:
         if not runs:
             return None
         run = runs[0]
-        run["grades"] = fetch_dicts(cur, "SELECT * FROM context_grades WHERE run_id = ? ORDER BY round", [run_id])
+        run["grades"] = sorted(json.loads(run["grades"] or "[]"), key=lambda g: g["round"])
         run["retrievals"] = fetch_dicts(
             cur,
             """

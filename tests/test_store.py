@@ -17,7 +17,6 @@ TABLES = {
     "documents",
     "chunks",
     "runs",
-    "context_grades",
     "retrievals",
     "attempts",
     "claims",

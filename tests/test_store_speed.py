@@ -13,8 +13,8 @@ from store.evals import create_eval_run, mark_eval_run
 from store.key_index import cache_key64, text_key
 from store.llm_log import cache_get, cache_text, calls_for_eval_run, calls_for_run, insert_texts, save_calls, text_hash
 from store.migrations import MIGRATIONS, applied, migrate
-from store.records import CacheEntry, LLMCallRecord, RunLog, RunRecord
-from store.runs import insert_run, save_run
+from store.records import CacheEntry, GradeRecord, LLMCallRecord, RunLog, RunRecord
+from store.runs import get_run, insert_run, save_run
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -194,6 +194,34 @@ def test_the_migration_moves_cache_entries_into_the_texts_table(tmp_path):
     run = run_with(db, [call("a prompt", "fresh")])  # the old text is found, the new one numbered after the entries
     assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(db, run)] == [("a prompt", "fresh")]
     assert stored_texts(db)[-1] == ("fresh", 4) and len(stored_texts(db)) == 4
+    db.close()
+
+
+def test_the_migration_moves_context_grades_onto_their_runs(tmp_path):
+    con = duckdb.connect(str(tmp_path / "old.duckdb"))
+    last = next(m for m in MIGRATIONS if m.__name__ == "m019_grades_on_runs")
+    applied(con)
+    for migration in MIGRATIONS[: MIGRATIONS.index(last)]:
+        migration(con)
+        con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [migration.__name__])
+    for _ in range(2):  # runs 1 and 2
+        con.execute("INSERT INTO runs (kind, question, status, started_at, search_text) VALUES ('chat', 'q?', "
+                    "'accepted', now(), 'q?')")  # fmt: skip
+    con.execute(
+        "INSERT INTO context_grades VALUES (1, 2, 'rewritten', true, 'it answers'), (1, 1, 'q?', NULL, 'no JSON')"
+    )
+    migrate(con)
+    con.close()
+    db = Database(str(tmp_path / "old.duckdb"))
+    assert get_run(db, 1)["grades"] == [
+        {"round": 1, "query": "q?", "relevant": None, "reason": "no JSON"},
+        {"round": 2, "query": "rewritten", "relevant": True, "reason": "it answers"},
+    ]
+    assert get_run(db, 2)["grades"] == []
+    later = save_run(
+        db, RunLog(RunRecord("chat", "q?", "accepted", NOW, "a."), grades=[GradeRecord(1, "q?", False, "off")])
+    )
+    assert get_run(db, later)["grades"] == [{"round": 1, "query": "q?", "relevant": False, "reason": "off"}]
     db.close()
 
 
