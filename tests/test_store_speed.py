@@ -132,13 +132,19 @@ def test_a_replayed_run_finds_stored_texts_without_the_index(db):
     assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(db, run_id)] == [("system prompt", "new")]
 
 
-def test_the_migration_numbers_texts_in_order_of_first_use_and_links_the_calls(tmp_path):
-    con = duckdb.connect(str(tmp_path / "old.duckdb"))
-    last = next(m for m in MIGRATIONS if m.__name__ == "m016_call_texts_by_id")
+def store_before(path, migration_name: str) -> duckdb.DuckDBPyConnection:
+    """A store as it was just before the named migration."""
+    con = duckdb.connect(str(path))
+    last = next(m for m in MIGRATIONS if m.__name__ == migration_name)
     applied(con)  # creates schema_migrations
     for migration in MIGRATIONS[: MIGRATIONS.index(last)]:
         migration(con)
         con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [migration.__name__])
+    return con
+
+
+def test_the_migration_numbers_texts_in_order_of_first_use_and_links_the_calls(tmp_path):
+    con = store_before(tmp_path / "old.duckdb", "m016_call_texts_by_id")
     texts = {"b prompt": text_hash("b prompt"), "a reply": text_hash("a reply"), "orphan": text_hash("orphan")}
     con.execute("INSERT INTO llm_texts VALUES (?, 'orphan'), (?, 'a reply'), (?, 'b prompt')",
                 [texts["orphan"], texts["a reply"], texts["b prompt"]])  # fmt: skip
@@ -167,12 +173,7 @@ def test_the_migration_numbers_texts_in_order_of_first_use_and_links_the_calls(t
 
 
 def test_the_migration_moves_cache_entries_into_the_texts_table(tmp_path):
-    con = duckdb.connect(str(tmp_path / "old.duckdb"))
-    last = next(m for m in MIGRATIONS if m.__name__ == "m018_cache_in_texts")
-    applied(con)
-    for migration in MIGRATIONS[: MIGRATIONS.index(last)]:
-        migration(con)
-        con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [migration.__name__])
+    con = store_before(tmp_path / "old.duckdb", "m018_cache_in_texts")
     con.execute(
         "INSERT INTO llm_texts VALUES (1, ?, ?, 'a prompt')", [text_key(text_hash("a prompt")), text_hash("a prompt")]
     )
@@ -198,12 +199,7 @@ def test_the_migration_moves_cache_entries_into_the_texts_table(tmp_path):
 
 
 def test_the_migration_moves_context_grades_onto_their_runs(tmp_path):
-    con = duckdb.connect(str(tmp_path / "old.duckdb"))
-    last = next(m for m in MIGRATIONS if m.__name__ == "m019_grades_on_runs")
-    applied(con)
-    for migration in MIGRATIONS[: MIGRATIONS.index(last)]:
-        migration(con)
-        con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [migration.__name__])
+    con = store_before(tmp_path / "old.duckdb", "m019_grades_on_runs")
     for _ in range(2):  # runs 1 and 2
         con.execute("INSERT INTO runs (kind, question, status, started_at, search_text) VALUES ('chat', 'q?', "
                     "'accepted', now(), 'q?')")  # fmt: skip
