@@ -1,6 +1,6 @@
-"""The store's faster write and read paths keep their results: rows passed per column, texts found in the
-store's in-memory text index (store/key_index.py) and cache entries looked up before they are written, call
-texts read by id, the Trends series grouped before the join."""
+"""The store's faster write and read paths keep their results: rows passed per column, texts and cache keys
+found in the store's in-memory indexes (store/key_index.py), cache entries written as rows of llm_texts and
+grades on their run's row, call texts read by id, the Trends series grouped before the join."""
 
 from datetime import datetime, timezone
 
