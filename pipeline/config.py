@@ -3,13 +3,17 @@
 Environment variables are WORKBENCH_<FIELD> (upper case), except the Ollama host, which is read
 from OLLAMA_HOST like Ollama's own tools do, and the store path, WORKBENCH_DB. Several Ollama hosts
 (WORKBENCH_OLLAMA_HOSTS, comma-separated) replace the one OLLAMA_HOST when set.
+
+Each setting is declared once, below, with `setting(default, group, doc, ...)`: its type (its default's), its
+group, a one-line doc, whether it is essential, and its valid values. The validation, the Settings page and
+docs/reference/settings.md (`python -m pipeline.settings_reference`) are derived from these declarations.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -22,67 +26,301 @@ except ModuleNotFoundError:  # Python 3.10
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
+# key: title, in the order the Settings page and the reference show them.
+GROUPS = {
+    "models": "Models and hosts",
+    "answering": "Answering",
+    "verification": "Verification",
+    "evaluation": "Evaluation",
+    "store": "Store",
+    "advanced": "Advanced thresholds",
+}
+
+
+@dataclass(frozen=True)
+class _Spec:
+    group: str
+    doc: str
+    essential: bool
+    choices: tuple | None
+    minimum: float | None
+    maximum: float | None
+    above: float | None
+    check: Callable[[object], bool] | None
+    rule: str | None
+
+
+def setting(
+    default,
+    group: str,
+    doc: str,
+    *,
+    essential: bool = False,
+    choices: tuple | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    check: Callable[[object], bool] | None = None,
+    rule: str | None = None,
+):
+    """A field of Settings: `default` (its type is the setting's), the group it is shown in (a key of GROUPS), a
+    one-line doc, and its valid values: `choices`, or `minimum`/`maximum` (inclusive) and `above` (exclusive), or
+    a `check` with the `rule` it enforces. `rule` replaces the wording derived from the bounds."""
+    if group not in GROUPS:
+        raise ValueError(f"setting group {group!r} is not one of {', '.join(GROUPS)}")
+    if not doc.strip():
+        raise ValueError("every setting needs a one-line doc")
+    if check is not None and not rule:
+        raise ValueError("a setting's check needs the rule it enforces, in words")
+    spec = _Spec(group, doc, essential, choices, minimum, maximum, above, check, rule)
+    return dataclasses.field(default=default, metadata={"setting": spec})
+
+
+def _names_something(text: str) -> bool:
+    return any(name.strip() for name in text.split(","))
+
+
+def _is_floor_list(text: str) -> bool:
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sign, value = part.partition("=")
+        try:
+            float(value)
+        except ValueError:
+            return False
+        if not (sign and name.strip()):
+            return False
+    return True
+
 
 @dataclass(frozen=True)
 class Settings:
-    ollama_host: str = "http://127.0.0.1:11434"
-    ollama_hosts: str = ""  # comma-separated; empty: ollama_host alone
-    ollama_slots_per_host: int = 4
-    ollama_host_backoff_s: float = 5.0
-    generator_model: str = "llama3.2"
-    claim_model: str = "llama3.2"
-    verifier_model: str = "bespoke-minicheck"
-    nli_model: str = "llama3.2"
-    embed_model: str = "nomic-embed-text"
-    judge_model: str = "llama3.2"
-    embed_query_prefix: str = "search_query:"
-    embed_document_prefix: str = "search_document:"
-    top_k: int = 5
-    chunk_size: int = 512
-    chunk_overlap: int = 64
-    faithfulness_threshold: float = 0.8
-    max_retries: int = 2
-    abstain_below: float = 0.5
-    when_unverified: str = "abstain"
-    verify_concurrency: int = 4
-    precheck_enabled: bool = True
-    precheck_novel_share: float = 0.75
-    precheck_novel_words: int = 8
-    verify_scope: str = "chunk"
-    verifier_chain: str = "precheck,minicheck_chunk"
-    max_question_chars: int = 2000
-    temperature: float = 0.0
-    seed: int = 42
-    request_timeout_s: float = 120.0
-    context_window: int = 8192
-    llm_backend: str = "ollama"
-    openai_base_url: str = "http://127.0.0.1:8000/v1"
-    openai_api_key: str = "none"
-    model_revision: str = ""
-    log_call_text: bool = True
-    otlp_endpoint: str = ""
-    llm_retries: int = 2
-    llm_backoff_s: float = 0.5
-    eval_concurrency: int = 4
-    diagnosis_low: float = 0.6
-    diagnosis_high: float = 0.75
-    judge_corrections_k: int = 3
-    floors: str = "faithfulness=0.70,context_recall=0.75"
-    min_effect: float = 0.05
-    cache_enabled: bool = True
-    price_per_1k_prompt_tokens: float = 0.0  # 0 (both): no cost estimate
-    price_per_1k_completion_tokens: float = 0.0
-    store_path: str = str(PROJECT_ROOT / "data" / "workbench.duckdb")
-    store_lock_timeout_s: float = 15.0
-    store_idle_release_s: float = 0.5
-    store_save_wait_s: float = 3.0
-    store_read_only: bool = False  # browse a snapshot or a Parquet export's browse.duckdb; nothing is written
-    ingest_file_timeout_s: float = 60.0
-    on_topic_check: bool = True
-    on_topic_accept: float = 0.25  # measured by python -m bench on_topic on the fake's embeddings
-    on_topic_reject: float = 0.14
-    off_topic_final: str = "mark"
-    kb_path: str = str(PROJECT_ROOT / "data" / "kb")
+    # Models and hosts
+    ollama_host: str = setting(
+        "http://127.0.0.1:11434",
+        "models",
+        "where Ollama listens (read like Ollama's own tools read it)",
+        essential=True,
+        rule="host, host:port or http://host:port, as OLLAMA_HOST takes it",
+    )
+    generator_model: str = setting(
+        "llama3.2", "models", "writes answers, grades context, rewrites queries", essential=True
+    )
+    verifier_model: str = setting(
+        "bespoke-minicheck",
+        "models",
+        "the minicheck_* verifiers: checks a claim against a chunk or the whole context (Yes/No)",
+        essential=True,
+    )
+    embed_model: str = setting(
+        "nomic-embed-text", "models", "embeddings (changing it re-embeds on the next ingest)", essential=True
+    )
+    judge_model: str = setting("llama3.2", "models", "the evaluation judge", essential=True)
+    claim_model: str = setting("llama3.2", "models", "extracts claims from an answer")
+    nli_model: str = setting(
+        "llama3.2", "models", "decides contradicted vs unsupported for rejected claims; the llm verifier asks it Yes/No"
+    )
+    ollama_hosts: str = setting(
+        "",
+        "models",
+        "several Ollama hosts, comma-separated (or a TOML list); a call goes to the host with the most free slots "
+        "serving the model at its pinned digest, and fails over; empty: ollama_host alone",
+        rule="comma-separated hosts (a TOML list in workbench.toml), or empty",
+    )
+    ollama_slots_per_host: int = setting(
+        4, "models", "parallel requests each host serves (its OLLAMA_NUM_PARALLEL)", minimum=1
+    )
+    ollama_host_backoff_s: float = setting(
+        5.0, "models", "how long a failed host is skipped, doubled for each failure in a row (at most 300 s)", above=0
+    )
+    embed_query_prefix: str = setting("search_query:", "models", "the embedding model's task prefix for questions")
+    embed_document_prefix: str = setting("search_document:", "models", "the embedding model's task prefix for chunks")
+    llm_backend: str = setting(
+        "ollama",
+        "models",
+        "where chat and structured calls go: Ollama, or an OpenAI-compatible server (embeddings stay on Ollama)",
+        choices=("ollama", "openai"),
+    )
+    openai_base_url: str = setting(
+        "http://127.0.0.1:8000/v1", "models", "the OpenAI-compatible server, with llm_backend = openai"
+    )
+    openai_api_key: str = setting("none", "models", "the OpenAI-compatible server's API key (never shown)")
+    model_revision: str = setting(
+        "", "models", "with llm_backend = openai: the served models' revision; model@revision stands in for the digest"
+    )
+    temperature: float = setting(0.0, "models", "sampling temperature sent with every model call", minimum=0)
+    seed: int = setting(42, "models", "sampling seed sent with every model call")
+    request_timeout_s: float = setting(120.0, "models", "seconds one model call may take", above=0)
+    context_window: int = setting(
+        8192, "models", "tokens of context sent as num_ctx with every Ollama call", minimum=256
+    )
+    llm_retries: int = setting(
+        2, "models", "retries with exponential backoff on transient model-server errors", minimum=0
+    )
+    llm_backoff_s: float = setting(
+        0.5, "models", "the first retry's wait in seconds, doubled for each further retry", minimum=0
+    )
+    otlp_endpoint: str = setting(
+        "", "models", "send every run's trace to an OpenTelemetry collector at this base URL; empty: off"
+    )
+    # Answering
+    top_k: int = setting(5, "answering", "chunks retrieved per question", minimum=1)
+    chunk_size: int = setting(512, "answering", "tokens per chunk for the sentence splitter", minimum=32)
+    chunk_overlap: int = setting(64, "answering", "tokens two neighbouring chunks share", minimum=0)
+    max_retries: int = setting(
+        2, "answering", "regenerations with the stricter prompt when an attempt is not accepted", minimum=0
+    )
+    when_unverified: str = setting(
+        "abstain",
+        "answering",
+        "what a run shows when its best attempt is below abstain_below: an abstention, or the best attempt flagged",
+        choices=("abstain", "show_best"),
+    )
+    abstain_below: float = setting(
+        0.5,
+        "answering",
+        "with when_unverified = abstain: abstain when the best attempt's faithfulness is below this",
+        minimum=0,
+        maximum=1,
+    )
+    on_topic_check: bool = setting(
+        True, "answering", "check that each attempt addresses the question; an off-target one is regenerated"
+    )
+    off_topic_final: str = setting(
+        "mark",
+        "answering",
+        "when no attempt addresses the question: show the best one marked (status off_topic), or abstain",
+        choices=("mark", "abstain"),
+    )
+    max_question_chars: int = setting(2000, "answering", "longer questions are refused with a message", minimum=10)
+    ingest_file_timeout_s: float = setting(
+        60.0, "answering", "the longest splitting one file into chunks may take before the file is skipped", above=0
+    )
+    # Verification
+    faithfulness_threshold: float = setting(
+        0.8,
+        "verification",
+        "accept an attempt at or above this share of supported claims",
+        essential=True,
+        minimum=0,
+        maximum=1,
+    )
+    verifier_chain: str = setting(
+        "precheck,minicheck_chunk",
+        "verification",
+        "the verifiers each claim goes through in order; the first that decides wins "
+        "(registered: precheck, minicheck_chunk, minicheck_context, llm)",
+        check=_names_something,
+        rule="naming registered verifiers, e.g. precheck,minicheck_chunk",
+    )
+    verify_scope: str = setting(
+        "chunk",
+        "verification",
+        "chunk: check a claim against each chunk, so the supporting chunk is the evidence; context: one call with "
+        "all chunks (swaps minicheck_chunk for minicheck_context in the chain)",
+        choices=("chunk", "context"),
+    )
+    precheck_enabled: bool = setting(
+        True,
+        "verification",
+        "the deterministic grounding pre-check before any model call (false drops precheck from the chain)",
+    )
+    verify_concurrency: int = setting(4, "verification", "claims verified at once", minimum=1)
+    # Evaluation
+    eval_concurrency: int = setting(4, "evaluation", "items evaluated at once", minimum=1)
+    judge_corrections_k: int = setting(
+        3, "evaluation", "corrections the judge's prompt carries per criterion (0: none)", minimum=0
+    )
+    floors: str = setting(
+        "faithfulness=0.70,context_recall=0.75",
+        "evaluation",
+        "per-metric floors for regression alerts",
+        check=_is_floor_list,
+        rule="of comma-separated metric=number pairs, e.g. faithfulness=0.70",
+    )
+    min_effect: float = setting(
+        0.05,
+        "evaluation",
+        "the smallest estimated drop worth a regression alert (0-1 metrics; x4 for judge scores)",
+        minimum=0,
+    )
+    price_per_1k_prompt_tokens: float = setting(
+        0.0,
+        "evaluation",
+        "cost estimate per 1000 prompt tokens sent to the model (cache hits are free); 0: no estimate",
+        minimum=0,
+    )
+    price_per_1k_completion_tokens: float = setting(
+        0.0, "evaluation", "cost estimate per 1000 completion tokens; 0 (both prices): no estimate", minimum=0
+    )
+    # Store
+    store_path: str = setting(
+        str(PROJECT_ROOT / "data" / "workbench.duckdb"),
+        "store",
+        "the DuckDB store: runs, evaluations, chunks, cache",
+        essential=True,
+    )
+    kb_path: str = setting(str(PROJECT_ROOT / "data" / "kb"), "store", "the knowledge base folder ingested by default")
+    store_read_only: bool = setting(
+        False,
+        "store",
+        "open the store read-only (browse a snapshot or a Parquet export's browse.duckdb); nothing is written",
+    )
+    cache_enabled: bool = setting(
+        True, "store", "response cache keyed on model digest + prompt + options, kept in the store"
+    )
+    log_call_text: bool = setting(
+        True, "store", "keep every model call's prompt and completion text; false keeps only hashes, tokens and timings"
+    )
+    store_lock_timeout_s: float = setting(
+        15.0, "store", "how long to wait for another process holding the store", minimum=0
+    )
+    store_idle_release_s: float = setting(
+        0.5,
+        "store",
+        "the store file is released after this much idle time (at once when another process waits)",
+        minimum=0,
+    )
+    store_save_wait_s: float = setting(
+        3.0,
+        "store",
+        "how long a final save waits for a locked store before keeping the result in the journal",
+        minimum=0,
+    )
+    # Advanced thresholds
+    precheck_novel_share: float = setting(
+        0.75,
+        "advanced",
+        "the pre-check marks a claim unsupported when this share of its content words occur in no source",
+        above=0,
+        maximum=1,
+    )
+    precheck_novel_words: int = setting(
+        8,
+        "advanced",
+        "the pre-check's fewest content words found in no source for that (with precheck_novel_share)",
+        minimum=1,
+    )
+    on_topic_accept: float = setting(
+        0.25,
+        "advanced",
+        "question-to-answer cosine similarity at or above which an answer is on target, with no model call "
+        "(measured on the fake's embeddings: measure yours with python -m bench.on_topic --live)",
+        minimum=-1,
+        maximum=1,
+    )
+    on_topic_reject: float = setting(
+        0.14,
+        "advanced",
+        "the similarity below which an answer is off target; in between, one short model call decides",
+        minimum=-1,
+        maximum=1,
+    )
+    diagnosis_low: float = setting(
+        0.6, "advanced", "what the diagnostic grid calls a low metric mean", minimum=0, maximum=1
+    )
+    diagnosis_high: float = setting(
+        0.75, "advanced", "what the diagnostic grid calls a high metric mean", minimum=0, maximum=1
+    )
 
     def model_hosts(self) -> list[str]:
         """The Ollama hosts calls are spread over: ollama_hosts, or else ollama_host alone."""
@@ -91,6 +329,146 @@ class Settings:
     def public_items(self) -> list[tuple[str, str, str]]:
         """(name, value, where it is set) for display."""
         return [(f.name, _shown(f.name, getattr(self, f.name)), env_name(f.name)) for f in fields(self)]
+
+    def group(self, group: str) -> SettingsGroup:
+        """The settings of one group (a key of GROUPS, e.g. "store", or its title), read-only: for code that
+        needs only those, e.g. `settings.group("store").store_lock_timeout_s`."""
+        key = group_key(group)
+        return SettingsGroup(key, {d.name: getattr(self, d.name) for d in declarations(key)})
+
+
+class SettingsGroup(Mapping):
+    """One group's settings and values: read as attributes or as a mapping; a setting of another group is an
+    AttributeError (KeyError) naming the group."""
+
+    def __init__(self, key: str, values: dict):
+        object.__setattr__(self, "_key", key)
+        object.__setattr__(self, "_values", dict(values))
+
+    @property
+    def title(self) -> str:
+        return GROUPS[self._key]
+
+    def __getattr__(self, name: str):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"{name!r} is not a setting of the group {self.title!r}") from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("settings are read-only")
+
+    def __getitem__(self, name: str):
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"SettingsGroup({self._key!r}, {self._values!r})"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One setting as declared in Settings: what the validation, the Settings page and the reference read."""
+
+    name: str
+    default: object
+    kind: type
+    spec: _Spec
+
+    @property
+    def group(self) -> str:
+        return self.spec.group
+
+    @property
+    def group_title(self) -> str:
+        return GROUPS[self.spec.group]
+
+    @property
+    def doc(self) -> str:
+        return self.spec.doc
+
+    @property
+    def essential(self) -> bool:
+        return self.spec.essential
+
+    @property
+    def env(self) -> str:
+        return env_name(self.name)
+
+    def rule(self) -> str:
+        """The valid values in words, as the fix of an out-of-range value says them ("set X to a value ...")."""
+        spec = self.spec
+        if spec.rule:
+            return spec.rule
+        if spec.choices:
+            quoted = [repr(c) for c in spec.choices]
+            return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+        low = f"above {_number(spec.above)}" if spec.above is not None else None
+        if spec.minimum is not None:
+            low = f"at least {_number(spec.minimum)}" if spec.minimum else "0 or more"
+        if low and spec.maximum is not None:
+            if spec.minimum is not None:
+                return f"between {_number(spec.minimum)} and {_number(spec.maximum)}"
+            return f"{low} and at most {_number(spec.maximum)}"
+        if spec.maximum is not None:
+            return f"at most {_number(spec.maximum)}"
+        return low or ""
+
+    def valid_values(self) -> str:
+        """The rule with the cross-field checks on this setting, or what any value of its type means."""
+        parts = [self.rule()] + [rule for name, _ok, rule in CROSS_CHECKS if name == self.name]
+        parts = [p for p in parts if p]
+        if parts:
+            return " and ".join(parts)
+        return {bool: "true or false", int: "any integer", float: "any number"}.get(self.kind, "any text")
+
+    def allows(self, value) -> bool:
+        spec = self.spec
+        return (
+            (spec.choices is None or value in spec.choices)
+            and (spec.minimum is None or value >= spec.minimum)
+            and (spec.maximum is None or value <= spec.maximum)
+            and (spec.above is None or value > spec.above)
+            and (spec.check is None or bool(spec.check(value)))
+        )
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _declared(f: dataclasses.Field) -> Declaration:
+    if "setting" not in f.metadata:
+        raise TypeError(f"Settings.{f.name} is not declared with setting(default, group, doc, ...)")
+    return Declaration(f.name, f.default, type(f.default), f.metadata["setting"])
+
+
+DECLARATIONS: dict[str, Declaration] = {f.name: _declared(f) for f in fields(Settings)}
+
+
+def group_key(group: str) -> str:
+    """A group's key from its key or its title."""
+    if group in GROUPS:
+        return group
+    by_title = {title.lower(): key for key, title in GROUPS.items()}
+    if group.lower() in by_title:
+        return by_title[group.lower()]
+    raise KeyError(f"no settings group {group!r}; the groups are {', '.join(GROUPS)}")
+
+
+def declarations(group: str | None = None) -> list[Declaration]:
+    """Every setting's declaration (or one group's), essentials first, then in declaration order."""
+    chosen = [d for d in DECLARATIONS.values() if group is None or d.group == group_key(group)]
+    return sorted(chosen, key=lambda d: not d.essential)
+
+
+def essential_settings() -> list[str]:
+    return [d.name for d in declarations() if d.essential]
 
 
 SECRET_SETTINGS = frozenset({"openai_api_key"})
@@ -155,49 +533,37 @@ def _read_toml(path: Path) -> dict:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}", fix=f"correct or remove {path}") from None
-    unknown = set(data) - {f.name for f in fields(Settings)}
+    unknown = set(data) - set(DECLARATIONS)
     if unknown:
         raise ConfigError(
-            f"{path} has unknown settings: {', '.join(sorted(unknown))}", fix="remove them; README lists every setting"
+            f"{path} has unknown settings: {', '.join(sorted(unknown))}",
+            fix="remove them; docs/reference/settings.md lists every setting",
         )
     return data
 
 
+# Checks across two settings: (the setting the fix names, whether the settings pass, the rule in words). Each
+# setting's own valid values are declared with it, in Settings.
+CROSS_CHECKS: list[tuple[str, Callable[[Settings], bool], str]] = [
+    ("chunk_overlap", lambda s: s.chunk_overlap < s.chunk_size, "below chunk_size"),
+    ("on_topic_reject", lambda s: s.on_topic_reject <= s.on_topic_accept, "at most on_topic_accept"),
+    ("diagnosis_low", lambda s: s.diagnosis_low <= s.diagnosis_high, "at most diagnosis_high"),
+]
+
+
+def _out_of_range(s: Settings, name: str, rule: str) -> ConfigError:
+    return ConfigError(
+        f"setting {name} = {getattr(s, name)!r} is out of range", fix=f"set {env_name(name)} to a value {rule}"
+    )
+
+
 def _validate(s: Settings) -> Settings:
-    checks = [
-        (s.top_k >= 1, "top_k", "at least 1"),
-        (s.chunk_size >= 32, "chunk_size", "at least 32"),
-        (0 <= s.chunk_overlap < s.chunk_size, "chunk_overlap", "between 0 and chunk_size - 1"),
-        (0.0 <= s.faithfulness_threshold <= 1.0, "faithfulness_threshold", "between 0 and 1"),
-        (0.0 <= s.abstain_below <= 1.0, "abstain_below", "between 0 and 1"),
-        (s.when_unverified in ("abstain", "show_best"), "when_unverified", "abstain or show_best"),
-        (0.0 < s.precheck_novel_share <= 1.0, "precheck_novel_share", "above 0 and at most 1"),
-        (s.precheck_novel_words >= 1, "precheck_novel_words", "at least 1"),
-        (s.max_retries >= 0, "max_retries", "0 or more"),
-        (s.verify_concurrency >= 1, "verify_concurrency", "at least 1"),
-        (s.request_timeout_s > 0, "request_timeout_s", "above 0"),
-        (s.max_question_chars >= 10, "max_question_chars", "at least 10"),
-        (s.verify_scope in ("chunk", "context"), "verify_scope", "'chunk' or 'context'"),
-        (
-            any(n.strip() for n in s.verifier_chain.split(",")),
-            "verifier_chain",
-            "naming registered verifiers, e.g. precheck,minicheck_chunk",
-        ),
-        (s.context_window >= 256, "context_window", "of at least 256 tokens"),
-        (s.llm_backend in ("ollama", "openai"), "llm_backend", "'ollama' or 'openai'"),
-        (s.ollama_slots_per_host >= 1, "ollama_slots_per_host", "of at least 1"),
-        (s.ollama_host_backoff_s > 0, "ollama_host_backoff_s", "above 0"),
-        (s.price_per_1k_prompt_tokens >= 0, "price_per_1k_prompt_tokens", "of 0 or more"),
-        (s.price_per_1k_completion_tokens >= 0, "price_per_1k_completion_tokens", "of 0 or more"),
-        (-1.0 <= s.on_topic_reject <= s.on_topic_accept, "on_topic_reject", "between -1 and on_topic_accept"),
-        (s.on_topic_accept <= 1.0, "on_topic_accept", "at most 1 (and at least on_topic_reject)"),
-        (s.off_topic_final in ("mark", "abstain"), "off_topic_final", "'mark' or 'abstain'"),
-    ]
-    for ok, name, rule in checks:
-        if not ok:
-            raise ConfigError(
-                f"setting {name} = {getattr(s, name)!r} is out of range", fix=f"set {env_name(name)} to a value {rule}"
-            )
+    for d in DECLARATIONS.values():
+        if not d.allows(getattr(s, d.name)):
+            raise _out_of_range(s, d.name, d.valid_values())
+    for name, ok, _rule in CROSS_CHECKS:
+        if not ok(s):
+            raise _out_of_range(s, name, DECLARATIONS[name].valid_values())
     return s
 
 
@@ -239,7 +605,7 @@ def setting_sources(
 def load_settings(environ: dict | None = None, toml_path: Path | None = None) -> Settings:
     env = os.environ if environ is None else environ
     values = {
-        name: _coerce(name, value, type(Settings.__dataclass_fields__[name].default))
+        name: _coerce(name, value, DECLARATIONS[name].kind)
         for name, (value, _source) in _raw_values(env, config_path(env, toml_path)).items()
     }
     settings = dataclasses.replace(Settings(), **values)
