@@ -11,8 +11,9 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(VENV)/.installed: requirements.txt | $(PY)
+$(VENV)/.installed: requirements.txt pyproject.toml | $(PY)
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 $(VENV)/.dev-installed: requirements-dev.txt requirements-otel.txt requirements-scale.txt $(VENV)/.installed

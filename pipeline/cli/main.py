@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -46,7 +47,7 @@ VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "ye
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description="RAG quality workbench")
+    parser = argparse.ArgumentParser(prog=program_name(), description="RAG quality workbench")
     sub = parser.add_subparsers(dest="command", required=True)
     ask = sub.add_parser("ask", help="answer a question and check every claim")
     ask.add_argument("question")
@@ -147,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     det.add_argument("--limit", type=int, default=None)
     det.add_argument("--json", action="store_true")
     return parser
+
+
+def program_name() -> str:
+    """`workbench` when started by the installed console command, else `python -m pipeline`."""
+    return "workbench" if Path(sys.argv[0]).name == "workbench" else "python -m pipeline"
 
 
 def main(argv: list[str] | None = None) -> int:
