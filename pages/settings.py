@@ -1,11 +1,11 @@
 """Settings (read-only) with where each value comes from, the doctor's checks, and each Ollama host's state."""
 
-import pandas as pd
 import streamlit as st
 
 from pages.views.common import escape_keeping_code, page_setup
 from pages.views.hosts import show_hosts
 from pages.views.markup import escape_markdown
+from pages.views.settings_table import show_settings
 from pipeline.config import setting_sources
 from pipeline.models.health import health
 
@@ -27,10 +27,8 @@ st.subheader("Settings")
 st.caption(
     "Read-only here. Each value comes from its default, from workbench.toml (or the file WORKBENCH_CONFIG names), "
     "or from its environment variable, which wins over the file. Change them there, then restart the app. "
-    "Keys are hidden."
+    "Keys are hidden. Every setting, its valid values and its meaning: `docs/reference/settings.md`."
 )
-rows = setting_sources(settings)
-# Every row visible at once ("auto" would show ten and scroll the rest inside the table).
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height="content")
+show_settings(setting_sources(settings))
 
 show_hosts(hosts)

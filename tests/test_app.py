@@ -433,14 +433,21 @@ def test_detector_page_runs_the_shipped_sample_and_shows_verdicts_as_a_table(fak
 
 
 def test_settings_page_shows_every_setting_with_its_source_and_hides_keys(fake, db, monkeypatch):
-    from pipeline.config import Settings
+    import pandas as pd
+
+    from pipeline.config import GROUPS, Settings, essential_settings
 
     monkeypatch.setenv("WORKBENCH_OPENAI_API_KEY", "sk-do-not-show")
     monkeypatch.setenv("WORKBENCH_TOP_K", "4")
     at = app("pages/settings.py")
-    table = at.dataframe[0]
-    frame = table.value.set_index("setting")
-    assert len(frame) == len(Settings.__dataclass_fields__)
+    tables = [d.value for d in at.dataframe if "setting" in d.value.columns]
+    assert list(tables[0]["setting"]) == essential_settings()  # the essentials first, then one table per group
+    labels = [e.label for e in at.expander]
+    assert [label.split(" (")[0] for label in labels] == list(GROUPS.values())
+    assert labels[1] == "Answering (10 settings, 1 not at default)"  # top_k, from the environment
+    frame = pd.concat(tables).set_index("setting")
+    assert len(frame) == len(Settings.__dataclass_fields__) and frame.index.is_unique
+    assert frame.loc["chunk_overlap", "valid values"] == "0 or more and below chunk_size"
     assert frame.loc["top_k", "source"] == "environment (WORKBENCH_TOP_K)" and frame.loc["top_k", "value"] == "4"
     assert frame.loc["chunk_size", "source"] == "default"
     assert frame.loc["openai_api_key", "value"] == "•••••••• (set, hidden)"

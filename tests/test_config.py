@@ -48,11 +48,65 @@ def test_bad_values_say_which_variable_to_fix(env, message):
     assert next(iter(env)) in caught.value.fix
 
 
+# Every value the hand-written checks refused before the settings declared their valid values, and the edges
+# they accepted.
+REFUSED = [
+    ("top_k", "0"),
+    ("chunk_size", "31"),
+    ("chunk_overlap", "-1"),
+    ("faithfulness_threshold", "-0.1"),
+    ("abstain_below", "1.1"),
+    ("when_unverified", "sometimes"),
+    ("precheck_novel_share", "0"),
+    ("precheck_novel_words", "0"),
+    ("max_retries", "-1"),
+    ("verify_concurrency", "0"),
+    ("request_timeout_s", "0"),
+    ("max_question_chars", "9"),
+    ("verify_scope", "sentence"),
+    ("verifier_chain", " , "),
+    ("context_window", "255"),
+    ("llm_backend", "vllm"),
+    ("ollama_slots_per_host", "0"),
+    ("ollama_host_backoff_s", "0"),
+    ("price_per_1k_prompt_tokens", "-0.01"),
+    ("price_per_1k_completion_tokens", "-0.01"),
+    ("on_topic_reject", "-1.1"),
+    ("on_topic_accept", "1.1"),
+    ("off_topic_final", "ignore"),
+]
+
+
+@pytest.mark.parametrize("name, raw", REFUSED)
+def test_values_out_of_range_are_still_refused(name, raw, tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={f"WORKBENCH_{name.upper()}": raw}, toml_path=tmp_path / "none.toml")
+    assert caught.value.message.startswith(f"setting {name} = ") and caught.value.message.endswith(" is out of range")
+    assert caught.value.fix.startswith(f"set WORKBENCH_{name.upper()} to a value ")
+
+
+def test_the_edges_of_each_range_are_accepted(tmp_path):
+    env = {
+        "WORKBENCH_CHUNK_OVERLAP": "0",
+        "WORKBENCH_FAITHFULNESS_THRESHOLD": "1",
+        "WORKBENCH_ABSTAIN_BELOW": "0",
+        "WORKBENCH_PRECHECK_NOVEL_SHARE": "1",
+        "WORKBENCH_MAX_RETRIES": "0",
+        "WORKBENCH_ON_TOPIC_REJECT": "0.3",
+        "WORKBENCH_ON_TOPIC_ACCEPT": "0.3",
+        "WORKBENCH_CONTEXT_WINDOW": "256",
+        "WORKBENCH_STORE_IDLE_RELEASE_S": "0",
+    }
+    s = load_settings(environ=env, toml_path=tmp_path / "none.toml")
+    assert (s.chunk_overlap, s.faithfulness_threshold, s.on_topic_reject, s.context_window) == (0, 1.0, 0.3, 256)
+
+
 def test_unknown_or_broken_toml_is_refused(tmp_path):
     toml = tmp_path / "workbench.toml"
     toml.write_text("top_kk = 3\n")
-    with pytest.raises(ConfigError, match="unknown settings: top_kk"):
+    with pytest.raises(ConfigError, match="unknown settings: top_kk") as caught:
         load_settings(environ={}, toml_path=toml)
+    assert "docs/reference/settings.md lists every setting" in caught.value.fix
     toml.write_text("top_k = [\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_settings(environ={}, toml_path=toml)
