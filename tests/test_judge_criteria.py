@@ -11,11 +11,11 @@ from test_app import app, fresh_streamlit_caches, wait_for_jobs  # noqa: F401 - 
 from test_evaluation import ITEMS, dataset
 from test_regression import store_run
 
-from pipeline.answering import prompts
 from pipeline.calibration.agreement import agreement, inter_annotator
 from pipeline.calibration.annotations import criterion_rubric, judged_pairs, ratings_for, save_rating
 from pipeline.cli.main import main
 from pipeline.errors import InputError
+from pipeline.evaluation import judge_prompts as prompts
 from pipeline.evaluation.judge import CRITERIA, JudgePin, judge, judge_pin, recorded_version
 from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.models.llm import LLM

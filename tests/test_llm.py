@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from pipeline.answering.prompts import EXTRACT_CLAIMS
 from pipeline.errors import ModelMissing, OllamaFailed, OllamaTimeout, OllamaUnreachable
 from pipeline.models.backends import OllamaChat
 from pipeline.models.llm import LLM, forget_digests
 from pipeline.models.structured import ask
+from pipeline.verification.prompts import EXTRACT_CLAIMS
 from store.llm_log import calls_for_eval_run, calls_for_run, save_calls
 
 HELLO = [{"role": "user", "content": "Question: hello\n\nContext:\n[1] source: a.md\nhello world"}]

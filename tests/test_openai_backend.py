@@ -6,12 +6,12 @@ import json
 import pytest
 from fake_openai import FakeOpenAI
 
-from pipeline.answering.prompts import EXTRACT_CLAIMS
 from pipeline.config import load_settings
 from pipeline.errors import ModelMissing, OllamaFailed, OllamaUnreachable
 from pipeline.models.health import check_ollama
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
+from pipeline.verification.prompts import EXTRACT_CLAIMS
 from store.llm_log import calls_for_run, save_calls
 
 HELLO = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello to the tests"}]

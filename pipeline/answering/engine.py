@@ -21,27 +21,48 @@ from pipeline.answering.live import grade_view
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.answering.streamed import LiveAttempt, is_abstention
 from pipeline.config import Settings
+from pipeline.declarations import option_values, prompt_versions
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import one_line, sentences
-from pipeline.verification.chain import effective_chain
+from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.claims import context_block
 from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, CheckedClaim, FaithfulnessChecker, Passage
 from pipeline.verification.placement import place_claim
+from pipeline.verification.registry import load_verifiers, verifier_class
 from store.db import Database
 from store.journal import save_run
 from store.records import AttemptRecord, GradeRecord, RetrievalRecord, RunLog
 
+# What the engine itself declares (pipeline/declarations.py): the prompts it sends and the settings its runs'
+# results depend on. The checker, the chain and each verifier declare theirs; run_config gathers them all.
 PROMPTS = (
     prompts.GRADE_CONTEXT,
     prompts.REWRITE_QUERY,
     prompts.GENERATE,
     prompts.GENERATE_STRICT,
-    prompts.EXTRACT_SENTENCE_CLAIMS,
-    prompts.NLI_JUDGE,
     prompts.ON_TOPIC,
     prompts.GENERATE_ON_TOPIC,
+)
+OPTIONS = (
+    "generator_model",
+    "embed_model",
+    "top_k",
+    "chunk_size",
+    "chunk_overlap",
+    "faithfulness_threshold",
+    "max_retries",
+    "abstain_below",
+    "when_unverified",
+    "temperature",
+    "llm_backend",
+    "model_revision",
+    "context_window",
+    "on_topic_check",
+    "on_topic_accept",
+    "on_topic_reject",
+    "off_topic_final",
 )
 # Threads per run: the generation, the context grade, the sentences being checked (each of which verifies
 # its claims on a pool of its own, verify_concurrency wide) and the rejected claims being classified.
@@ -71,37 +92,26 @@ def clean_question(question: str | None, settings: Settings) -> str:
     return text
 
 
+def run_prompts(settings: Settings) -> list[prompts.Prompt]:
+    """Every prompt a run under these settings may send, as its parts declare them: the engine's, the checker's
+    and those of the verifiers in the effective chain."""
+    chain = [verifier_class(name) for name in effective_chain(settings)]
+    return [*PROMPTS, *FaithfulnessChecker.prompts, *(p for verifier in chain for p in verifier.prompts)]
+
+
+def run_options() -> list[str]:
+    """The settings a run records, as the parts declare them: the engine's, the chain's, the checker's and every
+    registered verifier's (not only the chain's, so that runs with different chains still compare key by key)."""
+    verifiers = load_verifiers().values()
+    return [*OPTIONS, *VerifierChain.options, *FaithfulnessChecker.options, *(o for v in verifiers for o in v.options)]
+
+
 def run_config(settings: Settings) -> dict:
-    """What a run's result depends on, so runs can be compared later."""
-    keys = (
-        "generator_model",
-        "claim_model",
-        "verifier_model",
-        "nli_model",
-        "embed_model",
-        "top_k",
-        "chunk_size",
-        "chunk_overlap",
-        "faithfulness_threshold",
-        "max_retries",
-        "abstain_below",
-        "when_unverified",
-        "temperature",
-        "precheck_enabled",
-        "precheck_novel_share",
-        "precheck_novel_words",
-        "verify_scope",
-        "llm_backend",
-        "model_revision",
-        "context_window",
-        "on_topic_check",
-        "on_topic_accept",
-        "on_topic_reject",
-        "off_topic_final",
-    )
-    config = {key: getattr(settings, key) for key in keys}
+    """What a run's result depends on, so runs can be compared later: the values of the declared options, the
+    effective verifier chain and the version of every declared prompt the run may send."""
+    config = option_values(settings, run_options())
     config["verifier_chain"] = ",".join(effective_chain(settings))
-    config["prompts"] = {p.name: p.version for p in PROMPTS}
+    config["prompts"] = prompt_versions(run_prompts(settings))
     return config
 
 

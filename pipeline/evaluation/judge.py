@@ -3,15 +3,17 @@
 A reply that does not parse after one retry is kept as invalid with its reason; no score is invented.
 Every score carries the judge pin: judge model, its digest and its criterion's prompt version. The run's pin
 names the version of the first three criteria (judge-v1, plus a correction set's suffix); a criterion with
-its own version (pipeline.answering.prompts.JUDGE_PROMPT_VERSIONS) stores that one, with the same suffix.
+its own version (JUDGE_PROMPT_VERSIONS in judge_prompts.py, beside this module) stores that one, with the same
+suffix. Each criterion is a metric (metrics/judge_criteria.py) that declares its rubric prompt and the settings
+the judge reads, so an evaluation records them (registry.evaluation_config).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.answering import prompts
 from pipeline.config import Settings
+from pipeline.evaluation import judge_prompts as prompts
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 
@@ -75,6 +77,10 @@ class MetricScore:
     scorer_model: str | None = None
     scorer_digest: str | None = None
     prompt_version: str | None = None
+
+
+# the settings the judge's scores depend on: its model, and how many of people's corrections go into a prompt
+OPTIONS = ("judge_model", "judge_corrections_k")
 
 
 def judge_pin(llm: LLM, settings: Settings) -> JudgePin:

@@ -1,25 +1,29 @@
 """The metric registry: every score an evaluation stores is a registered metric.
 
-A metric is a name (the `scores.metric` value), the component it speaks for, its scale and a compute
-function `(MetricInput) -> MetricScore`. `@register_metric(...)` on that function in any module of
-pipeline/evaluation/metrics/ registers it; the modules are imported on first use. The runner, the
-report, the store's result query, regression, the diagnosis, the CLI table, the Evaluate page and
-bench/ all read the names, scales and components from here.
+A metric is a name (the `scores.metric` value), the component it speaks for, its scale, a compute
+function `(MetricInput) -> MetricScore`, and what it declares: the prompts it sends and the settings its
+scores depend on (its options). `@register_metric(...)` on that function in any module of
+pipeline/evaluation/metrics/ registers it (its prompt in the same module); the modules are imported on first
+use. The runner, the report, the store's result query, regression, the diagnosis, the CLI table, the Evaluate
+page and bench/ all read the names, scales and components from here; an evaluation's configuration records the
+declarations of the metrics it measures (evaluation_config).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipeline.evaluation.judge import MetricScore
+from pipeline.declarations import declared, option_values, prompt_versions
+from pipeline.evaluation.judge import CRITERIA, MetricScore, own_versions
 from pipeline.plugins import import_package_modules
 
 if TYPE_CHECKING:
     from pipeline.answering.events import AnswerResult
+    from pipeline.answering.prompts import Prompt
     from pipeline.config import Settings
     from pipeline.evaluation.dataset import GoldenItem
     from pipeline.models.llm import LLM
@@ -50,6 +54,8 @@ class Metric:
     compute: Callable[[MetricInput], MetricScore]
     label: str
     higher_is_better: bool = True  # every shipped metric; a comparison colours a change by it
+    prompts: tuple[Prompt, ...] = ()  # the prompts it sends
+    options: tuple[str, ...] = ()  # the settings its scores depend on (the models it asks among them)
 
     @property
     def span(self) -> float:
@@ -88,12 +94,16 @@ def register_metric(
     scale: tuple[float, float] = UNIT,
     label: str | None = None,
     higher_is_better: bool = True,
+    prompts: Iterable[Prompt] = (),
+    options: Iterable[str] = (),
 ):
-    """Decorator for a compute function `(MetricInput) -> MetricScore`; returns the function unchanged."""
+    """Decorator for a compute function `(MetricInput) -> MetricScore`; returns the function unchanged.
+    `prompts`: every Prompt the metric sends; `options`: the names of the settings its scores depend on."""
     if not NAME.fullmatch(name):
         raise ValueError(f"metric name {name!r}: lower-case letters, digits and _ only (it is a column name)")
     if scale[0] >= scale[1]:
         raise ValueError(f"metric {name}: scale {scale} is empty")
+    prompts, options = declared(f"metric {name!r}", prompts, options)
 
     def register(compute: Callable[[MetricInput], MetricScore]):
         known = METRICS.get(name)
@@ -106,6 +116,8 @@ def register_metric(
             compute,
             label or name.replace("_", " "),
             higher_is_better,
+            prompts,
+            options,
         )
         return compute
 
@@ -184,3 +196,46 @@ class MetricNames(Sequence):
 
 
 METRIC_NAMES = MetricNames()
+
+
+# What an evaluation itself declares: the judge pin's model (pinned even when no judge metric is measured) and the
+# cache (recorded and shown in comparisons, but it does not change a score, so a resume never refuses over it).
+EVALUATION_OPTIONS = ("judge_model", "cache_enabled")
+
+
+def evaluation_config(settings: Settings, metrics: Sequence[str]) -> dict:
+    """What an evaluation's configuration records: its question runs' (engine.run_config), its own options, and
+    what the metrics it measures declare: their options, their prompts' versions (with the runs' in `prompts`),
+    their names, and the version of each judge criterion among them that has its own (so a revised rubric is a
+    configuration change). A name no longer registered (a stored run's) is recorded with nothing declared."""
+    from pipeline.answering.engine import run_config, run_prompts
+
+    measured = [m for m in (get_metric(name) for name in metrics) if m is not None]
+    config = run_config(settings)
+    config.update(option_values(settings, [*EVALUATION_OPTIONS, *(o for m in measured for o in m.options)]))
+    config["prompts"] = prompt_versions([*run_prompts(settings), *(p for m in measured for p in m.prompts)])
+    config["metrics"] = list(metrics)
+    versions = own_versions([c for c in (m.removeprefix("judge_") for m in metrics) if c in CRITERIA])
+    return {**config, **({"judge_prompt_versions": versions} if versions else {})}
+
+
+# recorded and shown in comparisons, never a reason to refuse a resume: the cache changes no score, and the metric
+# choice is checked on its own (a resume measures the recorded metrics)
+SHOWN_ONLY = frozenset({"cache_enabled", "metrics"})
+
+
+def config_changes(stored: dict, current: dict) -> list[str]:
+    """The keys of a stored evaluation's configuration that the configuration it would resume with changes. Of
+    `prompts`, the metrics' are compared where both record them: which metrics run is checked on its own, and a run
+    started before the metrics' prompts were recorded has none of them; every other prompt is compared as a
+    setting is."""
+    metric_prompts = {p.name for m in load_metrics().values() for p in m.prompts}
+    changed = []
+    for key in sorted((set(stored) | set(current)) - SHOWN_ONLY):
+        before, now = stored.get(key), current.get(key)
+        if key == "prompts" and isinstance(before, dict) and isinstance(now, dict):
+            kept = (set(before) & set(now)) | (set(before) | set(now)) - metric_prompts
+            before, now = ({k: v for k, v in d.items() if k in kept} for d in (before, now))
+        if before != now:
+            changed.append(key)
+    return changed

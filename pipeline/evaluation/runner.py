@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pipeline import tracing
-from pipeline.answering.engine import QuestionRun, clean_question, run_config
+from pipeline.answering.engine import QuestionRun, clean_question
 from pipeline.answering.events import AnswerResult
 from pipeline.calibration.agreement import corrections_pin
 from pipeline.config import Settings
@@ -165,14 +165,6 @@ def chosen_metrics(metrics: Sequence[str] | None) -> list[str] | None:
     return [m for m in names if m in metrics]
 
 
-def metrics_config(metrics: list[str]) -> dict:
-    """What a run's configuration records about its metrics: their names, and the prompt version of each judge
-    criterion among them that has its own (so a revised rubric is a configuration change)."""
-    criteria = [m.removeprefix("judge_") for m in metrics if m.startswith("judge_")]
-    versions = own_versions([c for c in criteria if c in CRITERIA])
-    return {"metrics": metrics, **({"judge_prompt_versions": versions} if versions else {})}
-
-
 def recorded_metrics(db: Database, existing: evals.EvalRun) -> list[str]:
     """The metrics a stored run measures: as its configuration records them; for a run from before the choice
     was recorded, the metrics it has scores of, or without any, those of that time (all but the criteria with
@@ -189,8 +181,8 @@ def _open(
 ) -> tuple[int, dict[str, str], list[str]]:
     """(evaluation run id, status of every item stored so far, the metrics it measures) of a new or resumed
     evaluation; `metrics` None: every registered metric for a new run, the recorded ones for a resumed one."""
-    # the cache setting is recorded and shown in comparisons, but does not change a score: no reason to refuse
-    config = {**run_config(settings), "judge_model": settings.judge_model, "cache_enabled": settings.cache_enabled}
+    # the configuration is what the engine, the verifiers and the measured metrics declare (evaluation_config); the
+    # cache setting among it is recorded and shown in comparisons, but does not change a score: no reason to refuse
     existing = evals.get_eval_run(db, name)
     if existing is None:
         metrics = metrics or registry.metric_names()
@@ -199,7 +191,7 @@ def _open(
             name,
             dataset.name,
             dataset.content_hash,
-            {**config, **metrics_config(metrics)},
+            registry.evaluation_config(settings, metrics),
             pin.model,
             pin.digest,
             pin.prompt_version,
@@ -223,11 +215,8 @@ def _open(
         )
     metrics = metrics or stored_metrics
     # its metric choice was checked above; the versions of its criteria are compared like any other setting
-    config.update(metrics_config(metrics))
-    shown_only = {"cache_enabled", "metrics"}
-    changed = sorted(
-        k for k in set(config) | set(existing.config) if k not in shown_only and config.get(k) != existing.config.get(k)
-    )
+    config = registry.evaluation_config(settings, metrics)
+    changed = registry.config_changes(existing.config, config)
     if changed or (existing.judge_digest, existing.judge_prompt_version) != (pin.digest, pin.prompt_version):
         what = ", ".join(changed) or "judge model digest or prompt version"
         raise InputError(

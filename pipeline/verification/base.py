@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection
 from typing import ClassVar
 
+from pipeline.answering.prompts import Prompt
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.verification.claims import UNSUPPORTED, VERIFIER_VERDICTS, CheckedClaim, Passage
@@ -18,6 +19,10 @@ from pipeline.verification.claims import UNSUPPORTED, VERIFIER_VERDICTS, Checked
 
 class Verifier(ABC):
     name: ClassVar[str] = ""  # set by @register_verifier
+    # Set by @register_verifier(name, prompts=..., options=...): the prompts it sends and the settings its verdicts
+    # depend on; a run records both (pipeline/declarations.py).
+    prompts: ClassVar[tuple[Prompt, ...]] = ()
+    options: ClassVar[tuple[str, ...]] = ()
     # A rejection goes on to the NLI step (contradicted or unsupported) unless the verifier's own
     # reason already says why, as the pre-check's "'1999' appears in no retrieved source" does.
     classify_rejected: ClassVar[bool] = True

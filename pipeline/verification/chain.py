@@ -24,6 +24,9 @@ def effective_chain(settings: Settings) -> list[str]:
 
 
 class VerifierChain:
+    # the settings that make the chain (effective_chain); a run records the effective chain as verifier_chain
+    options = ("verifier_chain", "precheck_enabled", "verify_scope")
+
     def __init__(self, names: Sequence[str], llm: LLM, settings: Settings):
         if not names:
             raise ConfigError(

@@ -21,7 +21,6 @@ from typing import Any
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 
 from pipeline import tracing
-from pipeline.answering import prompts
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
@@ -36,6 +35,14 @@ from pipeline.verification.claims import (  # noqa: F401 (re-exported)
     CheckedClaim,
     Passage,
     context_block,
+)
+from pipeline.verification.prompts import (
+    EXTRACT_CLAIMS,
+    EXTRACT_SENTENCE_CLAIMS,
+    NLI_JUDGE,
+    claims_input,
+    nli_input,
+    sentence_claims_input,
 )
 from pipeline.verification.yes_no import ask_verifier, parse_yes_no  # noqa: F401 (re-exported)
 
@@ -52,6 +59,13 @@ class FaithfulnessChecker(BaseEvaluator):
     """classify=False skips the contradicted-or-unsupported step (a detector only needs supported or not);
     `chain` names the verifiers to run (default: the settings' effective chain)."""
 
+    # What it declares for the runs it checks (pipeline/declarations.py): claims sentence by sentence and the
+    # contradicted-or-unsupported step, with the models they use; the chain declares its own and each verifier
+    # its own. answer_prompts: whole answers at once (evaluate(), the detector bench), not sent by a question run.
+    prompts = (EXTRACT_SENTENCE_CLAIMS, NLI_JUDGE)
+    options = ("claim_model", "nli_model")
+    answer_prompts = (EXTRACT_CLAIMS,)
+
     def __init__(self, llm: LLM, settings: Settings, classify: bool = True, chain: Sequence[str] | None = None):
         self.llm = llm
         self.settings = settings
@@ -64,8 +78,8 @@ class FaithfulnessChecker(BaseEvaluator):
             self.llm,
             "extract_claims",
             self.settings.claim_model,
-            prompts.EXTRACT_CLAIMS,
-            prompts.claims_input(question, answer),
+            EXTRACT_CLAIMS,
+            claims_input(question, answer),
         )
         return _extraction(result)
 
@@ -75,8 +89,8 @@ class FaithfulnessChecker(BaseEvaluator):
             self.llm,
             "extract_claims",
             self.settings.claim_model,
-            prompts.EXTRACT_SENTENCE_CLAIMS,
-            prompts.sentence_claims_input(question, sentence, earlier),
+            EXTRACT_SENTENCE_CLAIMS,
+            sentence_claims_input(question, sentence, earlier),
         )
         return _extraction(result)
 
@@ -131,8 +145,8 @@ class FaithfulnessChecker(BaseEvaluator):
             self.llm,
             "nli",
             self.settings.nli_model,
-            prompts.NLI_JUDGE,
-            prompts.nli_input(context_block(passages), claim),
+            NLI_JUDGE,
+            nli_input(context_block(passages), claim),
         )
         if result.value is None:
             return CheckedClaim(
@@ -208,11 +222,11 @@ class FaithfulnessChecker(BaseEvaluator):
         return await asyncio.to_thread(self.evaluate, query, response, contexts)
 
     def _get_prompts(self) -> dict:
-        return {}  # our prompts are typed objects in pipeline/answering/prompts.py, not LlamaIndex templates
+        return {}  # our prompts are typed, versioned objects (verification/prompts.py), not LlamaIndex templates
 
     def _update_prompts(self, prompts_dict: dict) -> None:
         if prompts_dict:
-            raise NotImplementedError("the checker's prompts are versioned in pipeline/answering/prompts.py")
+            raise NotImplementedError("the checker's prompts are versioned in pipeline/verification/prompts.py")
 
 
 def _extraction(result) -> ClaimExtraction:

@@ -1,14 +1,19 @@
-"""The verifier registry: `@register_verifier("name")` on a Verifier subclass in verifiers/ adds it.
+"""The verifier registry: `@register_verifier("name", prompts=(...), options=(...))` on a Verifier subclass in
+verifiers/ adds it, with the prompts it sends and the settings its verdicts depend on.
 
 Every module in pipeline/verification/verifiers/ is imported on first use, so a new verifier is one
-file there; the setting `verifier_chain` then names it.
+file there (its prompt, if it has one, in the same file); the setting `verifier_chain` then names it. A run
+records the versions of the prompts the verifiers of its chain declare and the values of every verifier's
+options (engine.run_config).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from pipeline.answering.prompts import Prompt
+from pipeline.declarations import declared
 from pipeline.errors import ConfigError
 from pipeline.plugins import import_package_modules
 from pipeline.verification.base import Verifier
@@ -17,13 +22,17 @@ VERIFIERS: dict[str, type[Verifier]] = {}
 V = TypeVar("V", bound=type[Verifier])
 
 
-def register_verifier(name: str) -> Callable[[V], V]:
+def register_verifier(name: str, prompts: Iterable[Prompt] = (), options: Iterable[str] = ()) -> Callable[[V], V]:
+    """`prompts`: every Prompt the verifier sends (none for a verifier that sends none, or only bespoke-minicheck's
+    own format); `options`: the names of the settings its verdicts depend on (the model it asks among them)."""
+    prompts, options = declared(f"verifier {name!r}", prompts, options)
+
     def register(cls: V) -> V:
         if not (isinstance(cls, type) and issubclass(cls, Verifier)):
             raise TypeError(f"@register_verifier({name!r}) decorates a Verifier subclass, not {cls!r}")
         if VERIFIERS.get(name, cls) is not cls:
             raise ValueError(f"verifier name {name!r} is taken by {VERIFIERS[name].__qualname__}")
-        cls.name = name
+        cls.name, cls.prompts, cls.options = name, prompts, options  # on the class itself, never inherited
         VERIFIERS[name] = cls
         return cls
 

@@ -1,5 +1,6 @@
 """The metrics, one module per group; each registers its metrics with @register_metric
-(pipeline.evaluation.registry imports every module here). A new metric is a new module here.
+(pipeline.evaluation.registry imports every module here), declaring the prompts it sends (defined in the same
+module) and the settings its scores depend on. A new metric is a new module here.
 
 - faithfulness (generator) and answer relevancy (generator/prompt): generator.py;
 - context precision (retriever ranking) and context recall (retriever/chunking): retriever.py;

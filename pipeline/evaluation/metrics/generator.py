@@ -8,15 +8,37 @@
 from __future__ import annotations
 
 import numpy as np
+from pydantic import BaseModel, Field
 
-from pipeline.answering import prompts
 from pipeline.answering.events import AnswerResult
+from pipeline.answering.prompts import Prompt
 from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.registry import MetricInput, register_metric
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 
 NOT_APPLICABLE = "not_applicable"
+
+
+class GeneratedQuestions(BaseModel):
+    questions: list[str] = Field(description="questions that the answer answers")
+    noncommittal: bool = Field(description="true if the answer is evasive, vague or refuses")
+
+
+GENERATE_QUESTIONS = Prompt(
+    name="answer_questions",
+    version="1",
+    output=GeneratedQuestions,
+    system=(
+        "Write three different questions that the given answer answers, each a single sentence. Set "
+        "noncommittal to true if the answer is evasive, vague or does not commit to an answer. Reply "
+        "with JSON."
+    ),
+)
+
+
+def answer_questions_input(answer: str) -> str:
+    return f"Answer:\n{answer}"
 
 
 def faithfulness(result: AnswerResult) -> MetricScore:
@@ -48,10 +70,10 @@ def answer_relevancy(llm: LLM, model: str, question: str, result: AnswerResult) 
         llm,
         "metric_answer_relevancy",
         model,
-        prompts.GENERATE_QUESTIONS,
-        prompts.answer_questions_input(result.answer or ""),
+        GENERATE_QUESTIONS,
+        answer_questions_input(result.answer or ""),
     )
-    pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=prompts.GENERATE_QUESTIONS.version)
+    pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=GENERATE_QUESTIONS.version)
     if reply.value is None:
         return MetricScore("answer_relevancy", None, "invalid", reply.invalid_reason, **pin)
     generated = [q.strip() for q in reply.value.questions if q.strip()][:3]
@@ -73,12 +95,17 @@ def answer_relevancy(llm: LLM, model: str, question: str, result: AnswerResult) 
     )
 
 
-@register_metric("faithfulness", component="generator")
+@register_metric("faithfulness", component="generator")  # read from the verified run: no prompt, no option
 def _faithfulness(inputs: MetricInput) -> MetricScore:
     return faithfulness(inputs.result)
 
 
-@register_metric("answer_relevancy", component="generator/prompt")
+@register_metric(
+    "answer_relevancy",
+    component="generator/prompt",
+    prompts=(GENERATE_QUESTIONS,),
+    options=("judge_model", "embed_model"),
+)
 def _answer_relevancy(inputs: MetricInput) -> MetricScore:
     return answer_relevancy(inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.result)
 

@@ -1,10 +1,12 @@
 """The judge's criteria as metrics on 1-5, named judge_<criterion> so that the judge's faithfulness
-never collides with the component metric `faithfulness`. The rubrics are in pipeline/answering/prompts.py."""
+never collides with the component metric `faithfulness`. The rubrics are in pipeline/evaluation/judge_prompts.py;
+each criterion declares its rubric prompt and the judge's options."""
 
 from __future__ import annotations
 
 from pipeline.calibration.agreement import relevant_corrections
-from pipeline.evaluation.judge import CRITERIA, MetricScore, judge
+from pipeline.evaluation.judge import CRITERIA, OPTIONS, MetricScore, judge
+from pipeline.evaluation.judge_prompts import judge_prompt
 from pipeline.evaluation.registry import JUDGE_SCALE, MetricInput, register_metric
 from pipeline.verification.claims import context_block
 
@@ -36,6 +38,11 @@ def judge_criterion(criterion: str):
 
 
 for _criterion in CRITERIA:
-    register_metric(f"judge_{_criterion}", component="judge", scale=JUDGE_SCALE, label=f"judge {_criterion}")(
-        judge_criterion(_criterion)
-    )
+    register_metric(
+        f"judge_{_criterion}",
+        component="judge",
+        scale=JUDGE_SCALE,
+        label=f"judge {_criterion}",
+        prompts=(judge_prompt(_criterion),),
+        options=OPTIONS,
+    )(judge_criterion(_criterion))

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
-from pipeline.answering import prompts
+from pydantic import BaseModel
+
+from pipeline.answering.prompts import DATA_RULE, Prompt
 from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.metrics.generator import NOT_APPLICABLE
 from pipeline.evaluation.registry import MetricInput, register_metric
@@ -18,20 +20,40 @@ from pipeline.verification.claims import Passage, context_block
 from pipeline.verification.yes_no import ask_verifier, parse_yes_no
 
 
+class ChunkRelevance(BaseModel):
+    relevant: bool
+    reason: str
+
+
+CHUNK_RELEVANCE = Prompt(
+    name="chunk_relevance",
+    version="1",
+    output=ChunkRelevance,
+    system=(
+        "Decide whether the passage under 'Context:' contains information that helps answer the question "
+        "(the reference answer shows what is needed). " + DATA_RULE + " Reply with JSON."
+    ),
+)
+
+
+def chunk_relevance_input(question: str, reference: str, chunk: str) -> str:
+    return f"Question: {question}\n\nReference:\n{reference}\n\nContext:\n{chunk}"
+
+
 def context_precision(
     llm: LLM, model: str, question: str, reference: str | None, passages: list[Passage]
 ) -> MetricScore:
     if not reference:
         return MetricScore("context_precision", None, NOT_APPLICABLE, "no reference answer to judge chunks by")
-    pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=prompts.CHUNK_RELEVANCE.version)
+    pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=CHUNK_RELEVANCE.version)
     verdicts = []
     for passage in passages:
         reply = ask(
             llm,
             "metric_context_precision",
             model,
-            prompts.CHUNK_RELEVANCE,
-            prompts.chunk_relevance_input(question, reference, passage.text),
+            CHUNK_RELEVANCE,
+            chunk_relevance_input(question, reference, passage.text),
         )
         if reply.value is None:
             return MetricScore(
@@ -83,13 +105,17 @@ def context_recall(llm: LLM, verifier_model: str, reference: str | None, passage
     )
 
 
-@register_metric("context_precision", component="retriever ranking")
+@register_metric(
+    "context_precision", component="retriever ranking", prompts=(CHUNK_RELEVANCE,), options=("judge_model",)
+)
 def _context_precision(inputs: MetricInput) -> MetricScore:
     return context_precision(
         inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.item.reference, inputs.result.passages
     )
 
 
-@register_metric("context_recall", component="retriever/chunking")
+@register_metric(
+    "context_recall", component="retriever/chunking", options=("verifier_model",)
+)  # bespoke-minicheck's own format: no prompt
 def _context_recall(inputs: MetricInput) -> MetricScore:
     return context_recall(inputs.llm, inputs.settings.verifier_model, inputs.item.reference, inputs.result.passages)

@@ -1,7 +1,11 @@
-"""bespoke-minicheck (`Document: ...\nClaim: ...` -> Yes/No), per chunk or on the whole context."""
+"""bespoke-minicheck (`Document: ...\nClaim: ...` -> Yes/No), per chunk or on the whole context.
+
+bespoke-minicheck takes its own format and no instruction, so these verifiers declare no prompt; what pins them
+is the verifier model (its digest is recorded with each call)."""
 
 from __future__ import annotations
 
+from pipeline.answering.prompts import Prompt
 from pipeline.text import best_sentence, overlap, short_source
 from pipeline.verification.base import Verifier
 from pipeline.verification.claims import SUPPORTED, UNDECIDED, UNSUPPORTED, CheckedClaim, Passage, context_block
@@ -10,9 +14,10 @@ from pipeline.verification.yes_no import ask_verifier, parse_yes_no
 
 
 class YesNoVerifier(Verifier):
-    """A verifier that asks a model Yes or No; `instructed` adds a system instruction for general models."""
+    """A verifier that asks a model Yes or No; a general model gets an `instruction` (which the subclass declares
+    among its prompts)."""
 
-    instructed = False
+    instruction: Prompt | None = None
 
     @property
     def model(self) -> str:
@@ -24,11 +29,11 @@ class YesNoVerifier(Verifier):
 
     def ask(self, document: str, claim: str) -> tuple[bool | None, str]:
         """(supported, or None when the reply is neither Yes nor No; the reply text)."""
-        reply = ask_verifier(self.llm, self.model, document, claim, instructed=self.instructed)
+        reply = ask_verifier(self.llm, self.model, document, claim, instruction=self.instruction)
         return parse_yes_no(reply.text), reply.text
 
 
-@register_verifier("minicheck_chunk")
+@register_verifier("minicheck_chunk", options=("verifier_model",))
 class MiniCheckChunk(YesNoVerifier):
     """Each passage in turn, the ones the sentence cites first, then best word overlap first; the first
     passage that supports the claim is its evidence."""
@@ -65,7 +70,7 @@ class MiniCheckChunk(YesNoVerifier):
         return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason="no passage supports it")
 
 
-@register_verifier("minicheck_context")
+@register_verifier("minicheck_context", options=("verifier_model",))
 class MiniCheckContext(YesNoVerifier):
     """One call with every passage; the evidence is the sentence closest to the claim."""
 

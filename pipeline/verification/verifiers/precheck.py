@@ -9,7 +9,7 @@ from pipeline.verification.precheck import precheck
 from pipeline.verification.registry import register_verifier
 
 
-@register_verifier("precheck")
+@register_verifier("precheck", options=("precheck_novel_share", "precheck_novel_words"))
 class PrecheckVerifier(Verifier):
     """Unsupported when the claim names a number, year or name no passage contains; supported when it
     stands verbatim in a passage; undecided otherwise."""
