@@ -10,9 +10,33 @@ import streamlit as st
 from pages.views.common import page_setup
 from pages.views.drilldown import show_drilldown
 from pages.views.markup import escape_markdown, fmt_count
-from pipeline.history.runs import RunFilter, export_runs, filter_choices, find_runs, load_run
+from pipeline.history.runs import (
+    RunColumn,
+    RunFilter,
+    export_runs,
+    filter_choices,
+    find_runs,
+    listed_columns,
+    load_run,
+)
 
 PAGE_SIZE = 50
+JUDGE_CRITERIA = ("correctness", "helpfulness", "faithfulness")  # the judges' scores listed after the run's columns
+MOMENT = {"%Y": "YYYY", "%m": "MM", "%d": "DD", "%H": "HH", "%M": "mm", "%S": "ss"}  # strftime to momentJS
+
+
+def column_config(column: RunColumn):
+    """The run column's heading and format (its `fmt`: a number's format spec, or a date's strftime pattern)."""
+    if column.fmt.startswith("%"):
+        moment = column.fmt
+        for strftime, token in MOMENT.items():
+            moment = moment.replace(strftime, token)
+        return st.column_config.DatetimeColumn(column.label, format=moment)
+    if column.fmt:
+        return st.column_config.NumberColumn(column.label, format=f"%{column.fmt}")
+    return st.column_config.Column(column.label)
+
+
 settings, db = page_setup("Runs")
 
 raw_id = st.query_params.get("run_id", "")
@@ -63,34 +87,19 @@ if not rows:
     st.info("No runs match these filters." if not total else "This page is past the last page.")
     st.stop()
 frame = pd.DataFrame(rows)
-for criterion in ("correctness", "helpfulness", "faithfulness"):
-    frame[f"judge {criterion}"] = frame["judge"].map(lambda j, c=criterion: j.get(c))
+judges = [f"judge {criterion}" for criterion in JUDGE_CRITERIA]
+for criterion, name in zip(JUDGE_CRITERIA, judges, strict=True):
+    frame[name] = frame["judge"].map(lambda j, c=criterion: j.get(c))
 frame["open"] = frame["id"].map(lambda i: f"/runs?run_id={i}")
-shown = frame[  # the link first, so it is on screen however wide the other columns are
-    [
-        "open",
-        "id",
-        "kind",
-        "status",
-        "question",
-        "faithfulness",
-        "n_attempts",
-        "judge correctness",
-        "judge helpfulness",
-        "judge faithfulness",
-        "generator_model",
-        "latency_ms",
-        "started_at",
-    ]
-]
+columns = listed_columns()
 st.dataframe(
-    shown,
+    frame[["open", *(c.name for c in columns), *judges]],  # the link first, on screen however wide the rest
     hide_index=True,
     width="stretch",
     column_config={
         "open": st.column_config.LinkColumn("drilldown", display_text="open"),
-        "faithfulness": st.column_config.NumberColumn(format="%.2f"),
-        "latency_ms": st.column_config.NumberColumn("latency ms", format="%.0f"),
+        **{c.name: column_config(c) for c in columns},
+        **{name: st.column_config.NumberColumn(format="%.2f") for name in judges},
     },
 )
 

@@ -8,9 +8,63 @@ from datetime import datetime
 
 from store.db import Database, fetch_dicts
 
-LIST_COLUMNS = (
-    "r.id, r.kind, r.status, r.question, r.faithfulness, r.n_attempts, r.generator_model, r.latency_ms, r.started_at"
+
+@dataclass(frozen=True)
+class RunColumn:
+    """A column of the list of runs (the Runs page, `runs`) and of the run export, declared once in RUN_COLUMNS."""
+
+    name: str  # the key of a listed row and the export's column: a runs column, or the alias of `sql`
+    label: str  # its heading on the Runs page and in the terminal
+    fmt: str = ""  # a format spec for its values (".2f", "%Y-%m-%d %H:%M"); "": as they are
+    sql: str | None = None  # its SELECT expression over `runs r`, when it is not the column r.<name>
+    text: bool = False  # free text (users', models'): a CSV export neutralises a cell read as a formula
+    listed: bool = True  # False: only in exports (too long for the list)
+    wide: bool = False  # long text: the terminal shows it last, cut to 80 characters
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"a run column's name is an SQL identifier, not {self.name!r}")
+
+    def select(self, neutralise: bool = False) -> str:
+        """The column in a SELECT. neutralise (CSV): a text cell that a spreadsheet would read as a formula gets a
+        leading apostrophe; numbers are untouched."""
+        value = self.sql or f"r.{self.name}"
+        if neutralise and self.text:
+            quoted = "''''"  # SQL for a string holding one apostrophe
+            value = f"CASE WHEN regexp_matches({value}, '{FORMULA_START}') THEN {quoted} || {value} ELSE {value} END"
+        return f"{value} AS {self.name}"
+
+    def show(self, value) -> str:
+        """A value as text, in the column's format; n/a for none."""
+        return "n/a" if value is None else format(value, self.fmt)
+
+
+# OWASP's advice on CSV injection: a text cell that a spreadsheet would read as a formula (starting with =, +,
+# - or @, also after blanks, or with a tab or carriage return) gets a leading apostrophe; numbers are untouched.
+FORMULA_START = r"^(\s*[=+\-@]|[\t\r])"
+
+# The run's columns in the list of runs and the export, in their order (the Runs page adds the judges' scores).
+RUN_COLUMNS = (
+    RunColumn("id", "id"),
+    RunColumn("kind", "kind", text=True),
+    RunColumn("status", "status", text=True),
+    RunColumn("question", "question", text=True, wide=True),
+    RunColumn("answer", "answer", text=True, listed=False),
+    RunColumn("faithfulness", "faithfulness", ".2f"),
+    RunColumn("n_attempts", "attempts"),
+    RunColumn("generator_model", "model", text=True),
+    RunColumn("latency_ms", "latency ms", ".0f"),
+    RunColumn("started_at", "started", "%Y-%m-%d %H:%M"),
 )
+
+
+def listed_columns() -> list[RunColumn]:
+    """The columns of the list of runs, read when called (a test may declare one more)."""
+    return [c for c in RUN_COLUMNS if c.listed]
+
+
+def export_columns() -> list[RunColumn]:
+    return list(RUN_COLUMNS)
 
 
 @dataclass
@@ -84,7 +138,8 @@ def query_runs(
     with db.cursor() as cur:
         rows = fetch_dicts(
             cur,
-            f"SELECT {LIST_COLUMNS} FROM runs r{where} ORDER BY r.id DESC LIMIT ? OFFSET ?",
+            f"SELECT {', '.join(c.select() for c in listed_columns())} FROM runs r{where} "
+            "ORDER BY r.id DESC LIMIT ? OFFSET ?",
             params + [page_size, 0 if ids is not None else (max(page, 1) - 1) * page_size],
         )
         if rows:
@@ -122,25 +177,6 @@ def filter_choices(db: Database) -> dict[str, list[str]]:
         }
 
 
-EXPORT_SQL = """
-    SELECT r.id, {kind}, {status}, {question}, {answer}, r.faithfulness, r.n_attempts, {generator_model},
-           r.latency_ms, r.started_at{claims}
-    FROM runs r{where} ORDER BY r.id DESC"""
-TEXT_COLUMNS = ("kind", "status", "question", "answer", "generator_model")
-# OWASP's advice on CSV injection: a text cell that a spreadsheet would read as a formula (starting with =, +,
-# - or @, also after blanks, or with a tab or carriage return) gets a leading apostrophe; numbers are untouched.
-FORMULA_START = r"^(\s*[=+\-@]|[\t\r])"
-
-
-def _text_column(name: str, neutralise: bool) -> str:
-    if not neutralise:
-        return f"r.{name}"
-    quoted = "''''"  # SQL for a string holding one apostrophe
-    return (
-        f"CASE WHEN regexp_matches(r.{name}, '{FORMULA_START}') THEN {quoted} || r.{name} ELSE r.{name} END AS {name}"
-    )
-
-
 CLAIMS_SQL = """,
            (SELECT list(struct_pack(claim_no := c.claim_no, text := c.text, verdict := c.verdict,
                                     verifier := c.verifier, evidence := c.evidence, reason := c.reason)
@@ -154,8 +190,8 @@ def export_runs(db: Database, run_filter: RunFilter, fmt: str, path: str) -> int
     if fmt not in formats:
         raise ValueError(f"unknown export format {fmt!r}")
     where, params = run_filter.where()
-    columns = {name: _text_column(name, fmt == "csv") for name in TEXT_COLUMNS}
-    sql = EXPORT_SQL.format(claims=CLAIMS_SQL if fmt == "jsonl" else "", where=where, **columns)
+    columns = ", ".join(c.select(neutralise=fmt == "csv") for c in export_columns())
+    sql = f"SELECT {columns}{CLAIMS_SQL if fmt == 'jsonl' else ''} FROM runs r{where} ORDER BY r.id DESC"
     with db.cursor() as cur:
         return cur.execute(f"COPY ({sql}) TO '{_quote_path(path)}' {formats[fmt]}", params).fetchone()[0]
 

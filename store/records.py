@@ -109,9 +109,15 @@ class AttemptRecord:
 
 @dataclass
 class RunRecord:
+    """A run's row of the runs table, declared once: the store writes a column per field (store.runs.insert_run)
+    and reads each back by name (store.runs.record_values); the engine's AnswerResult inherits these fields.
+    Adding a field: a migration adding its column, the field here (with a default), and, to show it on the
+    Runs page, in `runs` and in exports, a RunColumn in store.history.RUN_COLUMNS. Dict and list fields are
+    JSON columns. Build records by keyword: the order of the fields is not part of their meaning."""
+
     kind: str
     question: str
-    status: str  # accepted | flagged | abstained | unverified | failed
+    status: str  # the vocabulary of pipeline/answering/status.py: accepted | flagged | abstained | failed ...
     started_at: datetime
     answer: str | None = None
     faithfulness: float | None = None

@@ -11,27 +11,6 @@ from store.llm_log import insert_calls
 from store.records import GradeRecord, RunLog, RunRecord
 from store.spans import insert_spans
 
-RUN_FIELDS = (
-    "kind",
-    "question",
-    "status",
-    "answer",
-    "faithfulness",
-    "n_claims",
-    "n_supported",
-    "n_attempts",
-    "final_attempt",
-    "rewritten_query",
-    "abstain_reason",
-    "error",
-    "generator_model",
-    "config",
-    "started_at",
-    "finished_at",
-    "latency_ms",
-    "grades",
-)
-
 
 def _insert_many(cur, table: str, run_id: int, records: list) -> None:
     if not records:
@@ -51,17 +30,27 @@ def _column_value(value):
     return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
+# Columns of a run's row that no RunRecord field holds: its context grades (RunLog.grades, a JSON list read only
+# with the run) and the lower-cased text that the history's text filter searches.
+DERIVED_RUN_COLUMNS = ("grades", "search_text")
+
+
+@functools.cache
+def _run_insert(record_type) -> tuple[list[str], str]:
+    """The record's fields and the INSERT writing them with the derived columns, one column per field."""
+    names = field_names(record_type)
+    columns = [*names, *DERIVED_RUN_COLUMNS]
+    sql = f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) RETURNING id"
+    return names, sql
+
+
 def insert_run(cur, log: RunLog) -> int:
     """Write one question's log with an open cursor (inside the caller's transaction)."""
-    run = {name: getattr(log.run, name) for name in field_names(RunRecord)}
-    run["config"] = json.dumps(run["config"])
-    run["grades"] = json.dumps([{name: getattr(g, name) for name in field_names(GradeRecord)} for g in log.grades])
-    run["search_text"] = f"{run['question']} {run['answer'] or ''}".lower()
-    fields = RUN_FIELDS + ("search_text",)
-    run_id = cur.execute(
-        f"INSERT INTO runs ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))}) RETURNING id",
-        [run[name] for name in fields],
-    ).fetchone()[0]
+    names, sql = _run_insert(type(log.run))
+    values = [_column_value(getattr(log.run, name)) for name in names]
+    grades = json.dumps([{name: getattr(g, name) for name in field_names(GradeRecord)} for g in log.grades])
+    search_text = f"{log.run.question} {log.run.answer or ''}".lower()
+    run_id = cur.execute(sql, [*values, grades, search_text]).fetchone()[0]
     _insert_many(cur, "retrievals", run_id, log.retrievals)
     _insert_many(cur, "attempts", run_id, log.attempts)
     _insert_many(cur, "claims", run_id, log.claims)
@@ -73,6 +62,20 @@ def insert_run(cur, log: RunLog) -> int:
 def save_run(db: Database, log: RunLog) -> int:
     with db.transaction() as cur:
         return insert_run(cur, log)
+
+
+def record_values(row: dict, record_type: type = RunRecord) -> dict:
+    """The keyword arguments of the record's fields from its stored row (a run, or an attempt, as get_run reads
+    them), each read by name; a dict or list field, a JSON column, is decoded."""
+    return {f.name: _stored_value(f, row[f.name]) for f in dataclasses.fields(record_type)}
+
+
+def _stored_value(f: dataclasses.Field, value):
+    if f.default_factory in (dict, list) and isinstance(value, str):
+        return json.loads(value)
+    if f.default_factory in (dict, list) and value is None:
+        return f.default_factory()
+    return value
 
 
 def get_run(db: Database, run_id: int) -> dict | None:

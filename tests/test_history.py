@@ -221,7 +221,16 @@ def test_to_log_marks_as_cited_only_the_final_rounds_chunks_the_answer_cites():
     claim = CheckedClaim(1, "RAG used 21 million passages.", "supported", "precheck", passage, (0, 29))
     attempt = Attempt(AttemptRecord(1, False, "RAG used 21 million passages [2].", "verified", 1.0, 1, 1), [claim])
     result = AnswerResult(
-        None, "accepted", "q", attempt.record.answer, 1.0, [attempt], 1, [passage], started_at=T0, latency_ms=5.0
+        kind="chat",
+        status="accepted",
+        question="q",
+        started_at=T0,
+        answer=attempt.record.answer,
+        faithfulness=1.0,
+        attempts=[attempt],
+        final_attempt=1,
+        passages=[passage],
+        latency_ms=5.0,
     )
     retrievals = [
         RetrievalRecord(1, "q", 2, 11, 0.5),

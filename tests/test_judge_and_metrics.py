@@ -1,5 +1,7 @@
 """The judge's parsing and every component metric on inputs with known values."""
 
+from datetime import datetime, timezone
+
 import pytest
 
 from pipeline.answering.events import AnswerResult, Attempt
@@ -117,7 +119,18 @@ def test_context_metrics_need_a_reference(settings, db):
 def result_with(status="accepted", answer="The Transformer appeared in 2017 [1].", faithfulness=1.0, verdicts=()):
     claims = [CheckedClaim(n, f"claim {n}", v, "m") for n, v in enumerate(verdicts, start=1)]
     attempt = Attempt(AttemptRecord(1, False, answer, "verified", faithfulness, len(claims), 0), claims)
-    return AnswerResult(1, status, "q", answer, faithfulness, [attempt], 1, PASSAGES)
+    return AnswerResult(
+        run_id=1,
+        kind="chat",
+        status=status,
+        question="q",
+        started_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        answer=answer,
+        faithfulness=faithfulness,
+        attempts=[attempt],
+        final_attempt=1,
+        passages=PASSAGES,
+    )
 
 
 def test_answer_relevancy_from_questions_generated_back(fake, settings, db):

@@ -24,7 +24,7 @@ from pages.views.markup import (
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
 from pipeline.history.present import invalid_line, invalid_replies
-from pipeline.history.runs import StoredRun
+from pipeline.history.runs import RunColumn, StoredRun, listed_columns
 from pipeline.knowledge.injection import flag_warning, injection_flags
 from pipeline.text import short_source
 from pipeline.tracing import tree
@@ -32,14 +32,8 @@ from pipeline.tracing import tree
 
 def show_drilldown(stored: StoredRun) -> None:
     result = stored.result
-    faith = fmt_score(result.faithfulness)
-    st.markdown(
-        f"**Run {result.run_id}** · {escape_markdown(result.kind)} · "
-        f"{status_markdown(status_label(result.status), result.status)} · "
-        f"faithfulness **{faith}** · {len(result.attempts)} attempt(s) · "
-        f"{escape_markdown(str(result.generator_model))} · {fmt_ms(result.latency_ms)} · "
-        f"{result.started_at:%Y-%m-%d %H:%M:%S}"
-    )
+    columns = [c for c in listed_columns() if hasattr(result, c.name)]  # the run's own fields, as on the list
+    st.markdown(" · ".join([f"**Run {result.run_id}**", *(header_cell(c, result) for c in columns if not c.wide)]))
     st.page_link(
         "pages/annotate.py",
         label="Rate this run",
@@ -53,8 +47,9 @@ def show_drilldown(stored: StoredRun) -> None:
             icon=":material/science:",
             query_params={"eval": evaluation},
         )
-    st.subheader("Question")
-    st.text(result.question)
+    for column in (c for c in columns if c.wide):  # long text, each under its heading: the question, ...
+        st.subheader(column.label.capitalize())
+        st.text(column.show(getattr(result, column.name)))
     if result.error:
         st.error(escape_markdown(result.error))
     st.subheader("Answer")
@@ -79,6 +74,13 @@ def show_drilldown(stored: StoredRun) -> None:
     show_run_call_stats(result.run_id)
     show_calls(stored.calls)
     show_timeline(stored.calls)
+
+
+def header_cell(column: RunColumn, result: AnswerResult) -> str:
+    value = getattr(result, column.name)
+    if column.name == "status":
+        return status_markdown(status_label(value), value)
+    return f"{escape_markdown(column.label)} **{escape_markdown(column.show(value))}**"
 
 
 def show_attempts(result: AnswerResult) -> None:

@@ -136,10 +136,8 @@ class QuestionRun:
         self.retriever = DuckDBRetriever(self.llm, db, settings.top_k)
         self.t0 = time.perf_counter()
         self.result = AnswerResult(
-            None,
-            "running",
-            question,
-            None,
+            status="running",
+            question=question,
             kind=kind,
             started_at=datetime.now(timezone.utc),
             generator_model=settings.generator_model,

@@ -3,9 +3,9 @@ written to the store once (`to_log`) and rebuilt from it once (`from_stored`).""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import ClassVar
 
 from pipeline.text import cited_numbers
 from pipeline.verification.faithfulness import CheckedClaim, Passage
@@ -20,6 +20,7 @@ from store.records import (
     RunRecord,
     SpanRecord,
 )
+from store.runs import field_names, record_values
 
 
 @dataclass
@@ -39,27 +40,17 @@ class Attempt:
     claims: list[CheckedClaim] = field(default_factory=list)
 
 
-@dataclass
-class AnswerResult:
-    """One question's run: the engine fills it in step by step; the store's rows are derived from it."""
+@dataclass(kw_only=True)
+class AnswerResult(RunRecord):
+    """One question's run: the engine fills it in step by step. Its stored fields are RunRecord's, inherited
+    (status also takes `running` while the engine works); the store's rows are derived from it (`to_log`) and it
+    is read back from them by field name (`from_stored`). Build it by keyword."""
 
-    run_id: int | None
-    status: str  # running | accepted | flagged | abstained | no_claims | unverified | failed | cancelled
-    question: str
-    answer: str | None
-    faithfulness: float | None = None
+    record_type: ClassVar[type[RunRecord]] = RunRecord  # the record written for it: its fields are the columns
+    run_id: int | None = None
     attempts: list[Attempt] = field(default_factory=list)
-    final_attempt: int | None = None
     passages: list[Passage] = field(default_factory=list)  # the final round's retrieved chunks
-    rewritten_query: str | None = None
-    abstain_reason: str | None = None
-    error: str | None = None
-    fix: str | None = None
-    latency_ms: float | None = None
-    kind: str = "chat"  # chat | eval
-    started_at: datetime | None = None
-    generator_model: str | None = None
-    config: dict = field(default_factory=dict)
+    fix: str | None = None  # how to fix what failed; not stored
     journal: str | None = None  # the journal file that keeps the run when the store could not take it
 
     @property
@@ -85,27 +76,14 @@ class AnswerResult:
         cache_entries: list[CacheEntry] = (),
         spans: list[SpanRecord] = (),
     ) -> RunLog:
-        """The rows that record this run; retrievals are marked cited when the final answer cites them."""
+        """The rows that record this run; retrievals are marked cited when the final answer cites them. The
+        fields counted from the attempts (n_attempts, n_claims, n_supported) and finished_at are set here."""
         final = self.final_record
-        run = RunRecord(
-            kind=self.kind,
-            question=self.question,
-            status=self.status,
-            started_at=self.started_at,
-            answer=self.answer,
-            faithfulness=self.faithfulness,
-            n_claims=final.n_claims if final else None,
-            n_supported=final.n_supported if final else None,
-            n_attempts=len(self.attempts),
-            final_attempt=self.final_attempt,
-            rewritten_query=self.rewritten_query,
-            abstain_reason=self.abstain_reason,
-            error=self.error,
-            generator_model=self.generator_model,
-            config=self.config,
-            finished_at=finished_at,
-            latency_ms=self.latency_ms,
-        )
+        self.n_attempts = len(self.attempts)
+        self.n_claims = final.n_claims if final else None
+        self.n_supported = final.n_supported if final else None
+        self.finished_at = finished_at
+        run = self.record_type(**{name: getattr(self, name) for name in field_names(self.record_type)})
         return RunLog(
             run,
             grades=list(grades),
@@ -136,38 +114,25 @@ class AnswerResult:
             for a in run["attempts"]
         ]
         return cls(
-            run["id"],
-            run["status"],
-            run["question"],
-            run["answer"],
-            run["faithfulness"],
-            attempts,
-            run["final_attempt"],
-            passages,
-            run["rewritten_query"],
-            run["abstain_reason"],
-            run["error"],
-            None,
-            run["latency_ms"],
-            run["kind"],
-            run["started_at"],
-            run["generator_model"],
-            _json(run["config"]) or {},
+            **record_values(run, cls.record_type),
+            run_id=run["id"],
+            attempts=attempts,
+            passages=passages,
         )
 
 
 def claim_record(attempt_no: int, claim: CheckedClaim) -> ClaimRecord:
     return ClaimRecord(
-        attempt_no,
-        claim.claim_no,
-        claim.text,
-        claim.verdict,
-        claim.verifier,
-        claim.passage.chunk_id if claim.passage else None,
-        claim.span[0] if claim.span else None,
-        claim.span[1] if claim.span else None,
-        claim.evidence,
-        claim.reason,
+        attempt_no=attempt_no,
+        claim_no=claim.claim_no,
+        text=claim.text,
+        verdict=claim.verdict,
+        verifier=claim.verifier,
+        evidence_chunk_id=claim.passage.chunk_id if claim.passage else None,
+        span_start=claim.span[0] if claim.span else None,
+        span_end=claim.span[1] if claim.span else None,
+        evidence=claim.evidence,
+        reason=claim.reason,
     )
 
 
@@ -179,36 +144,17 @@ def _mark_cited(retrievals: list[RetrievalRecord], final: AttemptRecord | None) 
 
 
 def _attempt_record(row: dict) -> AttemptRecord:
-    return AttemptRecord(
-        row["attempt_no"],
-        row["strict"],
-        row["answer"],
-        row["status"],
-        row["faithfulness"],
-        row["n_claims"],
-        row["n_supported"],
-        list(_json(row["failed_claims"]) or []),
-        row["error"],
-        row.get("on_topic"),
-        row.get("on_topic_score"),
-        row.get("on_topic_method"),
-        row.get("on_topic_reason"),
-        list(_json(row.get("missing_terms")) or []),
-    )
+    return AttemptRecord(**record_values(row, AttemptRecord))
 
 
 def _checked_claim(row: dict, passages_by_chunk: dict[int, Passage]) -> CheckedClaim:
     span = (row["span_start"], row["span_end"]) if row["span_start"] is not None else None
     return CheckedClaim(
-        row["claim_no"],
-        row["text"],
-        row["verdict"],
-        row["verifier"],
-        passages_by_chunk.get(row["evidence_chunk_id"]),
-        span,
-        row["reason"] or "",
+        claim_no=row["claim_no"],
+        text=row["text"],
+        verdict=row["verdict"],
+        verifier=row["verifier"],
+        passage=passages_by_chunk.get(row["evidence_chunk_id"]),
+        span=span,
+        reason=row["reason"] or "",
     )
-
-
-def _json(value):
-    return json.loads(value) if isinstance(value, str) else value

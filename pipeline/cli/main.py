@@ -25,6 +25,7 @@ from pipeline.cli.output import (
     print_detector,
     print_gate,
     print_report,
+    print_runs,
     report_json,
 )
 from pipeline.cli.terminal import SafeConsole
@@ -424,20 +425,7 @@ def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
     if args.json:
         out.print_json(json.dumps(rows, default=str))
         return 0
-    table = Table("id", "kind", "status", "faithfulness", "attempts", "model", "latency", "started", "question")
-    for r in rows:
-        table.add_row(
-            str(r["id"]),
-            r["kind"],
-            r["status"],
-            "n/a" if r["faithfulness"] is None else f"{r['faithfulness']:.2f}",
-            str(r["n_attempts"]),
-            Text(str(r["generator_model"])),
-            f"{(r['latency_ms'] or 0) / 1000:.1f} s",
-            f"{r['started_at']:%Y-%m-%d %H:%M}",
-            Text(r["question"][:80]),
-        )
-    out.print(table)
+    print_runs(rows, out)
     return 0
 
 

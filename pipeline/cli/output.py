@@ -1,4 +1,4 @@
-"""Terminal output of evaluations and detector benchmarks: progress bars and summary tables."""
+"""Terminal output of evaluations, detector benchmarks and the list of runs: progress bars and tables."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from rich.text import Text
 from pipeline.answering.events import AnswerResult, Event
 from pipeline.evaluation.registry import UNIT, get_metric, scale_of
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
+from pipeline.history.runs import listed_columns
 
 
 @contextmanager
@@ -64,6 +65,15 @@ def follow_answer(events: Iterable[Event], err: Console, quiet: bool = False) ->
     for step in held:
         _print_step(step, err)
     return result
+
+
+def print_runs(rows: list[dict], out: Console) -> None:
+    """The listed runs in the list's declared columns; long text last, cut to 80 characters."""
+    columns = sorted(listed_columns(), key=lambda c: c.wide)
+    table = Table(*(c.label for c in columns))
+    for row in rows:
+        table.add_row(*(Text(c.show(row[c.name])[: 80 if c.wide else None]) for c in columns))
+    out.print(table)
 
 
 def _print_step(event: Event, err: Console) -> None:

@@ -9,13 +9,23 @@ from dataclasses import dataclass, field
 from pipeline.answering.events import AnswerResult
 from store.db import Database
 from store.evals import recent_chat_run_ids, scores_for_run
-from store.history import RunFilter, RunPage, export_runs, filter_choices, find_runs, query_runs
+from store.history import (
+    RunColumn,
+    RunFilter,
+    RunPage,
+    export_runs,
+    filter_choices,
+    find_runs,
+    listed_columns,
+    query_runs,
+)
 from store.llm_log import calls_for_run
 from store.records import SpanRecord
 from store.runs import get_run
 from store.spans import spans_for_run
 
 __all__ = [
+    "RunColumn",
     "RunFilter",
     "RunPage",
     "StoredRun",
@@ -23,6 +33,7 @@ __all__ = [
     "filter_choices",
     "find_runs",
     "list_runs",
+    "listed_columns",
     "load_result",
     "load_run",
     "recent_chat_run_ids",
