@@ -36,10 +36,10 @@ import ollama
 
 from bench import seed_pipeline
 from bench.common import ROOT, FakeOllama, Figure, bench_environment, print_table
-from pipeline.answering import prompts
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.config import load_settings
+from pipeline.declarations import all_prompts
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.knowledge.ingest import ingest
 from pipeline.models.llm import LLM
@@ -50,7 +50,7 @@ SECONDS_PER_TOKEN, SLOTS, LANES = 0.025, 4, 15
 PROFILES = (("GPU-like", 0.0005), ("CPU-like", 0.005))  # seconds per prompt token
 WALL_TARGET, TOKEN_TARGET, LAG_TARGET_MS = 0.40, 0.8, 100
 GENERATION_PATHS = ("/api/chat", "/api/generate")
-KNOWN_PROMPTS = [p for p in vars(prompts).values() if isinstance(p, prompts.Prompt)]
+KNOWN_PROMPTS = list(all_prompts().values())
 SEED_STAGES = {seed_pipeline.GENERATE_SYSTEM: "generate", seed_pipeline.EXTRACT_SYSTEM: "extract_claims"}
 
 

@@ -165,13 +165,3 @@ def generate_on_topic_input(
         )
     feedback = "\n\n" + "\n".join(notes) if notes else ""
     return f"Question: {question}{feedback}\n\nContext:\n{context}"
-
-
-def __getattr__(name: str):
-    """JUDGE_PROMPT_VERSION now lives with the judge's rubrics; pipeline/calibration/agreement.py still reads it
-    here (drop this once that import names pipeline.evaluation.judge_prompts)."""
-    if name == "JUDGE_PROMPT_VERSION":
-        from pipeline.evaluation.judge_prompts import JUDGE_PROMPT_VERSION
-
-        return JUDGE_PROMPT_VERSION
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

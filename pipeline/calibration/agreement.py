@@ -16,10 +16,10 @@ import numpy as np
 from scipy.stats import spearmanr
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recall_fscore_support
 
-from pipeline.answering.prompts import JUDGE_PROMPT_VERSION
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.evaluation.judge import CRITERIA, JudgePin, judge, judge_pin
+from pipeline.evaluation.judge_prompts import JUDGE_PROMPT_VERSION
 from pipeline.history.runs import load_result
 from pipeline.models.llm import LLM
 from pipeline.text import content_words
