@@ -107,7 +107,19 @@ def sample_log(i: int) -> RunLog:
     question = f"Question {i}: how does {words(rng, 8)} work?"
     answer = " ".join(f"Sentence {k} about {words(rng, 12)}." for k in range(8))
     passages = "\n\n".join(f"[{k}] {words(rng, 250)}" for k in range(1, 6))
-    run = RunRecord("chat", question, "accepted", now, answer, 1.0, 8, 8, 1, 1, generator_model="llama3.2")
+    run = RunRecord(
+        kind="chat",
+        question=question,
+        status="accepted",
+        started_at=now,
+        answer=answer,
+        faithfulness=1.0,
+        n_claims=8,
+        n_supported=8,
+        n_attempts=1,
+        final_attempt=1,
+        generator_model="llama3.2",
+    )
     run.config, run.finished_at, run.latency_ms = {"top_k": 5, "model": "llama3.2"}, now, 4200.0
     claims = [ClaimRecord(1, c, f"Claim {c}: {words(rng, 14)}.", "supported", "bespoke-minicheck", 1, 0, 90, "")
               for c in range(1, 9)]  # fmt: skip

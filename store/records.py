@@ -107,7 +107,7 @@ class AttemptRecord:
     missing_terms: list[str] = field(default_factory=list)  # question words the answer does not mention
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunRecord:
     """A run's row of the runs table, declared once: the store writes a column per field (store.runs.insert_run)
     and reads each back by name (store.runs.record_values); the engine's AnswerResult inherits these fields.

@@ -24,8 +24,12 @@ def call(prompt, completion, stage="generate", eval_run_id=None):
                          completion, "span-1", eval_run_id)  # fmt: skip
 
 
+def a_run() -> RunRecord:
+    return RunRecord(kind="chat", question="q?", status="accepted", started_at=NOW, answer="a.")
+
+
 def run_with(db, calls):
-    return save_run(db, RunLog(RunRecord("chat", "q?", "accepted", NOW, "a."), calls=calls))
+    return save_run(db, RunLog(a_run(), calls=calls))
 
 
 def test_rows_go_in_per_column_with_nulls_lists_json_and_timestamps(db):
@@ -124,9 +128,7 @@ def test_a_replayed_run_finds_stored_texts_without_the_index(db):
     run_with(db, [call("system prompt", "one")])
     with db.cursor() as cur:  # the journal's replay writes with a bare cursor, outside Database.transaction
         cur.begin()
-        run_id = insert_run(
-            cur, RunLog(RunRecord("chat", "q?", "accepted", NOW, "a."), calls=[call("system prompt", "new")])
-        )
+        run_id = insert_run(cur, RunLog(a_run(), calls=[call("system prompt", "new")]))
         cur.commit()
     assert [text for text, _ in stored_texts(db)] == ["system prompt", "one", "new"]
     assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(db, run_id)] == [("system prompt", "new")]
@@ -214,9 +216,7 @@ def test_the_migration_moves_context_grades_onto_their_runs(tmp_path):
         {"round": 2, "query": "rewritten", "relevant": True, "reason": "it answers"},
     ]
     assert get_run(db, 2)["grades"] == []
-    later = save_run(
-        db, RunLog(RunRecord("chat", "q?", "accepted", NOW, "a."), grades=[GradeRecord(1, "q?", False, "off")])
-    )
+    later = save_run(db, RunLog(a_run(), grades=[GradeRecord(1, "q?", False, "off")]))
     assert get_run(db, later)["grades"] == [{"round": 1, "query": "q?", "relevant": False, "reason": "off"}]
     db.close()
 
@@ -247,7 +247,7 @@ def test_a_runs_cache_entries_are_written_with_its_texts_and_never_taken_for_a_t
     entry's key is still stored and read back as itself, with and without the in-memory index."""
     text = "a prompt whose hash is also a cache key"
     entry = CacheEntry(text_hash(text), "m", "d", {"text": "cached reply"})
-    run_id = save_run(db, RunLog(RunRecord("chat", "q?", "accepted", NOW, "a."), calls=[call("p", "c")],
+    run_id = save_run(db, RunLog(a_run(), calls=[call("p", "c")],
                                  cache_entries=[entry]))  # fmt: skip
     assert cache_get(db, entry.key) == {"text": "cached reply"}
     run_with(db, [call(text, None)])
