@@ -27,6 +27,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.dev-installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d .docs-site  # not --quiet: it hides the warnings strict counts
 	$(PY) -m pytest
 
 bench: $(VENV)/.dev-installed
