@@ -142,7 +142,7 @@ class Database:
         self._queue = WaitQueue(self.path)
         self.read_only_reason: str | None = None
         self.lock_wait_s = 0.0  # time spent waiting for another process's lock, in total
-        self.replayed = 0  # journal entries this process wrote into the store
+        self.replayed = 0  # journal entries this process wrote into the store (counted by store.journal.replay)
         self.indexes = StoreIndexes()  # which call texts and cache entries the store holds (store/key_index.py)
 
     def checkpoint(self) -> None:
@@ -185,7 +185,7 @@ class Database:
         finally:
             queue.leave()
         self.lock_wait_s += time.monotonic() - waited_from
-        for index in self.indexes.each():  # another process, or the journal's replay below, may have added rows
+        for index in self.indexes.each():  # another process may have added rows
             index.mark_stale()
         try:
             if self.read_only:
@@ -195,9 +195,6 @@ class Database:
                     migrate(con)
                     check_tables(con, self.path)
                     self._migrated = True
-                from store.journal import replay
-
-                self.replayed += replay(con, self.path)
         except StoreError:
             con.close()
             raise

@@ -1,15 +1,31 @@
-"""Append-only migrations: each is a named function, applied once in its own transaction and recorded.
+"""Append-only migrations: each is a named function, registered where it is defined (`@migration`), applied once
+in its own transaction and recorded by its name.
 
-Never edit or reorder an applied migration; add a new one at the end of MIGRATIONS.
+Migrations run in the order they are defined in this file. Never edit, rename or reorder an applied migration;
+add a new one, decorated, at the end of the file.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import duckdb
 
 from store.errors import StoreTooNew
 
+Migration = Callable[[duckdb.DuckDBPyConnection], None]
+MIGRATIONS: list[Migration] = []  # in definition order, filled by @migration
 
+
+def migration(function: Migration) -> Migration:
+    """Register a migration (as simonw/llm does): it runs after every migration defined above it."""
+    if any(m.__name__ == function.__name__ for m in MIGRATIONS):
+        raise ValueError(f"two migrations are named {function.__name__!r}")
+    MIGRATIONS.append(function)
+    return function
+
+
+@migration
 def m001_knowledge_base(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE SEQUENCE documents_id_seq;
@@ -39,6 +55,7 @@ def m001_knowledge_base(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m002_run_log(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE SEQUENCE runs_id_seq;
@@ -88,6 +105,7 @@ def m002_run_log(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m003_llm_calls_and_cache(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE SEQUENCE llm_calls_id_seq;
@@ -116,6 +134,7 @@ def m003_llm_calls_and_cache(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m004_evaluations(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE SEQUENCE eval_runs_id_seq;
@@ -167,6 +186,7 @@ def m004_evaluations(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m005_detector_benchmarks(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE SEQUENCE detector_runs_id_seq;
@@ -199,6 +219,7 @@ def m005_detector_benchmarks(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m006_regression_alerts(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE SEQUENCE alerts_id_seq;
@@ -232,6 +253,7 @@ def m006_regression_alerts(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m007_search_text_and_zonemaps(con: duckdb.DuckDBPyConnection) -> None:
     """Runs get a lower-cased search column (case-insensitive text search without lower() per query); the
     run_id indexes go: rows are appended in run order, so DuckDB's zone maps find a run's rows faster
@@ -249,6 +271,7 @@ def m007_search_text_and_zonemaps(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m008_annotations_and_corrections(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("""
         CREATE TABLE ratings (
@@ -301,6 +324,7 @@ def m008_annotations_and_corrections(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m009_call_texts_and_spans(con: duckdb.DuckDBPyConnection) -> None:
     """Every model call keeps its prompt and completion text, stored once per distinct text (llm_texts, keyed by
     the text's sha256) so a million runs that repeat the same prompts stay small; calls say where they came
@@ -331,6 +355,7 @@ def m009_call_texts_and_spans(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m010_journal_entries(con: duckdb.DuckDBPyConnection) -> None:
     """Entries of the local journal already written to the store, so a replay is idempotent."""
     con.execute("""
@@ -343,6 +368,7 @@ def m010_journal_entries(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m011_chunk_flags(con: duckdb.DuckDBPyConnection) -> None:
     """Prompt-injection flags of chunks (the names of the patterns a chunk matched), set at ingest."""
     con.execute("""
@@ -355,6 +381,7 @@ def m011_chunk_flags(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m013_attempts_on_topic(con: duckdb.DuckDBPyConnection) -> None:
     """Each attempt's on-topic check: does the answer address the question (NULL: not checked or undecided),
     the question-answer similarity, which step decided (embedding or model), why, and the question's terms
@@ -368,6 +395,7 @@ def m013_attempts_on_topic(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m014_retired_documents(con: duckdb.DuckDBPyConnection) -> None:
     """A document deleted from (or replaced in) the knowledge base whose chunks stored runs still cite: its id
     (the kept chunks' document_id), path and title, so old drilldowns still show their evidence and source."""
@@ -383,6 +411,7 @@ def m014_retired_documents(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m015_ratings_grounding_topicality(con: duckdb.DuckDBPyConnection) -> None:
     """People rate the judge's grounding and topicality too. DuckDB cannot add a column with a CHECK constraint,
     so the ratings table is rebuilt with two more; ratings saved before have none (NULL)."""
@@ -406,6 +435,7 @@ def m015_ratings_grounding_topicality(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m016_call_texts_by_id(con: duckdb.DuckDBPyConnection) -> None:
     """Call texts get sequential ids, numbered in the order of their first use, and lose the index on their hash:
     at a million runs every probe of that index cost about a millisecond when a run was saved (see
@@ -441,6 +471,7 @@ def link_call_texts(con: duckdb.DuckDBPyConnection) -> None:
             WHERE t.hash = llm_calls.{column}_text_hash AND llm_calls.{column}_text_id IS NULL""")
 
 
+@migration
 def m017_cache_by_id(con: duckdb.DuckDBPyConnection) -> None:
     """The response cache loses the primary key on its random key, as the call texts did (m016): entries get
     sequential ids and `key64`, the first 64 bits of the key's sha256, which store/key_index.py keeps in memory."""
@@ -457,6 +488,7 @@ def m017_cache_by_id(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE SEQUENCE llm_cache_id_seq START WITH {int(first)}")
 
 
+@migration
 def m018_cache_in_texts(con: duckdb.DuckDBPyConnection) -> None:
     """Response-cache entries become rows of llm_texts (`hash` holds the full key, `cache_key64` what
     store/key_index.py keeps in memory, `text` the model, digest and response as JSON), written in the same
@@ -477,6 +509,7 @@ def m018_cache_in_texts(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
 def m019_grades_on_runs(con: duckdb.DuckDBPyConnection) -> None:
     """A run's context grades (one per retrieval round, read only with their run) become a JSON list on the run's
     row, so a save touches one table fewer (each costs about 0.8 ms of statement and commit)."""
@@ -489,28 +522,6 @@ def m019_grades_on_runs(con: duckdb.DuckDBPyConnection) -> None:
             WHERE g.run_id = runs.id;
         DROP TABLE context_grades;
     """)
-
-
-MIGRATIONS = [
-    m001_knowledge_base,
-    m002_run_log,
-    m003_llm_calls_and_cache,
-    m004_evaluations,
-    m005_detector_benchmarks,
-    m006_regression_alerts,
-    m007_search_text_and_zonemaps,
-    m008_annotations_and_corrections,
-    m009_call_texts_and_spans,
-    m010_journal_entries,
-    m011_chunk_flags,
-    m013_attempts_on_topic,
-    m014_retired_documents,
-    m015_ratings_grounding_topicality,
-    m016_call_texts_by_id,
-    m017_cache_by_id,
-    m018_cache_in_texts,
-    m019_grades_on_runs,
-]
 
 
 def applied(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -539,16 +550,16 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
     if unknown:
         raise StoreTooNew(database_path(con), unknown)
     new = []
-    for migration in MIGRATIONS:
-        if migration.__name__ in done:
+    for step in MIGRATIONS:
+        if step.__name__ in done:
             continue
         con.begin()
         try:
-            migration(con)
-            con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [migration.__name__])
+            step(con)
+            con.execute("INSERT INTO schema_migrations (name) VALUES (?)", [step.__name__])
         except BaseException:
             con.rollback()
             raise
         con.commit()
-        new.append(migration.__name__)
+        new.append(step.__name__)
     return new

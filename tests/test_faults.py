@@ -26,6 +26,7 @@ from pipeline.evaluation.dataset import Dataset, GoldenItem
 from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.history.runs import RunFilter, list_runs
 from pipeline.models.health import check_store
+from pipeline.session import replay_journal
 from store import db as store_db
 from store import journal
 
@@ -116,7 +117,8 @@ def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_ne
     assert Path(result.journal).parent == Path(settings.store_path).parent / "workbench.duckdb.journal"
     assert kb_db.lock_wait_s < 2  # waited store_save_wait_s, not the 2 s lock timeout of reads
 
-    rows = list_runs(kb_db, RunFilter(), 10)  # the next open replays the journal first
+    assert replay_journal(kb_db) == 1  # the next open (the app's next page, the CLI's next command) replays it
+    rows = list_runs(kb_db, RunFilter(), 10)
     assert [r["question"] for r in rows] == [QUESTION] and rows[0]["status"] == "accepted"
     assert not Path(result.journal).exists() and kb_db.replayed == 1
 
@@ -131,9 +133,9 @@ def test_replay_is_idempotent_by_entry_id_also_from_two_processes_at_once(kb_db,
     script = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
         from store.db import Database
+        from pipeline.session import replay_journal
         db = Database({settings.store_path!r}, lock_timeout_s=20, idle_release_s=0)
-        with db.cursor() as cur:
-            pass
+        replay_journal(db)
         print(db.replayed)
     """)
     procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(2)]
@@ -159,7 +161,8 @@ def test_an_evaluation_item_is_kept_when_the_store_is_locked_at_its_save(kb_db, 
         settings, kb_db, Dataset("g.jsonl", items, [], "h"), "held", concurrency=1, executor=executor
     )
     assert outcome.progress.done == 1 and outcome.status == "finished"
-    rows = report(settings, kb_db, "held").items  # replayed on this open
+    assert journal.pending(settings.store_path) == []  # replayed as the evaluation ended
+    rows = report(settings, kb_db, "held").items
     assert [(r["item_id"], r["item_status"]) for r in rows] == [("rag", "done")]
     assert rows[0]["faithfulness"] == 1.0
 

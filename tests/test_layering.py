@@ -146,3 +146,165 @@ def test_look_alike_names_are_not_violations():
         == []
     )
     assert violations("import streamlit_extras\n", "pipeline.x", ("streamlit",)) == []
+
+
+# --- the connection points down only -------------------------------------------------------------------------
+
+# What the connection (store/db.py) may import from the store: nothing that writes runs or evaluation items. The
+# journal's replay writes both, so it is a step of the layer above (store/journal.py, called by
+# pipeline/session.py and before every save), never of opening a connection.
+CONNECTION = "store.db"
+CONNECTION_MAY_IMPORT = {"store", "store.errors", "store.key_index", "store.migrations"}  # store: its __init__
+WRITERS = ("store.journal", "store.runs", "store.evals")
+
+
+def module_files(*targets: str) -> dict[str, Path]:
+    """{module name: file} of every module under the targets (folders or files)."""
+    return {module_name(path): path for target in targets for path in files_of(target)}
+
+
+def resolve(name: str, modules) -> str | None:
+    """The module an imported name lies in (`store.db.Database` -> `store.db`), None when it is not one of ours."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph(modules: dict[str, Path], sources: dict[str, str] | None = None) -> dict[str, dict[str, int]]:
+    """{module: {module it imports: line}} among the given modules, lazy imports included; `sources` replaces the
+    text of some modules (to check the checker)."""
+    graph = {}
+    for module, path in modules.items():
+        source = (sources or {}).get(module) or path.read_text(encoding="utf-8")
+        edges = {}
+        for line, name in imported_modules(source, module, path.name == "__init__.py"):
+            target = resolve(name, modules)
+            if target and target != module:
+                edges.setdefault(target, line)
+        graph[module] = edges
+    return graph
+
+
+def reachable(graph: dict[str, dict[str, int]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph.get(todo.pop(), {}):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def connection_violations(sources: dict[str, str] | None = None) -> list[str]:
+    modules = module_files("store")
+    graph = import_graph(modules, sources)
+    direct = sorted(f"line {line}: {t}" for t, line in graph[CONNECTION].items() if t not in CONNECTION_MAY_IMPORT)
+    through = sorted(m for m in reachable(graph, CONNECTION) if m in WRITERS)
+    return direct + [f"reaches {m}" for m in through]
+
+
+def test_the_connection_imports_nothing_that_writes_runs():
+    found = connection_violations()
+    assert not found, (
+        f"store/db.py opens and migrates the store; it may import only {sorted(CONNECTION_MAY_IMPORT)} from store/ "
+        f"and must not reach {WRITERS} (the journal's replay is a step of the layer above): {found}"
+    )
+
+
+def test_the_connection_rule_fails_when_the_replay_goes_back_into_the_open():
+    source = (ROOT / "store" / "db.py").read_text(encoding="utf-8")
+    lazy = source + "\n\ndef _open_again(con, path):\n    from store.journal import replay\n\n    return replay\n"
+    assert "reaches store.journal" in connection_violations({CONNECTION: lazy})
+    assert any(v.endswith(": store.journal") for v in connection_violations({CONNECTION: lazy}))
+    migrations = (ROOT / "store" / "migrations.py").read_text(encoding="utf-8") + "\nfrom store import runs\n"
+    assert connection_violations({"store.migrations": migrations}) == ["reaches store.runs"]  # one step removed
+
+
+# --- no import cycles ------------------------------------------------------------------------------------------
+
+CYCLE_TARGETS = ("pipeline", "store", "pages", "streamlit_app.py")
+# Imports allowed to close a cycle, each with why, until they move: declarations.all_prompts gathers every prompt
+# by importing the modules that declare them, which import declarations for `declared`. Only remove entries.
+KNOWN_CYCLE_EDGES = {
+    ("pipeline.declarations", "pipeline.answering.engine"): "all_prompts collects the declared prompts",
+    ("pipeline.declarations", "pipeline.evaluation.registry"): "all_prompts collects the declared prompts",
+    ("pipeline.declarations", "pipeline.verification.faithfulness"): "all_prompts collects the declared prompts",
+    ("pipeline.declarations", "pipeline.verification.registry"): "all_prompts collects the declared prompts",
+}
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The import cycles: each group of modules that import one another round (strongly connected, Tarjan's
+    algorithm without recursion), sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, {})))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return sorted(found)
+
+
+def without(graph: dict[str, dict[str, int]], edges) -> dict[str, dict[str, int]]:
+    return {m: {t: line for t, line in targets.items() if (m, t) not in edges} for m, targets in graph.items()}
+
+
+def cycle_report(graph: dict[str, dict[str, int]]) -> list[str]:
+    out = []
+    for group in cycles(graph):
+        members = set(group)
+        out.append(
+            "; ".join(f"{m} imports {t} (line {graph[m][t]})" for m in group for t in sorted(graph[m]) if t in members)
+        )
+    return out
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = import_graph(module_files(*CYCLE_TARGETS))
+    found = cycle_report(without(graph, KNOWN_CYCLE_EDGES))
+    assert not found, f"import cycles (move the shared code into a module both import): {found}"
+    stale = [edge for edge in KNOWN_CYCLE_EDGES if edge[1] not in graph.get(edge[0], {})]
+    assert not stale, f"KNOWN_CYCLE_EDGES names imports that are gone; remove them: {stale}"
+    closing = [edge for edge in KNOWN_CYCLE_EDGES if edge[0] in reachable(graph, edge[1])]
+    assert sorted(closing) == sorted(KNOWN_CYCLE_EDGES), (
+        f"KNOWN_CYCLE_EDGES names imports that close no cycle any more; remove them: "
+        f"{sorted(set(KNOWN_CYCLE_EDGES) - set(closing))}"
+    )
+
+
+def test_the_cycle_rule_fails_on_a_lazy_import_back():
+    modules = module_files(*CYCLE_TARGETS)
+    item = (ROOT / "pipeline" / "evaluation" / "item.py").read_text(encoding="utf-8")
+    back = item + "\n\ndef later():\n    from pipeline.evaluation.runner import report\n    return report\n"
+    graph = without(import_graph(modules, {"pipeline.evaluation.item": back}), KNOWN_CYCLE_EDGES)
+    found = cycle_report(graph)
+    assert found and "pipeline.evaluation.item imports pipeline.evaluation.runner" in found[0]
+    assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]  # longer too
+    assert cycles({"a": {"b": 1}, "b": {}}) == []

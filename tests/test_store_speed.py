@@ -124,9 +124,9 @@ def test_a_text_whose_transaction_rolled_back_is_stored_again(db, monkeypatch):
     assert [(c["prompt_text"], c["completion_text"]) for c in calls_for_run(db, run)] == [("lost prompt", "lost reply")]
 
 
-def test_a_replayed_run_finds_stored_texts_without_the_index(db):
+def test_a_run_written_outside_a_transaction_finds_stored_texts_without_the_index(db):
     run_with(db, [call("system prompt", "one")])
-    with db.cursor() as cur:  # the journal's replay writes with a bare cursor, outside Database.transaction
+    with db.cursor() as cur:  # a write with a bare cursor, outside Database.transaction (the index is not used)
         cur.begin()
         run_id = insert_run(cur, RunLog(a_run(), calls=[call("system prompt", "new")]))
         cur.commit()

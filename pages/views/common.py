@@ -12,7 +12,7 @@ from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.health import Check, check_ollama
 from pipeline.regression.alerts import count_open_alerts
-from pipeline.session import Database, open_workbench
+from pipeline.session import Database, open_workbench, replay_journal
 
 # The page order of the sidebar. Streamlit's own page list is hidden (.streamlit/config.toml) because it
 # names pages after their files; these links carry titles and icons and keep the order explicit. Icons are
@@ -62,6 +62,7 @@ def page_setup(title: str) -> tuple[Settings, Database]:
         else:
             st.success(f"Ollama ready at {escape_markdown(hosts)}", icon=":material/check_circle:")
     try:
+        replay_journal(db)  # results kept while the store was busy are saved before the page reads it
         open_alerts = count_open_alerts(db)
     except WorkbenchError as exc:  # the store is locked by another process too long, or cannot be opened
         show_error(exc)

@@ -4,7 +4,7 @@ cluster (`--ray-address`).
 Only the driver (this process) opens the store. It puts the knowledge base's chunks and embeddings into Ray's
 object store once; each item is a task that gets the settings (the model host with them), that snapshot, the
 item and the judge pin with the people's corrections, answers and scores the item with the same code as the
-local executor, calling Ollama directly, and returns the run log and scores. The runner saves each finished
+local executor (item.py), calling Ollama directly, and returns the run log and scores. The runner saves each finished
 item as it arrives, exactly as it does for the local executor.
 
 The workers do not read or fill the response cache: it lives in the store.
@@ -35,8 +35,8 @@ import store
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import GoldenItem
+from pipeline.evaluation.item import ItemOutcome, evaluate_item, timed_out
 from pipeline.evaluation.kb_snapshot import KnowledgeSnapshot, take_snapshot
-from pipeline.evaluation.runner import ItemOutcome, evaluate_item, timed_out
 from store.db import Database
 
 POLL_S = 0.1  # how often a waiting item looks at the cancel event

@@ -21,26 +21,22 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
-from pipeline import tracing
-from pipeline.answering.engine import QuestionRun, clean_question
-from pipeline.answering.events import AnswerResult
 from pipeline.calibration.agreement import corrections_pin
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation import registry
 from pipeline.evaluation.dataset import Dataset, GoldenItem
 from pipeline.evaluation.diagnosis import Diagnosis, diagnose
-from pipeline.evaluation.judge import CRITERIA, JudgePin, MetricScore, judge_pin, own_versions
-from pipeline.evaluation.kb_snapshot import KnowledgeSnapshot
+from pipeline.evaluation.item import ItemOutcome, evaluate_item, timed_out
+from pipeline.evaluation.judge import CRITERIA, JudgePin, judge_pin, own_versions
 from pipeline.models.llm import LLM
 from pipeline.regression import compare as regression
 from store import baselines, evals, journal
 from store.annotations import current_corrections
 from store.db import Database
-from store.records import RunLog
 
 
 @dataclass
@@ -76,66 +72,6 @@ class EvalOutcome:
 
 
 EXECUTORS = ("local", "ray")
-# (status, run log, scores, error) of one item
-ItemOutcome = tuple[str, RunLog | None, list[MetricScore], str | None]
-
-
-def evaluate_item(
-    settings: Settings,
-    db: Database | None,
-    item: GoldenItem,
-    pin,
-    abandon: threading.Event,
-    eval_run_id: int | None = None,
-    metrics: list[str] | None = None,
-    knowledge: KnowledgeSnapshot | None = None,
-) -> ItemOutcome:
-    """(status, log, scores, error) of one item; nothing is written here. The item's trace has the question
-    run and every metric under one root. With `knowledge` (a Ray worker, db None) it retrieves from that
-    snapshot of the knowledge base instead of the store, and the response cache (in the store) is not used."""
-    question = clean_question(item.question, settings)
-    with tracing.recording("evaluate item", item=item.id) as trace:
-        run = QuestionRun(settings, db, question, kind="eval", persist=False, eval_run_id=eval_run_id)
-        if knowledge is not None:
-            run.retriever = knowledge.retriever(run.llm, settings.top_k)
-        result: AnswerResult | None = None
-        for event in run.events():
-            if abandon.is_set():
-                raise TimeoutError("abandoned")
-            if event.kind == "final":
-                result = event.data["result"]
-        outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result, metrics)
-    run.log.spans = trace.records()
-    return outcome
-
-
-def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: AnswerResult, metrics=None):
-    if result.status == "failed":
-        return "failed", log, [], result.error
-    scorer = LLM(settings, db, origin="evaluation", eval_run_id=eval_run_id)
-    try:
-        scores = score_item(scorer, settings, item, result, pin, metrics)
-    except WorkbenchError as exc:
-        log.calls += scorer.take_calls()
-        return "failed", log, [], f"scoring failed: {exc}"
-    log.calls += scorer.take_calls()
-    log.cache_entries += scorer.take_cache_entries()
-    return "done", log, scores, None
-
-
-def score_item(
-    llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin, metrics: list[str] | None = None
-) -> list[MetricScore]:
-    """The chosen metrics (default: every registered one) of one answered item, each a step of the item's trace."""
-    inputs = registry.MetricInput(llm, settings, item, result, pin)
-    scores = []
-    for metric in registry.ordered_metrics():
-        if metrics is not None and metric.name not in metrics:
-            continue
-        with tracing.step(f"metric {metric.name}"):
-            scores.append(metric.measure(inputs))
-            tracing.annotate(value=scores[-1].value, status=scores[-1].status)
-    return scores
 
 
 @dataclass
@@ -271,6 +207,8 @@ def run_evaluation(
             status = "cancelled"
             raise
         finally:
+            with suppress(WorkbenchError):  # items kept in the journal while the store was busy, saved before the end
+                journal.replay(db, settings.store_save_wait_s)
             evals.mark_eval_run(db, eval_run_id, status, add_wall_s=time.monotonic() - started)
     outcome = EvalOutcome(eval_run_id, name, status, progress)
     if status == "finished":
@@ -331,10 +269,6 @@ class LocalItems:
         except asyncio.TimeoutError:
             abandon.set()
             raise
-
-
-def timed_out(timeout: float) -> ItemOutcome:
-    return "timeout", None, [], f"timed out after {timeout:g} s"
 
 
 def finished_status(failed: int) -> str:

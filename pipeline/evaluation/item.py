@@ -1,0 +1,87 @@
+"""One evaluation item: answered by the verified engine, then judged and measured; nothing is written here.
+
+The per-item work both executors share: the runner's local threads (runner.py) and the Ray tasks
+(ray_executor.py) call `evaluate_item` and return an `ItemOutcome`; the runner saves it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pipeline import tracing
+from pipeline.answering.engine import QuestionRun, clean_question
+from pipeline.answering.events import AnswerResult
+from pipeline.config import Settings
+from pipeline.errors import WorkbenchError
+from pipeline.evaluation import registry
+from pipeline.evaluation.dataset import GoldenItem
+from pipeline.evaluation.judge import MetricScore
+from pipeline.evaluation.kb_snapshot import KnowledgeSnapshot
+from pipeline.models.llm import LLM
+from store.db import Database
+from store.records import RunLog
+
+# (status, run log, scores, error) of one item
+ItemOutcome = tuple[str, RunLog | None, list[MetricScore], str | None]
+
+
+def evaluate_item(
+    settings: Settings,
+    db: Database | None,
+    item: GoldenItem,
+    pin,
+    abandon: threading.Event,
+    eval_run_id: int | None = None,
+    metrics: list[str] | None = None,
+    knowledge: KnowledgeSnapshot | None = None,
+) -> ItemOutcome:
+    """(status, log, scores, error) of one item; nothing is written here. The item's trace has the question
+    run and every metric under one root. With `knowledge` (a Ray worker, db None) it retrieves from that
+    snapshot of the knowledge base instead of the store, and the response cache (in the store) is not used."""
+    question = clean_question(item.question, settings)
+    with tracing.recording("evaluate item", item=item.id) as trace:
+        run = QuestionRun(settings, db, question, kind="eval", persist=False, eval_run_id=eval_run_id)
+        if knowledge is not None:
+            run.retriever = knowledge.retriever(run.llm, settings.top_k)
+        result: AnswerResult | None = None
+        for event in run.events():
+            if abandon.is_set():
+                raise TimeoutError("abandoned")
+            if event.kind == "final":
+                result = event.data["result"]
+        outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result, metrics)
+    run.log.spans = trace.records()
+    return outcome
+
+
+def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: AnswerResult, metrics=None):
+    if result.status == "failed":
+        return "failed", log, [], result.error
+    scorer = LLM(settings, db, origin="evaluation", eval_run_id=eval_run_id)
+    try:
+        scores = score_item(scorer, settings, item, result, pin, metrics)
+    except WorkbenchError as exc:
+        log.calls += scorer.take_calls()
+        return "failed", log, [], f"scoring failed: {exc}"
+    log.calls += scorer.take_calls()
+    log.cache_entries += scorer.take_cache_entries()
+    return "done", log, scores, None
+
+
+def score_item(
+    llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin, metrics: list[str] | None = None
+) -> list[MetricScore]:
+    """The chosen metrics (default: every registered one) of one answered item, each a step of the item's trace."""
+    inputs = registry.MetricInput(llm, settings, item, result, pin)
+    scores = []
+    for metric in registry.ordered_metrics():
+        if metrics is not None and metric.name not in metrics:
+            continue
+        with tracing.step(f"metric {metric.name}"):
+            scores.append(metric.measure(inputs))
+            tracing.annotate(value=scores[-1].value, status=scores[-1].status)
+    return scores
+
+
+def timed_out(timeout: float) -> ItemOutcome:
+    return "timeout", None, [], f"timed out after {timeout:g} s"
