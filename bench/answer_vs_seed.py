@@ -39,10 +39,10 @@ from bench.common import ROOT, FakeOllama, Figure, bench_environment, print_tabl
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.config import load_settings
-from pipeline.declarations import all_prompts
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.knowledge.ingest import ingest
 from pipeline.models.llm import LLM
+from pipeline.prompt_registry import all_prompts
 from pipeline.verification.faithfulness import Passage, context_block
 from store.db import get_database
 

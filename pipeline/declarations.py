@@ -58,18 +58,3 @@ def prompt_versions(prompts: Iterable[Prompt]) -> dict[str, str]:
 def option_values(settings: Settings, options: Iterable[str]) -> dict:
     """{option: its value in the settings}, each option once, in order."""
     return {name: getattr(settings, name) for name in dict.fromkeys(options)}
-
-
-def all_prompts() -> dict[str, Prompt]:
-    """Every prompt any part declares, by name: the engine's, the checker's, every registered verifier's and
-    metric's (the judge's rubrics among them)."""
-    from pipeline.answering.engine import PROMPTS
-    from pipeline.evaluation.registry import load_metrics
-    from pipeline.verification.faithfulness import FaithfulnessChecker
-    from pipeline.verification.registry import load_verifiers
-
-    every = [*PROMPTS, *FaithfulnessChecker.prompts, *FaithfulnessChecker.answer_prompts]
-    every += [p for verifier in load_verifiers().values() for p in verifier.prompts]
-    every += [p for metric in load_metrics().values() for p in metric.prompts]
-    prompt_versions(every)
-    return {p.name: p for p in every}

@@ -19,12 +19,13 @@ from test_evaluation import ITEMS, dataset
 
 from pipeline.answering.engine import VerifiedQueryEngine, run_config
 from pipeline.answering.prompts import Prompt
-from pipeline.declarations import SETTING_NAMES, all_prompts, declared
+from pipeline.declarations import SETTING_NAMES, declared
 from pipeline.evaluation import registry
 from pipeline.evaluation.judge import judge_pin
 from pipeline.evaluation.registry import MetricInput, load_metrics, register_metric
 from pipeline.evaluation.runner import run_evaluation
 from pipeline.models.llm import LLM
+from pipeline.prompt_registry import all_prompts
 from pipeline.verification.claims import Passage
 from pipeline.verification.registry import load_verifiers, register_verifier, verifier_class
 from store import evals
