@@ -84,7 +84,7 @@ def insert_texts(cur, texts, cache_entries: list[CacheEntry] = ()) -> dict[str, 
     """Each distinct text once: hash -> row id of every text, inserting those the store does not hold yet, in the
     same statement as the cache entries (one table fewer per saved run: each table an insert touches costs
     about 0.7 ms). Inside Database.transaction the store's indexes answer which texts it holds (see
-    store/key_index.py); elsewhere (the journal's replay while the store opens) the hashes are looked up in the
+    store/key_index.py); elsewhere (a bare cursor) the hashes are looked up in the
     table."""
     unique = {text_hash(t): t for t in texts if t is not None}
     indexes = key_index.ACTIVE.get()
