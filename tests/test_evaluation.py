@@ -1,5 +1,6 @@
 """The evaluation runner: results, concurrency, resume after a kill, timeouts, failures."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -125,12 +126,16 @@ def test_items_run_concurrently(fake, settings, kb_db, monkeypatch):
 def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db, executor):
     fake.enqueue("The RAG index held 21 million passages [1].", match=lambda b: not b.get("format"))
     fake.inject("timeout", model="llama3.2", path="/api/chat")
-    fake.fault_delay_s = 3
+    # The slow call is answered 6 s after it came in, so after its item's 5 s (counted from before the call)
+    # whatever the load: the order is by construction. It must end at all: a thread that timed out keeps its
+    # pool slot until then. The other item has 5 s, and no single request times out before its item does.
+    fake.fault_delay_s = 6
+    settings = dataclasses.replace(settings, request_timeout_s=120)
     outcome = run_evaluation(
-        settings, kb_db, dataset(ITEMS[:2]), "slow", concurrency=1, item_timeout_s=1, executor=executor
+        settings, kb_db, dataset(ITEMS[:2]), "slow", concurrency=1, item_timeout_s=5, executor=executor
     )
     items = {r["item_id"]: r for r in report(settings, kb_db, "slow").items}
-    assert items["rag-passages"]["item_status"] == "timeout" and "timed out after 1 s" in items["rag-passages"]["error"]
+    assert items["rag-passages"]["item_status"] == "timeout" and "timed out after 5 s" in items["rag-passages"]["error"]
     assert items["transformer-bleu"]["item_status"] == "done"
     assert outcome.progress.failed == 1
 
