@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown, fmt_score
+from pipeline.evaluation.given import OWN_PIPELINE
 from pipeline.evaluation.judge import recorded_version
 from pipeline.regression.alerts import (
     acknowledge,
@@ -41,9 +42,11 @@ else:
         for r in data[["metric", "judge_prompt_version", "config"]].itertuples()
     ]
     data["pin"] = data["judge_model"] + "@" + data["judge_digest"].str[:12] + " / " + pd.Series(versions, data.index)
-    # runs are comparable only under the same judge pin, over the same dataset content and size
+    # runs are comparable only of the same pipeline, under the same judge pin, over the same dataset content and size
     data["series"] = (
-        data["pin"]
+        data["pipeline"].fillna(OWN_PIPELINE)
+        + " · "
+        + data["pin"]
         + " · data "
         + data["dataset_hash"].fillna("?").str[:8]
         + " · "
@@ -100,10 +103,13 @@ else:
         chart.add_hline(
             y=floors[metric], line_dash="dash", line_color="red", annotation_text=f"floor {fmt_score(floors[metric])}"
         )
-    chart.update_layout(xaxis_title="run time", yaxis_title=metric, legend_title="judge pin · dataset · size")
+    chart.update_layout(
+        xaxis_title="run time", yaxis_title=metric, legend_title="pipeline · judge pin · dataset · size"
+    )
     st.plotly_chart(chart, width="stretch")
     st.caption(
-        "Runs under different judge pins, or over a different dataset content or size, are separate series; "
+        "Runs of different pipelines, under different judge pins, or over a different dataset content or size, are "
+        "separate series; "
         "their scores are never compared."
     )
     names = list(runs["name"])

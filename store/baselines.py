@@ -1,8 +1,9 @@
 """Which evaluation run another is compared with: the dataset a run was over, and the one baseline rule.
 
-The rule, the same for every page and command: the run pinned for the dataset; else the newest earlier
-run over the same dataset (same content hash) and size, under the same judge pin, with every item done
-(failures are read from the items, not from the run's status) and no open regression alert."""
+The rule, the same for every page and command: the run pinned for the dataset (when its answers were written by
+the same pipeline); else the newest earlier run of the same pipeline over the same dataset (same content hash)
+and size, under the same judge pin, with every item done (failures are read from the items, not from the run's
+status) and no open regression alert. A run's pipeline is who wrote its answers (None: this workbench)."""
 
 from __future__ import annotations
 
@@ -21,21 +22,31 @@ def dataset_identity(db: Database, eval_run_id: int) -> tuple[str | None, int] |
     return (row[0], row[1]) if row else None
 
 
-def pinned(db: Database, dataset: str) -> int | None:
+ANY_PIPELINE = object()
+
+
+def pinned(db: Database, dataset: str, pipeline=ANY_PIPELINE) -> int | None:
+    """The run pinned for the dataset; with `pipeline` (None: this workbench), only if that pipeline wrote its
+    answers."""
     with db.cursor() as cur:
-        row = cur.execute("SELECT eval_run_id FROM baseline_pins WHERE dataset = ?", [dataset]).fetchone()
+        row = cur.execute(
+            "SELECT b.eval_run_id FROM baseline_pins b JOIN eval_runs e ON e.id = b.eval_run_id "
+            "WHERE b.dataset = ? AND (? OR e.pipeline IS NOT DISTINCT FROM ?)",
+            [dataset, pipeline is ANY_PIPELINE, None if pipeline is ANY_PIPELINE else pipeline],
+        ).fetchone()
     return row[0] if row else None
 
 
 def previous_comparable(db: Database, eval_run_id: int) -> int | None:
-    """The newest run before this one with the same dataset hash and size and judge pin, every item done and
-    no open alert."""
+    """The newest run before this one of the same pipeline with the same dataset hash and size and judge pin,
+    every item done and no open alert."""
     with db.cursor() as cur:
         row = cur.execute(
             f"""
             SELECT p.id FROM eval_runs p JOIN eval_runs e ON e.id = ?
             WHERE p.id <> e.id AND p.created_at < e.created_at
               AND p.dataset_hash IS NOT DISTINCT FROM e.dataset_hash AND p.n_items = e.n_items
+              AND p.pipeline IS NOT DISTINCT FROM e.pipeline
               AND p.judge_model = e.judge_model AND p.judge_digest = e.judge_digest
               AND p.judge_prompt_version = e.judge_prompt_version
               AND {CLEAN}

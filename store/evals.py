@@ -39,13 +39,14 @@ class EvalRun:
     judge_prompt_version: str
     n_items: int
     wall_s: float
+    pipeline: str | None = None  # who wrote the answers of a dataset that carries them; None: this workbench
 
 
 def get_eval_run(db: Database, name: str) -> EvalRun | None:
     with db.cursor() as cur:
         row = cur.execute(
             "SELECT id, name, dataset, status, config, judge_model, judge_digest, "
-            "judge_prompt_version, n_items, wall_s FROM eval_runs WHERE name = ?",
+            "judge_prompt_version, n_items, wall_s, pipeline FROM eval_runs WHERE name = ?",
             [name],
         ).fetchone()
     if not row:
@@ -64,11 +65,13 @@ def create_eval_run(
     prompt_version: str,
     n_items: int,
     concurrency: int,
+    pipeline: str | None = None,
 ) -> int:
     with db.cursor() as cur:
         return cur.execute(
             "INSERT INTO eval_runs (name, dataset, dataset_hash, status, config, judge_model, judge_digest, "
-            "judge_prompt_version, n_items, concurrency) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?) RETURNING id",
+            "judge_prompt_version, n_items, concurrency, pipeline) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             [
                 name,
                 dataset,
@@ -79,6 +82,7 @@ def create_eval_run(
                 prompt_version,
                 n_items,
                 concurrency,
+                pipeline,
             ],
         ).fetchone()[0]
 
@@ -92,6 +96,13 @@ def mark_eval_run(
             "UPDATE eval_runs SET status = ?, wall_s = wall_s + ?, finished_at = ?, "
             "n_items = coalesce(?, n_items) WHERE id = ?",
             [status, add_wall_s, finished, n_items, eval_run_id],
+        )
+
+
+def item_questions(db: Database, eval_run_id: int) -> dict[str, str]:
+    with db.cursor() as cur:
+        return dict(
+            cur.execute("SELECT item_id, question FROM eval_items WHERE eval_run_id = ?", [eval_run_id]).fetchall()
         )
 
 
@@ -183,7 +194,7 @@ def list_eval_runs(db: Database) -> list[dict]:
             cur,
             """
             SELECT e.id, e.name, e.dataset, e.status, e.n_items, e.created_at, e.finished_at, e.wall_s,
-                   e.judge_model, e.judge_digest, e.judge_prompt_version,
+                   e.judge_model, e.judge_digest, e.judge_prompt_version, e.pipeline,
                    count(i.item_id) FILTER (WHERE i.status = 'done') AS done,
                    count(i.item_id) FILTER (WHERE i.status <> 'done') AS failed
             FROM eval_runs e LEFT JOIN eval_items i ON i.eval_run_id = e.id

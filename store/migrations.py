@@ -524,6 +524,19 @@ def m019_grades_on_runs(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
+@migration
+def m020_given_answers(con: duckdb.DuckDBPyConnection) -> None:
+    """Runs of answers written elsewhere: the pipeline that wrote a run's answer (runs, and an evaluation of such
+    answers), and the text and source of each context given with it (retrievals; its chunk_id is -rank, as no
+    chunk of the knowledge base holds it)."""
+    con.execute("""
+        ALTER TABLE runs ADD COLUMN pipeline VARCHAR;
+        ALTER TABLE eval_runs ADD COLUMN pipeline VARCHAR;
+        ALTER TABLE retrievals ADD COLUMN context_text VARCHAR;
+        ALTER TABLE retrievals ADD COLUMN context_source VARCHAR;
+    """)
+
+
 def applied(con: duckdb.DuckDBPyConnection) -> list[str]:
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations "

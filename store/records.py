@@ -70,9 +70,11 @@ class RetrievalRecord:
     round: int
     query: str
     rank: int
-    chunk_id: int
+    chunk_id: int  # a chunk of the knowledge base; -rank for a context given with an imported answer
     score: float
     cited: bool = False
+    context_text: str | None = None  # a given context's text and source (no chunk holds them)
+    context_source: str | None = None
 
 
 @dataclass
@@ -132,6 +134,7 @@ class RunRecord:
     config: dict = field(default_factory=dict)
     finished_at: datetime | None = None
     latency_ms: float | None = None
+    pipeline: str | None = None  # who wrote the answer, for an imported or traced run (None: this workbench)
 
 
 @dataclass

@@ -89,7 +89,9 @@ def get_run(db: Database, run_id: int) -> dict | None:
         run["retrievals"] = fetch_dicts(
             cur,
             """
-            SELECT r.*, c.text, coalesce(d.path, rd.path) AS source FROM retrievals r
+            SELECT r.* EXCLUDE (context_text, context_source), coalesce(c.text, r.context_text) AS text,
+                   coalesce(d.path, rd.path, r.context_source) AS source
+            FROM retrievals r
             LEFT JOIN chunks c ON c.id = r.chunk_id LEFT JOIN documents d ON d.id = c.document_id
             LEFT JOIN retired_documents rd ON rd.id = c.document_id
             WHERE r.run_id = ? ORDER BY r.round, r.rank""",

@@ -51,8 +51,11 @@ def test_missing_file_and_empty_dataset_are_clear_errors(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         load_dataset(tmp_path / "nope.jsonl")
     (tmp_path / "empty.jsonl").write_text("{}\n")
-    with pytest.raises(InputError, match="has no valid rows \\(1 bad\\)"):
+    with pytest.raises(InputError, match="has no question column"):
         load_dataset(tmp_path / "empty.jsonl")
+    (tmp_path / "blank.jsonl").write_text(json.dumps({"question": " "}) + "\n")
+    with pytest.raises(InputError, match="has no valid rows \\(1 bad\\): line 1: question: must not be empty"):
+        load_dataset(tmp_path / "blank.jsonl")
 
 
 def test_selecting_by_tags_and_limit():

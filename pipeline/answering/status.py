@@ -10,6 +10,7 @@ from __future__ import annotations
 
 ACCEPTED, FLAGGED, NO_CLAIMS, UNVERIFIED = "accepted", "flagged", "no_claims", "unverified"
 ABSTAINED, FAILED, CANCELLED, RUNNING = "abstained", "failed", "cancelled", "running"
+NO_CONTEXTS = "no_contexts"  # an imported answer given without contexts: nothing to check it against
 OFF_TOPIC = "off_topic"  # the run's best attempt, shown, does not address the question (off_topic_final = mark)
 
 STATUS_TEXT = {
@@ -18,6 +19,7 @@ STATUS_TEXT = {
     ABSTAINED: "🤐 abstained",
     OFF_TOPIC: "🎯 does not address the question: no attempt answered what was asked; the best one is shown",
     NO_CLAIMS: "ℹ️ no checkable claims",
+    NO_CONTEXTS: "ℹ️ no contexts given: nothing to check the answer against",
     UNVERIFIED: "❔ could not be verified",
     FAILED: "🚫 failed",
     CANCELLED: "⏹️ cancelled",

@@ -24,6 +24,7 @@ from pipeline.cli.output import (
     follow_answer,
     print_detector,
     print_gate,
+    print_mapping,
     print_report,
     print_runs,
     report_json,
@@ -62,8 +63,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="do nothing when the knowledge base already has chunks for the embedding model",
     )
     sub.add_parser("doctor", help="check Ollama, the models and the store, and print the fix for each problem")
-    ev = sub.add_parser("eval", help="run a golden set through the workbench, judge and measure every item")
-    ev.add_argument("dataset", help="a .jsonl or .csv golden set, e.g. data/eval/golden.jsonl")
+    ev = sub.add_parser(
+        "eval",
+        help="run a golden set through the workbench, or score another pipeline's answers as given; judge and "
+        "measure every item",
+    )
+    ev.add_argument(
+        "dataset",
+        help="a .jsonl, .csv or .parquet file: a golden set (id, question, reference, tags), or rows that carry "
+        "their answer and contexts in our, Ragas's or DeepEval's column names, e.g. data/eval/golden.jsonl",
+    )
+    ev.add_argument(
+        "--pipeline",
+        default=None,
+        help="with rows that carry answers: the name of the pipeline that wrote them (default: the file's name); "
+        "trends and baselines keep each pipeline's runs apart",
+    )
     ev.add_argument("--name", required=True, help="the evaluation's name; the same name resumes it")
     ev.add_argument("--concurrency", type=int, default=None, help="items at once (default: setting eval_concurrency)")
     ev.add_argument("--limit", type=int, default=None, help="only the first N items")
@@ -300,6 +315,7 @@ def metric_list(text: str) -> list[str]:
 
 def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
     dataset = load_dataset(args.dataset)
+    print_mapping(dataset, err)
     for bad in dataset.bad_rows:
         err.print(Text(f"skipped line {bad.line}: {bad.reason}", style="yellow"))
     dataset = dataset.select(args.limit, args.tags)
@@ -323,6 +339,7 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
                 metrics=args.metrics,
                 executor=args.executor,
                 ray_address=args.ray_address,
+                pipeline=args.pipeline,
             )
         except KeyboardInterrupt:
             err.print(Text(f"cancelled: finished items are kept; run the same command to resume {args.name!r}"))

@@ -11,9 +11,25 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.answering.events import AnswerResult, Event
+from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.registry import UNIT, get_metric, scale_of
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
 from pipeline.history.runs import listed_columns
+
+
+def print_mapping(dataset: Dataset, err: Console) -> None:
+    """How the file's columns were read (and, for given answers, that they are scored as given)."""
+    mapping = dataset.mapping
+    if mapping is None:
+        return
+    what = "answers scored as given (no retrieval, no generation)" if dataset.given_answers else "a golden set"
+    err.print(Text(f"{dataset.name}: {mapping.convention} columns, {what}", style="dim"))
+    for name, column in mapping.describe():
+        err.print(Text(f"  {name:<9} <- {column}", style="dim"))
+    for note in mapping.notes:
+        err.print(Text(f"  note: {note}", style="dim"))
+    if mapping.unused:
+        err.print(Text(f"  not read: {', '.join(mapping.unused)}", style="dim"))
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """Two evaluation runs side by side: metric means with their change (B − A), the paired change over the items
 both scored (the regression check's own test, pipeline.regression.compare), and the items that got worse or
-better per metric. Items are matched by golden id. Judge scores are compared only under the same judge pin
+better per metric. Items are matched by golden id, else by normalised question (matching.py), so two pipelines'
+answers to the same questions are compared item by item. Judge scores are compared only under the same judge pin
 (and a criterion's own prompt version); runs over different datasets (content hash or size) are compared item
 by item but marked."""
 
@@ -12,6 +13,7 @@ from pipeline.answering.events import AnswerResult
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.evaluation.judge import recorded_version
+from pipeline.evaluation.matching import in_terms_of_a, matched_items
 from pipeline.evaluation.registry import get_metric, higher_is_better, label_of, metric_names, scale_of
 from pipeline.history.runs import load_result
 from pipeline.regression import family
@@ -138,11 +140,13 @@ def _not_comparable(metric: str, a: Side, b: Side) -> str | None:
     return VERSION_DIFFERS if len(versions) > 1 else None
 
 
-def _tiles(settings: Settings, db: Database, a: Side, b: Side, metrics: list[str]) -> list[Tile]:
+def _tiles(
+    settings: Settings, db: Database, a: Side, b: Side, metrics: list[str], matched: dict[str, str]
+) -> list[Tile]:
     summaries = [{r["metric"]: r for r in evals.metric_summary(db, side.run.id)} for side in (a, b)]
     tested = [m for m in metrics if _not_comparable(m, a, b) is None]
     base = {m: alert_store.item_scores(db, a.run.id, m) for m in tested}
-    new = {m: alert_store.item_scores(db, b.run.id, m) for m in tested}
+    new = {m: in_terms_of_a(alert_store.item_scores(db, b.run.id, m), matched) for m in tested}
     paired = {c.metric: c for c in compare_family(base, new, settings.min_effect) if c.slice == family.OVERALL}
     tiles = []
     for metric in metrics:
@@ -164,8 +168,11 @@ def _tiles(settings: Settings, db: Database, a: Side, b: Side, metrics: list[str
     return tiles
 
 
-def _changes(db: Database, a: Side, b: Side, metrics: list[str], shared: list[str]) -> list[ItemChange]:
-    rows_a, rows_b = ({r["item_id"]: r for r in evals.item_results(db, s.run.id, metrics)} for s in (a, b))
+def _changes(
+    db: Database, a: Side, b: Side, metrics: list[str], shared: list[str], matched: dict[str, str]
+) -> list[ItemChange]:
+    rows_a = {r["item_id"]: r for r in evals.item_results(db, a.run.id, metrics)}
+    rows_b = in_terms_of_a({r["item_id"]: r for r in evals.item_results(db, b.run.id, metrics)}, matched)
     changes = []
     for metric in metrics:
         up = higher_is_better(metric)
@@ -196,16 +203,17 @@ def compare_runs(settings: Settings, db: Database, a_name: str, b_name: str) -> 
     scored = {r["metric"] for side in (a, b) for r in evals.metric_summary(db, side.run.id)}
     metrics = [m for m in metric_names() if m in scored] + sorted(scored - set(metric_names()))
     items_a, items_b = (set(evals.item_statuses(db, s.run.id)) for s in (a, b))
-    shared = sorted(items_a & items_b)
+    matched = matched_items(db, a.run.id, b.run.id)
+    shared = sorted(set(matched.values()))
     compared = [m for m in metrics if _not_comparable(m, a, b) is None]
     return RunComparison(
         a,
         b,
-        _tiles(settings, db, a, b, metrics),
-        _changes(db, a, b, compared, shared),
+        _tiles(settings, db, a, b, metrics, matched),
+        _changes(db, a, b, compared, shared, matched),
         shared,
-        sorted(items_a - items_b),
-        sorted(items_b - items_a),
+        sorted(items_a - set(matched.values())),
+        sorted(items_b - set(matched)),
     )
 
 

@@ -1,6 +1,9 @@
-"""Golden sets: JSONL rows {id, question, reference?, tags?}, or CSV with the same columns.
+"""Datasets: golden sets (rows {id, question, reference?, tags?}) and rows that already carry an answer and its
+contexts (another pipeline's output, scored as given), as JSONL, CSV or Parquet.
 
-Every row is validated; bad rows are reported by line number and the good ones are kept.
+The column names are mapped once per file (columns.py: ours, Ragas's and DeepEval's). Every row is validated;
+bad rows are reported by line number (a Parquet file's row number) and the good ones are kept. A row's id is
+made from its question when the file has no id column, so two files of the same questions match item by item.
 """
 
 from __future__ import annotations
@@ -9,12 +12,30 @@ import csv
 import hashlib
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError, field_validator
 
 from pipeline.errors import InputError
+from pipeline.evaluation.columns import ColumnMap, map_columns
+
+FORMATS = ("jsonl", "csv", "parquet")
+
+
+class GivenContext(BaseModel):
+    """A context the row's pipeline retrieved: a string, or {text, source?, score?}."""
+
+    text: str
+    source: str | None = None
+    score: float | None = None
+
+    @field_validator("text")
+    @classmethod
+    def _has_text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a context's text must not be empty")
+        return value
 
 
 class GoldenItem(BaseModel):
@@ -22,6 +43,12 @@ class GoldenItem(BaseModel):
     question: str
     reference: str | None = None
     tags: list[str] = []
+    answer: str | None = None  # given: the row is scored as it is, with no retrieval and no generation
+    contexts: list[GivenContext] | None = None  # the contexts the given answer was written from
+
+    @property
+    def given(self) -> bool:
+        return self.answer is not None
 
     @field_validator("id", "question")
     @classmethod
@@ -51,6 +78,40 @@ class GoldenItem(BaseModel):
             raise ValueError("must be a list of strings")
         return [t.strip() for t in value if t.strip()]
 
+    @field_validator("answer", mode="before")
+    @classmethod
+    def _answer_text(cls, value):
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"must be text, not {type(value).__name__}")
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    @field_validator("contexts", mode="before")
+    @classmethod
+    def _context_list(cls, value):
+        """A list of contexts, a JSON list in a string (a CSV cell), or one context as a plain string."""
+        if value is None:
+            return None
+        if hasattr(value, "tolist"):  # a numpy array (Parquet read through pandas)
+            value = value.tolist()
+        if isinstance(value, str):
+            text = value.strip()
+            if not text:
+                return []
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"looks like a JSON list but is not valid JSON ({exc.msg})") from None
+            else:
+                value = [text]
+        if not isinstance(value, list):
+            raise ValueError(f"must be a list of contexts or a string, not {type(value).__name__}")
+        return [{"text": c} if isinstance(c, str) else c for c in value]
+
 
 @dataclass
 class BadRow:
@@ -63,15 +124,22 @@ class Dataset:
     name: str
     items: list[GoldenItem]
     bad_rows: list[BadRow] = field(default_factory=list)
-    content_hash: str = ""
+    content_hash: str = ""  # of the questions (id, question, reference, tags): a dataset's identity
+    mapping: ColumnMap | None = None  # how the file's columns were read
+    answers_hash: str | None = None  # of the given answers and contexts; None for a golden set
 
     def select(self, limit: int | None = None, tags: list[str] | None = None) -> Dataset:
         items = [i for i in self.items if not tags or set(tags) & set(i.tags)]
-        return Dataset(self.name, items[:limit] if limit else items, self.bad_rows, self.content_hash)
+        return replace(self, items=items[:limit] if limit else items)
 
     @property
     def tags(self) -> list[str]:
         return sorted({t for item in self.items for t in item.tags})
+
+    @property
+    def given_answers(self) -> bool:
+        """Whether its rows carry their answers (scored as given) rather than being answered here."""
+        return self.answers_hash is not None
 
 
 def _reason(exc: ValidationError) -> str:
@@ -94,6 +162,14 @@ def _rows_jsonl(text: str):
         yield number, row, None if isinstance(row, dict) else "not a JSON object"
 
 
+def _jsonl_columns(text: str) -> list[str]:
+    keys: dict[str, None] = {}
+    for _, row, problem in _rows_jsonl(text):
+        if not problem:
+            keys.update(dict.fromkeys(row))
+    return list(keys)
+
+
 def _rows_csv(text: str):
     reader = csv.DictReader(io.StringIO(text), strict=True)
     read_up_to = 0
@@ -110,36 +186,124 @@ def _rows_csv(text: str):
 
 
 def _csv_rows(reader: csv.DictReader):
-    if not reader.fieldnames or not {"id", "question"} <= {f.strip() for f in reader.fieldnames}:
-        raise InputError(
-            "the CSV file needs a header row with at least the columns id and question",
-            fix="add a first line such as: id,question,reference,tags",
-        )
     for row in reader:
         yield reader.line_num, {k.strip(): v for k, v in row.items() if k}, None
 
 
-def parse_dataset(text: str, name: str, fmt: str) -> Dataset:
-    """fmt: 'jsonl' or 'csv'. A byte-order mark at the start (Excel and Notepad write one) is ignored."""
-    text = text.removeprefix("\ufeff")
-    rows = _rows_csv(text) if fmt == "csv" else _rows_jsonl(text)
+def _csv_columns(text: str) -> list[str]:
+    header = next(csv.reader(io.StringIO(text)), [])
+    return [h.strip() for h in header]
+
+
+def parse_rows(rows, columns: list[str], name: str, hash_of: bytes) -> Dataset:
+    """A dataset from (line, raw row, problem) triples and the file's column names (mapped here; a column no row
+    fills, such as `"answer": null` in every row, is not read)."""
+    rows = list(rows)
+    filled = {k for _, row, problem in rows if not problem for k, v in row.items() if v not in (None, "")}
+    mapping = map_columns([c for c in columns if c in filled])
     items, bad, seen = [], [], set()
     for number, row, problem in rows:
         if problem:
             bad.append(BadRow(number, problem))
             continue
-        try:
-            item = GoldenItem.model_validate(row)
-        except ValidationError as exc:
-            bad.append(BadRow(number, _reason(exc)))
+        problem, item = _item(mapping, row)
+        if problem:
+            bad.append(BadRow(number, problem))
             continue
         if item.id in seen:
-            bad.append(BadRow(number, f"id {item.id!r} repeats an earlier row"))
-            continue
+            if "id" in mapping.columns:
+                bad.append(BadRow(number, f"id {item.id!r} repeats an earlier row"))
+                continue
+            item = item.model_copy(update={"id": _next_free(item.id, seen)})
         seen.add(item.id)
         items.append(item)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return Dataset(name, items, bad, digest)
+    given = mapping.given_answers
+    return Dataset(
+        name,
+        items,
+        bad,
+        questions_hash(items) if given else hashlib.sha256(hash_of).hexdigest(),
+        mapping,
+        hashlib.sha256(hash_of).hexdigest() if given else None,
+    )
+
+
+def _item(mapping: ColumnMap, raw: dict) -> tuple[str | None, GoldenItem | None]:
+    row = mapping.row(raw)
+    if mapping.given_answers and row.get("answer") is None:
+        return f"{mapping.columns['answer']}: missing (every row of a file with answers needs one)", None
+    if "id" not in mapping.columns and isinstance(row.get("question"), str):
+        row["id"] = question_id(row["question"])
+    try:
+        return None, GoldenItem.model_validate(row)
+    except ValidationError as exc:
+        return _reason(exc), None
+
+
+def normalised_question(question: str) -> str:
+    """The question as items are matched by it: lower case, words only."""
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in question.lower()).split())
+
+
+def question_id(question: str) -> str:
+    """The id of a row without one: made from its normalised question, so files of the same questions match."""
+    return "q-" + hashlib.sha256(normalised_question(question).encode("utf-8")).hexdigest()[:12]
+
+
+def _next_free(item_id: str, seen: set[str]) -> str:
+    n = 2
+    while f"{item_id}-{n}" in seen:
+        n += 1
+    return f"{item_id}-{n}"
+
+
+def questions_hash(items: list[GoldenItem]) -> str:
+    """The identity of a dataset's questions (ids, questions, references, tags), whatever answers it carries: two
+    files of one pipeline's answers to the same questions are runs over the same dataset."""
+    rows = sorted(
+        json.dumps(i.model_dump(include={"id", "question", "reference", "tags"}), sort_keys=True) for i in items
+    )
+    return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
+
+
+def parse_dataset(text: str, name: str, fmt: str) -> Dataset:
+    """fmt: 'jsonl' or 'csv'. A byte-order mark at the start (Excel and Notepad write one) is ignored."""
+    text = text.removeprefix("\ufeff")
+    if fmt == "csv":
+        return parse_rows(_rows_csv(text), _csv_columns(text), name, text.encode("utf-8"))
+    return parse_rows(_rows_jsonl(text), _jsonl_columns(text), name, text.encode("utf-8"))
+
+
+def parse_parquet(data: bytes, name: str) -> Dataset:
+    """A Parquet file's rows (numbered from 1); lists and structs arrive as Python lists and dicts."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(
+            f"{name} is not a readable Parquet file ({exc})", fix="write it with pandas.to_parquet or pyarrow"
+        ) from None
+    rows = ((n, row, None) for n, row in enumerate(table.to_pylist(), start=1))
+    return parse_rows(rows, table.column_names, name, data)
+
+
+def format_of(path: str | Path) -> str:
+    suffix = Path(path).suffix.lower()
+    return {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(suffix, "jsonl")
+
+
+def parse_file(data: bytes, name: str) -> Dataset:
+    """A dataset from a file's bytes, its format told by the name's suffix (.csv, .parquet, else JSONL)."""
+    fmt = format_of(name)
+    if fmt == "parquet":
+        return parse_parquet(data, name)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"dataset {name} is not UTF-8 text", fix="save it as UTF-8") from None
+    return parse_dataset(text, name, fmt)
 
 
 def load_dataset(path: str | Path) -> Dataset:
@@ -147,17 +311,18 @@ def load_dataset(path: str | Path) -> Dataset:
     if not path.is_file():
         raise InputError(
             f"dataset {path} does not exist",
-            fix="give the path of a .jsonl or .csv golden set, for example data/eval/golden.jsonl",
+            fix="give the path of a .jsonl, .csv or .parquet dataset, for example data/eval/golden.jsonl",
         )
-    fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"dataset {path} is not UTF-8 text", fix="save it as UTF-8") from None
-    dataset = parse_dataset(text, path.name, fmt)
+    dataset = parse_file(path.read_bytes(), path.name)
+    return checked(dataset, str(path))
+
+
+def checked(dataset: Dataset, where: str) -> Dataset:
+    """The dataset, or InputError when no row of it is usable."""
     if not dataset.items:
+        first = f": line {dataset.bad_rows[0].line}: {dataset.bad_rows[0].reason}" if dataset.bad_rows else ""
         raise InputError(
-            f"dataset {path} has no valid rows ({len(dataset.bad_rows)} bad)",
-            fix="each row needs at least an id and a question",
+            f"dataset {where} has no valid rows ({len(dataset.bad_rows)} bad){first}",
+            fix="each row needs at least a question (and, in a file with answers, an answer)",
         )
     return dataset

@@ -1,4 +1,6 @@
-"""One evaluation item: answered by the verified engine, then judged and measured; nothing is written here.
+"""One evaluation item: answered by the verified engine (or, when the row carries its own answer, that answer
+checked against its given contexts: pipeline/evaluation/given.py), then judged and measured; nothing is written
+here.
 
 The per-item work both executors share: the runner's local threads (runner.py) and the Ray tasks
 (ray_executor.py) call `evaluate_item` and return an `ItemOutcome`; the runner saves it.
@@ -15,6 +17,7 @@ from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation import registry
 from pipeline.evaluation.dataset import GoldenItem
+from pipeline.evaluation.given import check_given
 from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.kb_snapshot import KnowledgeSnapshot
 from pipeline.models.llm import LLM
@@ -34,11 +37,15 @@ def evaluate_item(
     eval_run_id: int | None = None,
     metrics: list[str] | None = None,
     knowledge: KnowledgeSnapshot | None = None,
+    pipeline: str | None = None,
 ) -> ItemOutcome:
     """(status, log, scores, error) of one item; nothing is written here. The item's trace has the question
     run and every metric under one root. With `knowledge` (a Ray worker, db None) it retrieves from that
-    snapshot of the knowledge base instead of the store, and the response cache (in the store) is not used."""
+    snapshot of the knowledge base instead of the store, and the response cache (in the store) is not used. An
+    item that carries its answer is checked as given (`pipeline`: who wrote it)."""
     question = clean_question(item.question, settings)
+    if item.given:
+        return _given_item(settings, db, item, question, pin, abandon, eval_run_id, metrics, pipeline)
     with tracing.recording("evaluate item", item=item.id) as trace:
         run = QuestionRun(settings, db, question, kind="eval", persist=False, eval_run_id=eval_run_id)
         if knowledge is not None:
@@ -51,6 +58,17 @@ def evaluate_item(
                 result = event.data["result"]
         outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result, metrics)
     run.log.spans = trace.records()
+    return outcome
+
+
+def _given_item(settings, db, item: GoldenItem, question: str, pin, abandon, eval_run_id, metrics, pipeline):
+    with tracing.recording("evaluate item", item=item.id) as trace:
+        llm = LLM(settings, db, origin="evaluation", eval_run_id=eval_run_id)
+        given = check_given(settings, llm, question, item.answer, item.contexts, pipeline or "imported")
+        if abandon.is_set():
+            raise TimeoutError("abandoned")
+        outcome = _scored(settings, db, item, pin, eval_run_id, given.log, given.result, metrics)
+    given.log.spans = trace.records()
     return outcome
 
 

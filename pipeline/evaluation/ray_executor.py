@@ -61,7 +61,9 @@ def session(settings: Settings, db: Database, address: str | None, concurrency: 
         )
     try:
         snapshot = ray.put(take_snapshot(db, settings.embed_model))
-        yield lambda pin, eval_run_id, metrics, cancel: RayItems(settings, snapshot, pin, eval_run_id, metrics, cancel)
+        yield lambda pin, eval_run_id, metrics, cancel, pipeline: RayItems(
+            settings, snapshot, pin, eval_run_id, metrics, cancel, pipeline
+        )
     finally:
         if owned:
             stop()
@@ -146,15 +148,15 @@ class RayItems:
     its thread. A task still running when the evaluation is cancelled or interrupted is cancelled (its worker is
     stopped) and nothing of it is kept: it runs again on resume."""
 
-    def __init__(self, settings: Settings, snapshot, pin, eval_run_id: int, metrics: list[str], cancel):
+    def __init__(self, settings: Settings, snapshot, pin, eval_run_id: int, metrics: list[str], cancel, pipeline=None):
         self.settings, self.snapshot, self.pin = settings, snapshot, pin
-        self.eval_run_id, self.metrics, self.cancel = eval_run_id, metrics, cancel
+        self.eval_run_id, self.metrics, self.cancel, self.pipeline = eval_run_id, metrics, cancel, pipeline
 
     async def run(self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor) -> ItemOutcome | None:
         """The item's outcome; None when it was cancelled while running; WorkbenchError when Ray could not
         run it."""
         # the snapshot's ref goes inside a list so that the task gets the ref, and each worker fetches it once
-        call = (self.settings, [self.snapshot], item, self.pin, self.eval_run_id, self.metrics, timeout)
+        call = (self.settings, [self.snapshot], item, self.pin, self.eval_run_id, self.metrics, timeout, self.pipeline)
         ref = _evaluate.remote(*call)
         try:
             return await self._outcome(ref)
@@ -181,13 +183,15 @@ class RayItems:
 
 
 @ray.remote
-def _evaluate(settings: Settings, snapshot_box: list, item: GoldenItem, pin, eval_run_id: int, metrics, timeout: float):
+def _evaluate(
+    settings: Settings, snapshot_box: list, item: GoldenItem, pin, eval_run_id: int, metrics, timeout: float, pipeline
+):
     """One item on a Ray worker, against the snapshot of the knowledge base (no store here): the item's outcome,
     recorded as the local executor records it."""
     knowledge = _knowledge(snapshot_box[0])
     abandon = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval")
-    future = pool.submit(evaluate_item, settings, None, item, pin, abandon, eval_run_id, metrics, knowledge)
+    future = pool.submit(evaluate_item, settings, None, item, pin, abandon, eval_run_id, metrics, knowledge, pipeline)
     try:
         return future.result(timeout)
     except FutureTimeout:

@@ -203,17 +203,21 @@ METRIC_NAMES = MetricNames()
 EVALUATION_OPTIONS = ("judge_model", "cache_enabled")
 
 
-def evaluation_config(settings: Settings, metrics: Sequence[str]) -> dict:
+def evaluation_config(settings: Settings, metrics: Sequence[str], given_by: str | None = None) -> dict:
     """What an evaluation's configuration records: its question runs' (engine.run_config), its own options, and
     what the metrics it measures declare: their options, their prompts' versions (with the runs' in `prompts`),
     their names, and the version of each judge criterion among them that has its own (so a revised rubric is a
-    configuration change). A name no longer registered (a stored run's) is recorded with nothing declared."""
+    configuration change). A name no longer registered (a stored run's) is recorded with nothing declared.
+    `given_by`: the pipeline that wrote the answers of a dataset that carries them (their runs' configuration is
+    then given.given_config: no retrieval, no generation)."""
     from pipeline.answering.engine import run_config, run_prompts
+    from pipeline.evaluation.given import given_config, given_prompts
 
     measured = [m for m in (get_metric(name) for name in metrics) if m is not None]
-    config = run_config(settings)
+    config = run_config(settings) if given_by is None else given_config(settings, given_by)
+    runs_prompts = run_prompts(settings) if given_by is None else given_prompts(settings)
     config.update(option_values(settings, [*EVALUATION_OPTIONS, *(o for m in measured for o in m.options)]))
-    config["prompts"] = prompt_versions([*run_prompts(settings), *(p for m in measured for p in m.prompts)])
+    config["prompts"] = prompt_versions([*runs_prompts, *(p for m in measured for p in m.prompts)])
     config["metrics"] = list(metrics)
     versions = own_versions([c for c in (m.removeprefix("judge_") for m in metrics) if c in CRITERIA])
     return {**config, **({"judge_prompt_versions": versions} if versions else {})}

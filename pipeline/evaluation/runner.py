@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pipeline.calibration.agreement import corrections_pin
 from pipeline.config import Settings
@@ -112,8 +113,55 @@ def recorded_metrics(db: Database, existing: evals.EvalRun) -> list[str]:
     return [m for m in registry.metric_names() if m in scored] or [m for m in registry.metric_names() if m not in later]
 
 
+def pipeline_of(dataset: Dataset, pipeline: str | None) -> str | None:
+    """Who wrote the answers of a dataset that carries them: `pipeline`, by default the file's name without its
+    suffix; None for a golden set (this workbench answers it), which refuses a pipeline name."""
+    name = " ".join((pipeline or "").split())
+    if not dataset.given_answers:
+        if name:
+            raise InputError(
+                f"a pipeline name ({name!r}) goes with a dataset that carries answers; {dataset.name} has no answer "
+                "column, so this workbench answers its questions",
+                fix="drop --pipeline, or add the answers (column answer, response or actual_output)",
+            )
+        return None
+    return name or Path(dataset.name).stem or "imported"
+
+
+def evaluation_config(settings: Settings, dataset: Dataset, metrics: list[str], pipeline: str | None) -> dict:
+    """The configuration an evaluation records; over given answers, also their hash (a resume over other answers
+    is refused, and a comparison shows that the answers changed)."""
+    config = registry.evaluation_config(settings, metrics, given_by=pipeline)
+    return {**config, "answers_hash": dataset.answers_hash} if dataset.given_answers else config
+
+
+def _same_answers(existing: evals.EvalRun, name: str, pipeline: str | None, dataset: Dataset) -> None:
+    """Refuse to resume an evaluation with answers of another pipeline, or other answers of the same one."""
+
+    def whose(p):
+        return f"answers of {p!r}" if p else "a golden set this workbench answers"
+
+    if existing.pipeline != pipeline:
+        why = f"was started over {whose(existing.pipeline)}; this is {whose(pipeline)}"
+    elif existing.config.get("answers_hash") != dataset.answers_hash:
+        why = f"was started over other answers of {pipeline!r} (the answers or contexts in the file changed)"
+    else:
+        return
+    raise InputError(
+        f"evaluation {name!r} {why}",
+        fix="give this run a new --name, or resume it with the file and pipeline name it was started with",
+    )
+
+
 def _open(
-    settings: Settings, db: Database, name: str, dataset: Dataset, concurrency: int, pin, metrics: list[str] | None
+    settings: Settings,
+    db: Database,
+    name: str,
+    dataset: Dataset,
+    concurrency: int,
+    pin,
+    metrics: list[str] | None,
+    pipeline: str | None = None,
 ) -> tuple[int, dict[str, str], list[str]]:
     """(evaluation run id, status of every item stored so far, the metrics it measures) of a new or resumed
     evaluation; `metrics` None: every registered metric for a new run, the recorded ones for a resumed one."""
@@ -127,12 +175,13 @@ def _open(
             name,
             dataset.name,
             dataset.content_hash,
-            registry.evaluation_config(settings, metrics),
+            evaluation_config(settings, dataset, metrics, pipeline),
             pin.model,
             pin.digest,
             pin.prompt_version,
             len(dataset.items),
             concurrency,
+            pipeline,
         )
         return run_id, {}, metrics
     stored_hash = (baselines.dataset_identity(db, existing.id) or (None,))[0]
@@ -142,6 +191,7 @@ def _open(
             f"this one {dataset.content_hash[:12]}); resuming would merge two datasets into one run",
             fix="give this run a new --name, or resume it with the golden set it was started with",
         )
+    _same_answers(existing, name, pipeline, dataset)
     stored_metrics = recorded_metrics(db, existing)
     if metrics is not None and metrics != stored_metrics:
         raise InputError(
@@ -151,7 +201,7 @@ def _open(
         )
     metrics = metrics or stored_metrics
     # its metric choice was checked above; the versions of its criteria are compared like any other setting
-    config = registry.evaluation_config(settings, metrics)
+    config = evaluation_config(settings, dataset, metrics, pipeline)
     changed = registry.config_changes(existing.config, config)
     if changed or (existing.judge_digest, existing.judge_prompt_version) != (pin.digest, pin.prompt_version):
         what = ", ".join(changed) or "judge model digest or prompt version"
@@ -175,10 +225,12 @@ def run_evaluation(
     metrics: Sequence[str] | None = None,
     executor: str = "local",
     ray_address: str | None = None,
+    pipeline: str | None = None,
 ) -> EvalOutcome:
     """Run (or resume) an evaluation; `metrics`: the names of the metrics to measure (default: every registered
     one for a new evaluation, the ones it was started with for a resumed one); `executor`: where items run,
-    "local" or "ray" (`ray_address`: the Ray cluster to use; default a local one started for this run)."""
+    "local" or "ray" (`ray_address`: the Ray cluster to use; default a local one started for this run). A dataset
+    whose rows carry their answers is scored as given; `pipeline` names who wrote them (default the file's name)."""
     if not name.strip():
         raise InputError("the evaluation needs a name", fix="give one with --name, e.g. --name baseline")
     if concurrency < 1:
@@ -186,9 +238,10 @@ def run_evaluation(
     check_executor(executor, ray_address)
     cancel = cancel or threading.Event()
     chosen = chosen_metrics(metrics)
+    pipeline = pipeline_of(dataset, pipeline)
     pin = evaluation_pin(settings, db)
     with _executor(executor, settings, db, ray_address, concurrency) as items_for:
-        eval_run_id, stored, chosen = _open(settings, db, name.strip(), dataset, concurrency, pin, chosen)
+        eval_run_id, stored, chosen = _open(settings, db, name.strip(), dataset, concurrency, pin, chosen, pipeline)
         todo = [item for item in dataset.items if stored.get(item.id) != "done"]
         progress = Progress(total=len(dataset.items), skipped=len(dataset.items) - len(todo))
         progress.done = progress.skipped
@@ -196,7 +249,7 @@ def run_evaluation(
         started = time.monotonic()
         status = "failed"
         try:
-            items = items_for(pin, eval_run_id, chosen, cancel)
+            items = items_for(pin, eval_run_id, chosen, cancel, pipeline)
             asyncio.run(
                 _run_items(
                     settings, db, eval_run_id, todo, items, concurrency, timeout, progress, on_progress, cancel, stored
@@ -243,25 +296,31 @@ def _ray_executor():
 
 @contextmanager
 def _executor(executor: str, settings: Settings, db: Database, ray_address: str | None, concurrency: int):
-    """While the executor is up: a function (pin, eval run id, metrics, cancel event) -> its runner of items."""
+    """While the executor is up: a function (pin, eval run id, metrics, cancel event, pipeline) -> its runner of
+    items."""
     if executor == "ray":
         with _ray_executor().session(settings, db, ray_address, concurrency) as items_for:
             yield items_for
         return
-    yield lambda pin, eval_run_id, metrics, cancel: LocalItems(settings, db, pin, eval_run_id, metrics)
+    yield lambda pin, eval_run_id, metrics, cancel, pipeline: LocalItems(
+        settings, db, pin, eval_run_id, metrics, pipeline
+    )
 
 
 class LocalItems:
     """Items on threads of this process, against the store. An item that times out is abandoned (its thread
     stops at its next step); on cancel, the items already running finish and are saved."""
 
-    def __init__(self, settings: Settings, db: Database, pin, eval_run_id: int, metrics: list[str]):
+    def __init__(
+        self, settings: Settings, db: Database, pin, eval_run_id: int, metrics: list[str], pipeline: str | None = None
+    ):
         self.settings, self.db, self.pin, self.eval_run_id, self.metrics = settings, db, pin, eval_run_id, metrics
+        self.pipeline = pipeline
 
     async def run(self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor) -> ItemOutcome:
         """The item's outcome; asyncio.TimeoutError after `timeout` s, WorkbenchError when it cannot run."""
         abandon = threading.Event()
-        call = (self.settings, self.db, item, self.pin, abandon, self.eval_run_id, self.metrics)
+        call = (self.settings, self.db, item, self.pin, abandon, self.eval_run_id, self.metrics, None, self.pipeline)
         try:
             return await asyncio.wait_for(
                 asyncio.get_running_loop().run_in_executor(pool, evaluate_item, *call), timeout

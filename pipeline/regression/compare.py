@@ -20,6 +20,7 @@ from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.evaluation.diagnosis import diagnose
 from pipeline.evaluation.judge import recorded_version
+from pipeline.evaluation.matching import in_terms_of_a, matched_items
 from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, span_of
 from pipeline.regression import family
 from store import alerts as alert_store
@@ -209,7 +210,7 @@ def same_pin(a: evals.EvalRun, b: evals.EvalRun) -> bool:
 def baseline_of(db: Database, run: evals.EvalRun) -> int | None:
     """The one baseline rule (store.baselines): the run pinned for the dataset, else the newest earlier run
     over the same dataset hash and size, under the same judge pin, with no failed item and no open alert."""
-    pinned = baselines.pinned(db, run.dataset)
+    pinned = baselines.pinned(db, run.dataset, run.pipeline)
     if pinned is not None and pinned != run.id:
         return pinned
     return baselines.previous_comparable(db, run.id)
@@ -250,8 +251,9 @@ def compare(db: Database, settings: Settings, run: evals.EvalRun, baseline: eval
         )
         for m in names
     }
+    matched = matched_items(db, baseline.id, run.id)  # by id, else by question: another pipeline's items too
     base = {m: alert_store.item_scores(db, baseline.id, m) for m in names}
-    new = {m: alert_store.item_scores(db, run.id, m) for m in names}
+    new = {m: in_terms_of_a(alert_store.item_scores(db, run.id, m), matched) for m in names}
     differ = {m: pair for m, pair in versions.items() if pair[0] != pair[1] and base[m] and new[m]}
     for m in differ:
         del base[m], new[m]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field
 
+from pipeline.answering import status
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.prompts import Prompt
 from pipeline.evaluation.judge import MetricScore
@@ -18,6 +19,12 @@ from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 
 NOT_APPLICABLE = "not_applicable"
+NO_CONTEXTS_WHY = "the answer was given without contexts: nothing to check it against"
+
+
+def without_contexts(result: AnswerResult) -> bool:
+    """An imported answer given without contexts (a run of ours that retrieved nothing is scored as such)."""
+    return result.status == status.NO_CONTEXTS
 
 
 class GeneratedQuestions(BaseModel):
@@ -49,6 +56,7 @@ def faithfulness(result: AnswerResult) -> MetricScore:
             "abstained": "the answer abstains, so it makes no claims",
             "no_claims": "the answer makes no checkable claims",
             "unverified": "the claims could not be verified",
+            "no_contexts": NO_CONTEXTS_WHY,
         }.get(result.status, result.status)
         return MetricScore("faithfulness", None, status, why)
     supported = sum(c.verdict == "supported" for c in claims)

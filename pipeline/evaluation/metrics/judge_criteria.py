@@ -7,14 +7,20 @@ from __future__ import annotations
 from pipeline.calibration.agreement import relevant_corrections
 from pipeline.evaluation.judge import CRITERIA, OPTIONS, MetricScore, judge
 from pipeline.evaluation.judge_prompts import judge_prompt
+from pipeline.evaluation.metrics.generator import NO_CONTEXTS_WHY, without_contexts
 from pipeline.evaluation.registry import JUDGE_SCALE, MetricInput, register_metric
 from pipeline.verification.claims import context_block
+
+# The criteria that judge the answer against its contexts: without any they do not apply.
+ON_CONTEXTS = ("faithfulness", "grounding")
 
 
 def judge_criterion(criterion: str):
     """The compute function of one criterion; its prompt carries the people's most relevant corrections."""
 
     def compute(inputs: MetricInput) -> MetricScore:
+        if criterion in ON_CONTEXTS and without_contexts(inputs.result):
+            return MetricScore(f"judge_{criterion}", None, "not_applicable", NO_CONTEXTS_WHY)
         corrections = relevant_corrections(  # never a correction of this golden item or question
             getattr(inputs.pin, "corrections", []),
             criterion,

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from pipeline.answering.prompts import DATA_RULE, Prompt
 from pipeline.evaluation.judge import MetricScore
-from pipeline.evaluation.metrics.generator import NOT_APPLICABLE
+from pipeline.evaluation.metrics.generator import NO_CONTEXTS_WHY, NOT_APPLICABLE, without_contexts
 from pipeline.evaluation.registry import MetricInput, register_metric
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
@@ -109,6 +109,8 @@ def context_recall(llm: LLM, verifier_model: str, reference: str | None, passage
     "context_precision", component="retriever ranking", prompts=(CHUNK_RELEVANCE,), options=("judge_model",)
 )
 def _context_precision(inputs: MetricInput) -> MetricScore:
+    if without_contexts(inputs.result):
+        return MetricScore("context_precision", None, NOT_APPLICABLE, NO_CONTEXTS_WHY)
     return context_precision(
         inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.item.reference, inputs.result.passages
     )
@@ -118,4 +120,6 @@ def _context_precision(inputs: MetricInput) -> MetricScore:
     "context_recall", component="retriever/chunking", options=("verifier_model",)
 )  # bespoke-minicheck's own format: no prompt
 def _context_recall(inputs: MetricInput) -> MetricScore:
+    if without_contexts(inputs.result):
+        return MetricScore("context_recall", None, NOT_APPLICABLE, NO_CONTEXTS_WHY)
     return context_recall(inputs.llm, inputs.settings.verifier_model, inputs.item.reference, inputs.result.passages)

@@ -1,0 +1,145 @@
+"""Answers written elsewhere, checked here: a question, another pipeline's answer and the contexts it was written
+from become a run of kind `imported`, with no retrieval and no generation.
+
+The answer's claims are extracted in one call, verified against the given contexts by the configured verifier
+chain (rejected claims classified contradicted or unsupported), placed on the answer's sentences and scored, as
+the engine does for its own answers; the run's rows are then those of any run, so the drilldown, Annotate,
+Calibration, Trends, Compare and the gate read it unchanged. A row without contexts has nothing to check its
+answer against: its run says so (status no_contexts) and faithfulness is not applicable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pipeline import tracing
+from pipeline.answering import status
+from pipeline.answering.events import AnswerResult, Attempt
+from pipeline.config import Settings
+from pipeline.declarations import option_values, prompt_versions
+from pipeline.errors import WorkbenchError
+from pipeline.evaluation.dataset import GivenContext
+from pipeline.models.llm import LLM
+from pipeline.verification.chain import VerifierChain, effective_chain
+from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage
+from pipeline.verification.placement import place_claims
+from pipeline.verification.prompts import NLI_JUDGE
+from pipeline.verification.registry import load_verifiers, verifier_class
+from store.records import AttemptRecord, RetrievalRecord, RunLog
+
+KIND = "imported"
+OWN_PIPELINE = "this workbench"  # how a run whose answer this workbench wrote is named beside other pipelines
+# The settings a given answer's verdicts depend on (the generator's and the retriever's play no part).
+OPTIONS = ("faithfulness_threshold", "llm_backend", "model_revision", "context_window", "temperature")
+
+
+def given_prompts(settings: Settings) -> list:
+    """What checking a given answer may send: whole-answer claims, the chain's verifiers, the classification."""
+    chain = [verifier_class(name) for name in effective_chain(settings)]
+    return [
+        *FaithfulnessChecker.answer_prompts,
+        NLI_JUDGE,
+        *(p for verifier in chain for p in verifier.prompts),
+    ]
+
+
+def given_config(settings: Settings, pipeline: str) -> dict:
+    """What an imported run's verdicts depend on, as its parts declare them, and the pipeline that wrote it."""
+    verifiers = load_verifiers().values()
+    names = [*OPTIONS, *VerifierChain.options, *FaithfulnessChecker.options, *(o for v in verifiers for o in v.options)]
+    config = option_values(settings, names)
+    config["verifier_chain"] = ",".join(effective_chain(settings))
+    config["prompts"] = prompt_versions(given_prompts(settings))
+    config["pipeline"] = pipeline
+    return config
+
+
+def given_passages(contexts: Sequence[GivenContext | str] | None) -> list[Passage]:
+    """The contexts as numbered passages. They are no chunks of the knowledge base: each is numbered -n in its
+    run (the convention store/runs.py reads back), and its text and source are stored with the run."""
+    passages = []
+    for n, context in enumerate(contexts or [], start=1):
+        given = GivenContext(text=context) if isinstance(context, str) else context
+        passages.append(Passage(n, -n, given.source or f"context {n}", given.text, float(given.score or 0.0)))
+    return passages
+
+
+@dataclass
+class GivenRun:
+    """One given answer, checked: its result (the run) and its rows."""
+
+    result: AnswerResult
+    log: RunLog
+
+
+def check_given(
+    settings: Settings,
+    llm: LLM,
+    question: str,
+    answer: str,
+    contexts: Sequence[GivenContext | str] | None,
+    pipeline: str,
+) -> GivenRun:
+    """Verify a given answer against its contexts; the calls are `llm`'s (taken into the log here). Raises the
+    model layer's WorkbenchError as a failed run (with the calls made); unreadable replies leave it unverified."""
+    started, t0 = datetime.now(timezone.utc), time.perf_counter()
+    passages = given_passages(contexts)
+    result = AnswerResult(
+        kind=KIND,
+        question=question,
+        status=status.RUNNING,
+        started_at=started,
+        answer=answer,
+        config=given_config(settings, pipeline),
+        pipeline=pipeline,
+        passages=passages,
+    )
+    with tracing.recording("imported answer", pipeline=pipeline, contexts=len(passages)) as trace:
+        try:
+            attempt = _checked_attempt(settings, llm, question, answer, passages)
+            tracing.annotate(status=attempt.record.status, faithfulness=attempt.record.faithfulness)
+        except WorkbenchError as exc:  # a model could not be reached: the run failed, its calls are kept
+            attempt = None
+            result.status, result.error, result.fix = status.FAILED, exc.message, exc.fix
+    if attempt is not None:
+        result.attempts = [attempt]
+        result.final_attempt = 1
+        result.status = attempt.record.status
+        result.faithfulness = attempt.record.faithfulness
+        result.error = attempt.record.error
+    result.latency_ms = (time.perf_counter() - t0) * 1000
+    retrievals = [
+        RetrievalRecord(1, question, p.n, p.chunk_id, p.score, context_text=p.text, context_source=p.source)
+        for p in passages
+    ]
+    log = result.to_log(
+        [], retrievals, datetime.now(timezone.utc), llm.take_calls(), llm.take_cache_entries(), trace.records()
+    )
+    return GivenRun(result, log)
+
+
+def _checked_attempt(settings: Settings, llm: LLM, question: str, answer: str, passages: list[Passage]) -> Attempt:
+    record = AttemptRecord(1, False, answer, status.UNVERIFIED, None, 0, 0)
+    attempt = Attempt(record)
+    if not passages:
+        record.status = status.NO_CONTEXTS
+        return attempt
+    checker = FaithfulnessChecker(llm, settings)
+    with tracing.step("extract claims"):
+        extraction = checker.extract_claims(question, answer)
+    if extraction.claims is None:
+        record.error = f"claims could not be extracted: {extraction.invalid_reason}"
+        return attempt
+    with tracing.step("verify claims", claims=len(extraction.claims)):
+        claims = checker.verify_claims(extraction.claims, passages, question=question) if extraction.claims else []
+    attempt.claims = place_claims(answer, claims)
+    faith, scored = checker.score(claims)
+    record.status = status.attempt_status(faith, scored, settings.faithfulness_threshold)
+    record.faithfulness = faith
+    record.n_claims = len(claims)
+    record.n_supported = sum(c.verdict == SUPPORTED for c in claims)
+    record.failed_claims = [c.text for c in claims if c.verdict not in (SUPPORTED, UNVERIFIED)]
+    return attempt

@@ -1,0 +1,241 @@
+"""Another pipeline's answers, scored as given: the three column conventions, refusals, rows without contexts,
+the drilldown of an imported run, regressions between two runs of one pipeline, and two pipelines side by side."""
+
+import csv
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.errors import InputError
+from pipeline.evaluation.compare_runs import compare_runs
+from pipeline.evaluation.dataset import load_dataset, parse_dataset, question_id
+from pipeline.evaluation.runner import report, run_evaluation
+from pipeline.history.runs import load_result
+from pipeline.regression import compare as regression
+from store import evals
+
+TOWER = "The Eiffel Tower is 330 metres tall. It was completed in 1889 for the World's Fair in Paris."
+BRIDGE = "The Golden Gate Bridge opened in 1937. Its main span is 1,280 metres long."
+WALL = "The Great Wall of China is more than 21,000 kilometres long. Most of it was built during the Ming dynasty."
+ROWS = [
+    ("tower", "How tall is the Eiffel Tower?", "The Eiffel Tower is 330 metres tall.", TOWER),
+    ("bridge", "When did the Golden Gate Bridge open?", "The Golden Gate Bridge opened in 1937.", BRIDGE),
+    (
+        "wall",
+        "How long is the Great Wall of China?",
+        "The Great Wall of China is more than 21,000 kilometres long.",
+        WALL,
+    ),
+]
+INVENTED = " It was painted bright green by a travelling circus from Lisbon."
+JUDGED = {"faithfulness", "answer_relevancy", "judge_correctness"}
+
+
+def ours(rows=ROWS, invent=False):
+    return [
+        {"id": i, "question": q, "answer": a + (INVENTED if invent else ""), "contexts": [c], "reference": a}
+        for i, q, a, c in rows
+    ]
+
+
+def ragas(rows=ROWS):
+    return [{"user_input": q, "response": a, "retrieved_contexts": [c], "reference": a} for _, q, a, c in rows]
+
+
+def deepeval(rows=ROWS):
+    return [
+        {"input": q, "actual_output": a, "retrieval_context": [{"text": c, "source": f"{i}.md"}], "expected_output": a}
+        for i, q, a, c in rows
+    ]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def write_csv(path, rows):
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
+    path.write_text(out.getvalue())
+    return path
+
+
+def write_parquet(path, rows):
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def stages(db, eval_run_id):
+    with db.cursor() as cur:
+        return {
+            r[0]
+            for r in cur.execute("SELECT DISTINCT stage FROM llm_calls WHERE eval_run_id = ?", [eval_run_id]).fetchall()
+        }
+
+
+@pytest.mark.parametrize(
+    ("convention", "rows", "write", "suffix"),
+    [
+        ("the workbench", ours(), write_jsonl, "jsonl"),
+        ("Ragas", ragas(), write_csv, "csv"),
+        ("DeepEval", deepeval(), write_parquet, "parquet"),
+    ],
+)
+def test_each_convention_is_scored_as_given_end_to_end(fake, settings, db, tmp_path, convention, rows, write, suffix):
+    dataset = load_dataset(write(tmp_path / f"answers.{suffix}", rows))
+    assert dataset.mapping.convention == convention and dataset.given_answers and not dataset.bad_rows
+    outcome = run_evaluation(settings, db, dataset, "imported")
+    assert outcome.status == "finished" and outcome.progress.done == 3
+    result = report(settings, db, "imported")
+    means = {m["metric"]: m["mean"] for m in result.metrics}
+    assert means["faithfulness"] == 1.0  # every answer copies its context
+    assert means["context_recall"] == 1.0 and means["context_precision"] == 1.0  # the reference is in the context
+    assert means["answer_relevancy"] is not None and means["judge_correctness"] is not None
+    assert evals.get_eval_run(db, "imported").pipeline == "answers"  # the file's name
+    # no retrieval and no generation: only the checker's, the judge's and the metrics' calls
+    assert not stages(db, outcome.eval_run_id) & {"generate", "grade_context", "rewrite_query", "on_topic"}
+    assert {"extract_claims", "judge_correctness", "metric_answer_relevancy"} <= stages(db, outcome.eval_run_id)
+    run = load_result(db, result.items[0]["run_id"])
+    assert run.kind == "imported" and run.pipeline == "answers" and run.status == "accepted"
+    assert [p.text for p in run.passages] == [next(c for _, q, _, c in ROWS if q == run.question)]
+
+
+def test_the_drilldown_of_an_imported_answer_has_its_claims_evidence_and_calls(fake, settings, db, tmp_path):
+    rows = ours(invent=True)
+    rows[0]["contexts"] = [{"text": TOWER, "source": "tower.md", "score": 0.9}, BRIDGE]
+    run_evaluation(settings, db, load_dataset(write_jsonl(tmp_path / "v2.jsonl", rows)), "v2", pipeline="bot")
+    item = next(i for i in report(settings, db, "v2").items if i["item_id"] == "tower")
+    run = load_result(db, item["run_id"])
+    assert run.kind == "imported" and run.pipeline == "bot" and run.status == "flagged"
+    assert [(p.n, p.source, p.text, p.score) for p in run.passages] == [
+        (1, "tower.md", TOWER, 0.9),
+        (2, "context 2", BRIDGE, 0.0),
+    ]
+    verdicts = {c.text: c.verdict for c in run.final_claims}
+    assert verdicts["The Eiffel Tower is 330 metres tall."] == "supported"
+    assert verdicts[INVENTED.strip()] in ("unsupported", "contradicted")
+    supported = next(c for c in run.final_claims if c.verdict == "supported")
+    assert supported.passage is not None and supported.passage.source == "tower.md"
+    with db.cursor() as cur:
+        calls = cur.execute("SELECT count(*) FROM llm_calls WHERE run_id = ?", [item["run_id"]]).fetchone()[0]
+    assert calls > 0  # the judging's model calls belong to the run
+
+
+def test_a_row_with_an_answer_but_no_contexts_is_scored_by_the_metrics_that_apply(fake, settings, db, tmp_path):
+    rows = [{"question": q, "answer": a, "reference": a} for _, q, a, _ in ROWS]
+    dataset = load_dataset(write_jsonl(tmp_path / "bare.jsonl", rows))
+    assert dataset.given_answers and "no contexts column" in " ".join(dataset.mapping.notes)
+    run_evaluation(settings, db, dataset, "bare")
+    summary = {m["metric"]: m for m in report(settings, db, "bare").metrics}
+    for metric in ("faithfulness", "context_precision", "context_recall", "judge_faithfulness", "judge_grounding"):
+        assert summary[metric]["mean"] is None and summary[metric]["not_applicable"] == 3, metric
+    assert summary["answer_relevancy"]["mean"] is not None and summary["judge_correctness"]["mean"] is not None
+    run_id = report(settings, db, "bare").items[0]["run_id"]
+    scores = {s["metric"]: s for s in evals.item_scores(db, evals.get_eval_run(db, "bare").id, question_id(ROWS[0][1]))}
+    assert scores["faithfulness"]["explanation"] == "the answer was given without contexts: nothing to check it against"
+    assert load_result(db, run_id).status == "no_contexts"
+
+
+def test_a_file_without_a_question_column_is_refused_naming_it(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [{"prompt": "q?", "response": "a."}])
+    with pytest.raises(InputError) as caught:
+        load_dataset(path)
+    assert "no question column (looked for question, user_input, input)" in caught.value.message
+    assert "prompt, response" in caught.value.message
+
+
+def test_contexts_that_are_neither_a_list_nor_a_string_are_bad_rows_by_line(tmp_path):
+    rows = [
+        *ours(),
+        {"id": "n", "question": "Q?", "answer": "A.", "contexts": 42},
+        {"id": "d", "question": "Q2?", "answer": "A.", "contexts": {"k": 1}},
+    ]
+    dataset = load_dataset(write_jsonl(tmp_path / "mixed.jsonl", rows))
+    assert [i.id for i in dataset.items] == ["tower", "bridge", "wall"]
+    assert [(b.line, b.reason) for b in dataset.bad_rows] == [
+        (4, "contexts: must be a list of contexts or a string, not int"),
+        (5, "contexts: must be a list of contexts or a string, not dict"),
+    ]
+    only_bad = write_jsonl(tmp_path / "bad.jsonl", rows[3:])
+    with pytest.raises(InputError, match="has no valid rows \\(2 bad\\): line 1: contexts"):
+        load_dataset(only_bad)
+
+
+def test_csv_contexts_are_a_json_list_or_one_plain_string_and_a_missing_answer_is_a_bad_row():
+    text = (
+        'question,answer,contexts\nQ1?,A1.,"[""one"", ""two""]"\nQ2?,A2.,just one context\n'
+        'Q3?,,x\nQ4?,A4.,"[""broken"\n'
+    )
+    dataset = parse_dataset(text, "c.csv", "csv")
+    assert [[c.text for c in i.contexts] for i in dataset.items] == [["one", "two"], ["just one context"]]
+    assert [(b.line, b.reason.split(":")[0]) for b in dataset.bad_rows] == [(4, "answer"), (5, "contexts")]
+
+
+def test_a_golden_set_refuses_a_pipeline_name(fake, settings, db, tmp_path):
+    golden = write_jsonl(tmp_path / "golden.jsonl", [{"id": "a", "question": "What is RAG?"}])
+    with pytest.raises(InputError, match="pipeline name .* goes with a dataset that carries answers"):
+        run_evaluation(settings, db, load_dataset(golden), "g", pipeline="bot")
+
+
+def test_resuming_with_other_answers_of_the_same_pipeline_is_refused(fake, settings, db, tmp_path):
+    run_evaluation(settings, db, load_dataset(write_jsonl(tmp_path / "a.jsonl", ours())), "r", metrics=["faithfulness"])
+    changed = load_dataset(write_jsonl(tmp_path / "a2.jsonl", ours(invent=True)))
+    with pytest.raises(InputError, match="other answers of 'bot'|answers of 'a'"):
+        run_evaluation(settings, db, changed, "r", pipeline="bot")
+
+
+MANY = [
+    (
+        f"city-{n}",
+        f"What is notable about city number {n}?",
+        f"City number {n} has a famous harbour built in {1700 + n}.",
+        f"City number {n} has a famous harbour built in {1700 + n}. Its old town is walkable.",
+    )
+    for n in range(12)
+]
+
+
+def test_two_runs_of_one_pipeline_alert_when_the_answers_get_worse_and_not_when_equal(fake, settings, db, tmp_path):
+    metrics = ["faithfulness"]
+    first = load_dataset(write_jsonl(tmp_path / "week1.jsonl", ours(MANY)))
+    run_evaluation(settings, db, first, "week1", metrics=metrics, pipeline="bot")
+    same = load_dataset(write_jsonl(tmp_path / "week2.jsonl", ours(MANY)))
+    outcome = run_evaluation(settings, db, same, "week2", metrics=metrics, pipeline="bot")
+    assert outcome.regressions == []
+    _, baseline, _ = regression.check(db, settings, "week2")
+    assert baseline.name == "week1"  # same pipeline, same questions: the baseline
+    worse = load_dataset(write_jsonl(tmp_path / "week3.jsonl", ours(MANY, invent=True)))
+    outcome = run_evaluation(settings, db, worse, "week3", metrics=metrics, pipeline="bot")
+    drops = [c for c in outcome.regressions if c.kind != "floor"]
+    assert drops and drops[0].metric == "faithfulness" and drops[0].delta < -0.3
+
+
+def test_another_pipeline_is_never_the_baseline_but_compare_and_gate_put_them_side_by_side(
+    fake, settings, db, tmp_path
+):
+    metrics = ["faithfulness"]
+    run_evaluation(settings, db, load_dataset(write_jsonl(tmp_path / "a.jsonl", ours(MANY))), "a", metrics=metrics)
+    # the same questions and ids (the same dataset), answered by another pipeline: not compared with pipeline a
+    same_questions = load_dataset(write_jsonl(tmp_path / "c.jsonl", ours(MANY, invent=True)))
+    outcome = run_evaluation(settings, db, same_questions, "c", metrics=metrics)
+    assert outcome.regressions == [] or all(c.kind == "floor" for c in outcome.regressions)
+    assert regression.check(db, settings, "c")[1] is None
+    # the other pipeline's file has no id column (ids made from its questions): items match by question
+    b_rows = [{"user_input": q.upper(), "response": a + INVENTED, "retrieved_contexts": [c]} for _, q, a, c in MANY]
+    run_evaluation(settings, db, load_dataset(write_jsonl(tmp_path / "b.jsonl", b_rows)), "b", metrics=metrics)
+    assert evals.get_eval_run(db, "b").pipeline == "b"
+    _, baseline, _ = regression.check(db, settings, "b")
+    assert baseline is None  # pipeline a's run is not b's baseline
+    comparison = compare_runs(settings, db, "a", "b")
+    assert len(comparison.shared) == len(MANY) and not comparison.only_a and not comparison.only_b
+    faith = next(t for t in comparison.tiles if t.metric == "faithfulness")
+    assert faith.a_mean == 1.0 and faith.b_mean == pytest.approx(0.5) and faith.paired.regression
+    _, _, gated = regression.check(db, settings, "b", "a")
+    assert any(c.metric == "faithfulness" and c.regression and c.kind != "floor" for c in gated)
