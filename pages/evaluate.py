@@ -1,5 +1,5 @@
-"""Run a golden set through the workbench; see every metric, the diagnosis, slices and items. ?eval=NAME links to
-one evaluation's report."""
+"""Run a golden set through the workbench, or score another pipeline's answers as given; see every metric, the
+diagnosis, slices and items. ?eval=NAME links to one evaluation's report."""
 
 from pathlib import Path
 

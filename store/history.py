@@ -47,6 +47,7 @@ FORMULA_START = r"^(\s*[=+\-@]|[\t\r])"
 RUN_COLUMNS = (
     RunColumn("id", "id"),
     RunColumn("kind", "kind", text=True),
+    RunColumn("pipeline", "pipeline", text=True),  # who wrote an imported answer; none: this workbench
     RunColumn("status", "status", text=True),
     RunColumn("question", "question", text=True, wide=True),
     RunColumn("answer", "answer", text=True, listed=False),

@@ -23,6 +23,7 @@ from pages.views.markup import (
 )
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
+from pipeline.evaluation.given import contexts_heading, origin_line
 from pipeline.history.present import invalid_line, invalid_replies
 from pipeline.history.runs import RunColumn, StoredRun, listed_columns
 from pipeline.knowledge.injection import flag_warning, injection_flags
@@ -33,7 +34,11 @@ from pipeline.tracing import tree
 def show_drilldown(stored: StoredRun) -> None:
     result = stored.result
     columns = [c for c in listed_columns() if hasattr(result, c.name)]  # the run's own fields, as on the list
-    st.markdown(" · ".join([f"**Run {result.run_id}**", *(header_cell(c, result) for c in columns if not c.wide)]))
+    cells = [header_cell(c, result) for c in columns if not c.wide and not unset_pipeline(c, result)]
+    st.markdown(" · ".join([f"**Run {result.run_id}**", *cells]))
+    origin = origin_line(result.kind, result.pipeline)
+    if origin:
+        st.info(escape_markdown(origin), icon=":material/input:")
     st.page_link(
         "pages/annotate.py",
         label="Rate this run",
@@ -66,7 +71,7 @@ def show_drilldown(stored: StoredRun) -> None:
         st.caption(escape_markdown(invalid))
     show_attempts(result)
     show_claims(result)
-    show_chunks(stored.retrievals)
+    show_chunks(stored.retrievals, contexts_heading(result.kind))
     if stored.scores:
         st.subheader("Scores")
         st.dataframe(pd.DataFrame(stored.scores), hide_index=True, width="stretch")
@@ -74,6 +79,11 @@ def show_drilldown(stored: StoredRun) -> None:
     show_run_call_stats(result.run_id)
     show_calls(stored.calls)
     show_timeline(stored.calls)
+
+
+def unset_pipeline(column: RunColumn, result: AnswerResult) -> bool:
+    """The pipeline of a run this workbench answered (none): left out of the header rather than shown as n/a."""
+    return column.name == "pipeline" and result.pipeline is None
 
 
 def header_cell(column: RunColumn, result: AnswerResult) -> str:
@@ -120,10 +130,10 @@ def show_claims(result: AnswerResult) -> None:
                 st.caption("No evidence in the sources.")
 
 
-def show_chunks(retrievals: list[dict]) -> None:
+def show_chunks(retrievals: list[dict], heading: str = "Retrieved chunks") -> None:
     if not retrievals:
         return
-    st.subheader("Retrieved chunks")
+    st.subheader(heading)
     frame = pd.DataFrame(retrievals)[["round", "query", "rank", "score", "cited", "source", "text"]]
     frame["source"] = frame["source"].map(short_source)
     frame.insert(6, "injection flags", frame["text"].map(lambda text: ", ".join(injection_flags(text or ""))))

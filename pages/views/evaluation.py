@@ -12,26 +12,29 @@ from pages.views.call_stats import show_evaluation_call_stats
 from pages.views.common import show_error
 from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_score
 from pipeline.errors import WorkbenchError
-from pipeline.evaluation.dataset import Dataset, load_dataset, parse_dataset
+from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_file
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
-from pipeline.evaluation.runner import EvalReport, weak_slices, worst_items
+from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, worst_items
 
 TILES_PER_ROW = 5
 
 
 def choose_dataset(folder: Path) -> Dataset | None:
-    files = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".jsonl", ".csv"))
-    source = st.radio("Golden set", ["From data/eval", "Upload"], horizontal=True)
+    files = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".jsonl", ".csv", ".parquet"))
+    source = st.radio("Dataset", ["From data/eval", "Upload"], horizontal=True)
     try:
         if source == "Upload":
-            upload = st.file_uploader("JSONL or CSV with id, question, reference, tags", type=["jsonl", "csv"])
+            upload = st.file_uploader(
+                "JSONL, CSV or Parquet: a golden set (id, question, reference, tags), or rows that carry their answer "
+                "and contexts (our, Ragas's or DeepEval's column names)",
+                type=["jsonl", "csv", "parquet"],
+            )
             if upload is None:
                 return None
-            fmt = "csv" if upload.name.lower().endswith(".csv") else "jsonl"
-            return parse_dataset(upload.getvalue().decode("utf-8", errors="replace"), upload.name, fmt)
+            return checked(parse_file(upload.getvalue(), upload.name), upload.name)
         if not files:
-            st.info("No golden sets in data/eval yet; upload one.")
+            st.info("No datasets in data/eval yet; upload one.")
             return None
         path = st.selectbox("File", files, format_func=lambda p: p.name)
         return load_dataset(path)
@@ -40,14 +43,43 @@ def choose_dataset(folder: Path) -> Dataset | None:
         return None
 
 
-def start_form(settings, db, dataset: Dataset) -> None:
+def show_mapping(dataset: Dataset) -> None:
+    """How the file's columns were read, whether its answers are scored as given, and its bad rows by line. Every
+    name from the file is shown as text: escaped, or in a table, which does not read Markdown."""
+    mapping = dataset.mapping
+    if mapping is not None:
+        st.caption(escape_markdown(f"{dataset.name}: {mapping.convention} column names · {dataset.how_answered}"))
+        st.dataframe(
+            pd.DataFrame(mapping.describe(), columns=["field", "read from the file's column"]),
+            hide_index=True,
+        )
+        for note in mapping.notes:
+            st.caption(escape_markdown(f"Note: {note}"))
+        if mapping.unused:
+            st.caption(escape_markdown(f"Columns not read: {', '.join(mapping.unused)}"))
     if dataset.bad_rows:
-        listed = "; ".join(f"line {b.line}: {b.reason}" for b in dataset.bad_rows[:10])
-        st.warning(escape_markdown(f"{len(dataset.bad_rows)} bad rows skipped ({listed})"))
+        st.warning(escape_markdown(f"{len(dataset.bad_rows)} bad rows skipped (listed by line below)"))
+        st.dataframe(
+            pd.DataFrame([(b.line, b.reason) for b in dataset.bad_rows], columns=["line", "reason"]),
+            hide_index=True,
+        )
+
+
+def start_form(settings, db, dataset: Dataset) -> None:
+    show_mapping(dataset)
     default_name = f"{Path(dataset.name).stem}-{time.strftime('%Y%m%d-%H%M')}"
     with st.form("start"):
         # keyed, so what the user typed survives reruns (the default name changes every minute)
         name = st.text_input("Run name (the same name resumes a run)", value=default_name, key="eval_name")
+        pipeline = None
+        if dataset.given_answers:  # keyed by the file: another file starts from its own default
+            pipeline = st.text_input(
+                "Pipeline",
+                value=pipeline_of(dataset, None),
+                key=f"eval_pipeline:{dataset.name}",
+                help="The pipeline that wrote these answers (default: the file's name). Trends and baselines keep "
+                "each pipeline's runs apart.",
+            )
         cols = st.columns(3)
         concurrency = cols[0].number_input("Concurrency", 1, 32, settings.eval_concurrency, key="eval_concurrency")
         limit = cols[1].number_input("Only the first N items (0 = all)", 0, len(dataset.items), 0, key="eval_limit")
@@ -66,7 +98,9 @@ def start_form(settings, db, dataset: Dataset) -> None:
         if st.form_submit_button("Start evaluation"):
             chosen = None if set(metrics) == set(every) else metrics  # None: a resumed run keeps its own
             try:
-                job = start_job(settings, db, dataset.select(limit or None, tags), name, int(concurrency), chosen)
+                job = start_job(
+                    settings, db, dataset.select(limit or None, tags), name, int(concurrency), chosen, pipeline
+                )
             except WorkbenchError as exc:
                 show_error(exc)
                 return

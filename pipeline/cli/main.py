@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runs = sub.add_parser("runs", help="list runs, newest first, filtered as on the Runs page; or export them")
     runs.add_argument("--status", action="append", help="only runs with this status (accepted, flagged...); repeatable")
-    runs.add_argument("--kind", action="append", help="only runs of this kind (chat, eval); repeatable")
+    runs.add_argument("--kind", action="append", help="only runs of this kind (chat, eval, imported); repeatable")
     runs.add_argument("--model", action="append", help="only runs answered by this generator model; repeatable")
     runs.add_argument("--tag", action="append", help="only evaluation runs of items with this tag; repeatable")
     runs.add_argument("--since", type=_date, help="only runs started on or after this date (YYYY-MM-DD)")

@@ -141,6 +141,13 @@ class Dataset:
         """Whether its rows carry their answers (scored as given) rather than being answered here."""
         return self.answers_hash is not None
 
+    @property
+    def how_answered(self) -> str:
+        """How its items are answered, in words for the screens that show its mapping."""
+        if self.given_answers:
+            return "answers scored as given (no retrieval, no generation)"
+        return "a golden set: the workbench answers each question (retrieval and generation here)"
+
 
 def _reason(exc: ValidationError) -> str:
     parts = []

@@ -36,6 +36,22 @@ OWN_PIPELINE = "this workbench"  # how a run whose answer this workbench wrote i
 OPTIONS = ("faithfulness_threshold", "llm_backend", "model_revision", "context_window", "temperature")
 
 
+def origin_line(kind: str, pipeline: str | None) -> str | None:
+    """What a run's drilldown says of who wrote its answer: for an imported run, the pipeline that wrote it, and
+    that it was only checked here; None for a run this workbench answered."""
+    if kind != KIND:
+        return None
+    return (
+        f"Answer written by pipeline {pipeline or 'imported'} and checked here: no retrieval and no generation; its "
+        "claims were verified against the contexts given with it."
+    )
+
+
+def contexts_heading(kind: str) -> str:
+    """The heading of a run's contexts: those given with an imported answer, else the chunks retrieved for it."""
+    return "Given contexts" if kind == KIND else "Retrieved chunks"
+
+
 def given_prompts(settings: Settings) -> list:
     """What checking a given answer may send: whole-answer claims, the chain's verifiers, the classification."""
     chain = [verifier_class(name) for name in effective_chain(settings)]

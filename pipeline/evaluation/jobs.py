@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import Dataset
-from pipeline.evaluation.runner import EvalOutcome, Progress, chosen_metrics, run_evaluation
+from pipeline.evaluation.runner import EvalOutcome, Progress, chosen_metrics, pipeline_of, run_evaluation
 from pipeline.models.health import check_ollama
 from store.db import Database
 
@@ -43,10 +43,18 @@ _guard = threading.Lock()
 
 
 def start_job(
-    settings: Settings, db: Database, dataset: Dataset, name: str, concurrency: int, metrics: list[str] | None = None
+    settings: Settings,
+    db: Database,
+    dataset: Dataset,
+    name: str,
+    concurrency: int,
+    metrics: list[str] | None = None,
+    pipeline: str | None = None,
 ) -> EvalJob:
-    """Start an evaluation in the background; `metrics`: the metrics to measure (None: run_evaluation's default)."""
+    """Start an evaluation in the background; `metrics`: the metrics to measure (None: run_evaluation's default);
+    `pipeline`: who wrote the answers of a dataset that carries them (None: run_evaluation's default)."""
     chosen_metrics(metrics)  # a bad choice is refused here, where the form can show it
+    pipeline_of(dataset, pipeline)  # so is a pipeline name given with a golden set
     name = name.strip()
     if not name:
         raise InputError("the evaluation needs a name", fix="type a run name, e.g. baseline")
@@ -62,7 +70,15 @@ def start_job(
 
         try:
             job.outcome = run_evaluation(
-                settings, db, dataset, name, concurrency, on_progress=update, cancel=job.cancel, metrics=metrics
+                settings,
+                db,
+                dataset,
+                name,
+                concurrency,
+                on_progress=update,
+                cancel=job.cancel,
+                metrics=metrics,
+                pipeline=pipeline,
             )
             job.progress = job.outcome.progress
         except Exception as exc:  # kept for the page: a thread's exception is otherwise lost
