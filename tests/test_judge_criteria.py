@@ -381,7 +381,8 @@ def test_trends_draws_a_criterion_under_its_own_prompt_version(db):
 
     def series() -> dict[str, int]:
         figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-        return {trace["name"].split(" · ")[0]: len(trace["x"]) for trace in figure["data"]}
+        # a series is named "pipeline · judge pin · dataset · size"
+        return {trace["name"].split(" · ")[1]: len(trace["x"]) for trace in figure["data"]}
 
     metric.set_value("judge_grounding").run()
     assert series() == {"llama3.2@d1 / judge-grounding-v1": 2, "llama3.2@d1 / judge-grounding-v2": 1}
