@@ -99,6 +99,17 @@ def mark_eval_run(
         )
 
 
+def extraction_errors(db: Database, eval_run_id: int) -> tuple[int, int]:
+    """(extraction errors, claims extracted) over the final answers of an evaluation's runs."""
+    with db.cursor() as cur:
+        return cur.execute(
+            "SELECT count(*) FILTER (WHERE c.verdict = 'extraction_error'), count(*) FROM eval_items i "
+            "JOIN runs r ON r.id = i.run_id JOIN claims c ON c.run_id = r.id AND c.attempt_no = r.final_attempt "
+            "WHERE i.eval_run_id = ?",
+            [eval_run_id],
+        ).fetchone()
+
+
 def item_questions(db: Database, eval_run_id: int) -> dict[str, str]:
     with db.cursor() as cur:
         return dict(

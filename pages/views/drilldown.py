@@ -29,6 +29,7 @@ from pipeline.history.runs import RunColumn, StoredRun, listed_columns
 from pipeline.knowledge.injection import flag_warning, injection_flags
 from pipeline.text import short_source
 from pipeline.tracing import tree
+from pipeline.verification.claims import scored_claims
 
 
 def show_drilldown(stored: StoredRun) -> None:
@@ -119,6 +120,13 @@ def show_claims(result: AnswerResult) -> None:
     if not claims:
         return
     st.subheader(f"Claims ({len(claims)})")
+    errors = len(claims) - len(scored_claims(claims))
+    if errors:
+        st.caption(
+            f"{errors} of {len(claims)} extraction errors: claims the extractor did not take from the answer (a "
+            "copy of the question or of its prompt's example, text from elsewhere, a repeat); kept here with the "
+            "reason, not counted in faithfulness."
+        )
     for claim in claims:
         source = f" · [{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""
         label = f"Claim {claim.claim_no}: {claim.text} — {claim.verdict} ({claim.verifier}){source}"

@@ -227,6 +227,7 @@ def show_report(result: EvalReport) -> None:
     st.caption(
         f"Judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}"
         + (f" ({fmt_pct(rate, 1)})" if rate is not None else "")
+        + f" · claim extraction errors {extraction_line(result)}"
         + f" · tokens {fmt_count(usage['prompt_tokens'])} + {fmt_count(usage['completion_tokens'])} · model time "
         f"{fmt_ms(usage['model_s'] * 1000)} · {fmt_count(usage['calls'])} LLM calls "
         f"({fmt_count(usage['cache_hits'])} cached)"
@@ -234,6 +235,12 @@ def show_report(result: EvalReport) -> None:
     show_evaluation_call_stats(e.id)
     show_slices(result)
     show_items(result)
+
+
+def extraction_line(result: EvalReport) -> str:
+    errors, claims = result.extraction_errors
+    rate = result.extraction_error_rate
+    return f"{errors} of {claims}" + (f" ({fmt_pct(rate, 1)}, not scored)" if rate else "")
 
 
 def mean_text(metric: str, mean: float | None) -> str:

@@ -15,6 +15,7 @@ VERDICT_ICON = {
     "contradicted": ":material/cancel:",
     "unsupported": ":material/warning:",
     "unverified": ":material/help:",
+    "extraction_error": ":material/content_cut:",
 }
 STATUS_ICON = {
     "accepted": ":material/check_circle:",
@@ -22,6 +23,7 @@ STATUS_ICON = {
     "abstained": ":material/do_not_disturb_on:",
     "off_topic": ":material/wrong_location:",
     "no_claims": ":material/info:",
+    "no_contexts": ":material/info:",
     "unverified": ":material/help:",
     "failed": ":material/error:",
     "cancelled": ":material/stop_circle:",

@@ -27,7 +27,7 @@ from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import one_line, sentences
 from pipeline.verification.chain import VerifierChain, effective_chain
-from pipeline.verification.claims import context_block
+from pipeline.verification.claims import EXTRACTION_ERROR, context_block, scored_claims
 from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, CheckedClaim, FaithfulnessChecker, Passage
 from pipeline.verification.placement import place_claim
 from pipeline.verification.registry import load_verifiers, verifier_class
@@ -302,6 +302,8 @@ class QuestionRun:
         pending, self.classifying = self.classifying, []
         for attempt_no, claim, future in pending:
             final = future.result()
+            if claim.verdict == EXTRACTION_ERROR:  # found to repeat an earlier sentence's claim meanwhile
+                continue
             for name in ("verdict", "verifier", "passage", "span", "reason"):
                 setattr(claim, name, getattr(final, name))
             if announce:
@@ -380,9 +382,10 @@ class QuestionRun:
         faith, scored = self.checker.score(attempt.claims)
         record.status = status.attempt_status(faith, scored, self.settings.faithfulness_threshold)
         record.faithfulness = faith
-        record.n_claims = len(attempt.claims)
-        record.n_supported = sum(c.verdict == SUPPORTED for c in attempt.claims)
-        record.failed_claims = [c.text for c in attempt.claims if c.verdict not in (SUPPORTED, UNVERIFIED)]
+        counted = scored_claims(attempt.claims)  # extraction errors are kept in the run, not scored
+        record.n_claims = len(counted)
+        record.n_supported = sum(c.verdict == SUPPORTED for c in counted)
+        record.failed_claims = [c.text for c in counted if c.verdict not in (SUPPORTED, UNVERIFIED)]
         return attempt
 
     # -- decision -----------------------------------------------------------------------------

@@ -17,8 +17,10 @@ from pipeline.answering.events import Event
 from pipeline.answering.live import LiveSentence, SentenceFeed
 from pipeline.models.llm import LLMReply
 from pipeline.text import find_span, is_meta_statement, one_line, strip_citations
-from pipeline.verification.claims import CheckedClaim, Passage, context_block
-from pipeline.verification.faithfulness import ABSTAIN_SENTENCE, ClaimExtraction
+from pipeline.verification.claims import EXTRACTION_ERROR, CheckedClaim, Passage, context_block, scored_claims
+from pipeline.verification.extraction_check import REPEAT, repeats
+from pipeline.verification.faithfulness import ABSTAIN_SENTENCE, ClaimExtraction, example_text
+from pipeline.verification.prompts import EXTRACT_SENTENCE_CLAIMS
 
 
 def is_abstention(answer: str) -> bool:
@@ -159,8 +161,15 @@ class LiveAttempt:
                 return SentenceCheck(sentence)
             rejected: list[CheckedClaim] = []
             with tracing.step("verify", claims=len(extraction.claims)):
-                checked = run.checker.verify_claims(
-                    extraction.claims, self.passages, question=run.question, cited=sentence.cited, deferred=rejected
+                checked = run.checker.verify_extracted(
+                    extraction.claims,
+                    sentence.text,
+                    self.passages,
+                    question=run.question,
+                    earlier=earlier,
+                    examples=example_text(EXTRACT_SENTENCE_CLAIMS),
+                    cited=sentence.cited,
+                    deferred=rejected,
                 )
             for claim in rejected:
                 future = tracing.submit(self.pool, run.checker.classify_rejected, claim, self.passages)
@@ -187,7 +196,11 @@ class LiveAttempt:
             self.shown += 1
             if check.error:
                 self.errors.append(check.error)
-            for claim in check.claims:
+            for claim in check.claims:  # a repeat of an earlier sentence's claim (a sentence's own: when checked)
+                if claim.verdict != EXTRACTION_ERROR and repeats(
+                    claim.text, [c.text for c in scored_claims(self.claims)]
+                ):
+                    claim.verdict, claim.verifier, claim.reason = EXTRACTION_ERROR, "extraction check", REPEAT
                 claim.claim_no = len(self.claims) + 1
                 self.claims.append(claim)
             yield _sentence_event(self.attempt_no, check)

@@ -45,7 +45,13 @@ from pipeline.session import open_workbench
 from pipeline.text import short_source
 from pipeline.verification.registry import verifier_names
 
-VERDICT_STYLE = {"supported": "green", "contradicted": "red", "unsupported": "yellow", "unverified": "magenta"}
+VERDICT_STYLE = {
+    "supported": "green",
+    "contradicted": "red",
+    "unsupported": "yellow",
+    "unverified": "magenta",
+    "extraction_error": "dim",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -137,6 +137,11 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
             + (f" ({rate:.1%})" if rate is not None else "")
         )
     )
+    errors, claims = result.extraction_errors
+    share = result.extraction_error_rate
+    out.print(
+        Text(f"claim extraction errors (not scored): {errors} of {claims}" + (f" ({share:.1%})" if share else ""))
+    )
     out.print(
         Text(
             f"tokens: {usage['prompt_tokens']:,} prompt + {usage['completion_tokens']:,} completion; "
@@ -164,6 +169,7 @@ def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
         "diagnosis": {"component": result.diagnosis.component, "sentence": result.diagnosis.sentence},
         "judge_invalid": result.judge_invalid,
         "judge_total": result.judge_total,
+        "extraction_errors": {"errors": result.extraction_errors[0], "claims": result.extraction_errors[1]},
         "usage": result.usage,
         "wall_s": result.eval_run.wall_s,
         "weak_slices": [{"tag": t, "metric": m, "mean": v} for t, m, v in weak_slices(result)],

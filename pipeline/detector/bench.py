@@ -25,7 +25,9 @@ from pipeline.evaluation.dataset import BadRow
 from pipeline.models.llm import LLM
 from pipeline.text import is_meta_statement, sentences
 from pipeline.verification.chain import effective_chain
-from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage
+from pipeline.verification.claims import EXTRACTION_ERROR, scored_claims
+from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage, example_text
+from pipeline.verification.prompts import EXTRACT_CLAIMS
 from pipeline.verification.registry import verifier_names
 from store.db import Database
 from store.detector import save_detector_run
@@ -107,14 +109,22 @@ def detect(
     start = time.perf_counter()
     model = str((record.meta or {}).get("model") or "") or None
     result = {"record_id": record.id, "label": record.label, "model": model, "error": None, "verdicts": []}
+    passages = context_passages(record.context)
     if claims_from == "llm":
         extraction = checker.extract_claims(record.question or "", record.answer)
-        claims = extraction.claims
         result["error"] = extraction.invalid_reason
+        checked = checker.verify_extracted(
+            extraction.claims or [],
+            record.answer,
+            passages,
+            question=record.question or "",
+            examples=example_text(EXTRACT_CLAIMS),
+        )
     else:
         claims = answer_claims(record.answer)
-    passages = context_passages(record.context)
-    checked = checker.verify_claims(claims, passages, question=record.question or "") if claims else []
+        checked = checker.verify_claims(claims, passages, question=record.question or "") if claims else []
+    errors = [c for c in checked if c.verdict == EXTRACTION_ERROR]
+    checked = scored_claims(checked)
     decided = [c for c in checked if c.verdict != UNVERIFIED]
     result.update(
         predicted=int(any(c.verdict in ("unsupported", "contradicted") for c in checked)),
@@ -125,6 +135,7 @@ def detect(
         prompt_tokens=sum(c.prompt_tokens or 0 for c in llm.calls if not c.cache_hit),
         latency_ms=(time.perf_counter() - start) * 1000,
         verdicts=[{"claim": c.text, "verdict": c.verdict, "by": c.verifier} for c in checked],
+        extraction_errors=len(errors),
     )
     return result, llm
 

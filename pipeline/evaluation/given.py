@@ -24,9 +24,10 @@ from pipeline.errors import WorkbenchError
 from pipeline.evaluation.dataset import GivenContext
 from pipeline.models.llm import LLM
 from pipeline.verification.chain import VerifierChain, effective_chain
-from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage
+from pipeline.verification.claims import scored_claims
+from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage, example_text
 from pipeline.verification.placement import place_claims
-from pipeline.verification.prompts import NLI_JUDGE
+from pipeline.verification.prompts import EXTRACT_CLAIMS, NLI_JUDGE
 from pipeline.verification.registry import load_verifiers, verifier_class
 from store.records import AttemptRecord, RetrievalRecord, RunLog
 
@@ -150,12 +151,15 @@ def _checked_attempt(settings: Settings, llm: LLM, question: str, answer: str, p
         record.error = f"claims could not be extracted: {extraction.invalid_reason}"
         return attempt
     with tracing.step("verify claims", claims=len(extraction.claims)):
-        claims = checker.verify_claims(extraction.claims, passages, question=question) if extraction.claims else []
+        claims = checker.verify_extracted(
+            extraction.claims, answer, passages, question=question, examples=example_text(EXTRACT_CLAIMS)
+        )
     attempt.claims = place_claims(answer, claims)
     faith, scored = checker.score(claims)
+    counted = scored_claims(claims)  # extraction errors are kept in the run, not scored
     record.status = status.attempt_status(faith, scored, settings.faithfulness_threshold)
     record.faithfulness = faith
-    record.n_claims = len(claims)
-    record.n_supported = sum(c.verdict == SUPPORTED for c in claims)
-    record.failed_claims = [c.text for c in claims if c.verdict not in (SUPPORTED, UNVERIFIED)]
+    record.n_claims = len(counted)
+    record.n_supported = sum(c.verdict == SUPPORTED for c in counted)
+    record.failed_claims = [c.text for c in counted if c.verdict not in (SUPPORTED, UNVERIFIED)]
     return attempt

@@ -437,10 +437,16 @@ class EvalReport:
     usage: dict
     judge_invalid: int
     judge_total: int
+    extraction_errors: tuple[int, int] = (0, 0)  # (claims the extractor got wrong, claims extracted)
 
     @property
     def judge_invalid_rate(self) -> float | None:
         return self.judge_invalid / self.judge_total if self.judge_total else None
+
+    @property
+    def extraction_error_rate(self) -> float | None:
+        errors, claims = self.extraction_errors
+        return errors / claims if claims else None
 
 
 def report(settings: Settings, db: Database, name: str) -> EvalReport:
@@ -470,6 +476,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
         evals.usage(db, eval_run.id),
         invalid,
         total,
+        evals.extraction_errors(db, eval_run.id),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.text import sentences
+from pipeline.verification.claims import scored_claims
 from pipeline.verification.faithfulness import SUPPORTED, CheckedClaim
 from pipeline.verification.placement import place_claim
 
@@ -39,7 +40,8 @@ class Placement:
 
 def placement(answer: str, claims: list[CheckedClaim]) -> Placement:
     """The answer split into sentences, each with the worst verdict of the claims placed on it, and the
-    claims that could not be placed."""
+    claims that could not be placed; extraction errors (not the answer's claims) mark nothing."""
+    claims = scored_claims(claims)
     parts = sentences(answer)
     if not parts:
         return Placement([Segment(answer, start=0, end=len(answer))], [c for c in claims])

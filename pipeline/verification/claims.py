@@ -9,6 +9,8 @@ from pipeline.text import short_source
 
 SUPPORTED, CONTRADICTED, UNSUPPORTED, UNVERIFIED = "supported", "contradicted", "unsupported", "unverified"
 UNDECIDED = "undecided"  # a verifier's "not mine to decide": the next verifier in the chain tries
+# a claim the extractor got wrong (pipeline/verification/extraction_check.py): kept with its reason, never scored
+EXTRACTION_ERROR = "extraction_error"
 VERIFIER_VERDICTS = (SUPPORTED, UNSUPPORTED, UNDECIDED)
 
 
@@ -37,6 +39,11 @@ class CheckedClaim:
     @property
     def evidence(self) -> str | None:
         return self.passage.text[self.span[0] : self.span[1]] if self.passage and self.span else None
+
+
+def scored_claims(claims: list[CheckedClaim]) -> list[CheckedClaim]:
+    """The claims an answer is scored on: all but the extraction errors."""
+    return [c for c in claims if c.verdict != EXTRACTION_ERROR]
 
 
 def context_block(passages: list[Passage]) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 
 from pipeline import tracing
+from pipeline.answering.prompts import Prompt
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
@@ -28,6 +29,7 @@ from pipeline.text import find_span, is_meta_statement
 from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.claims import (  # noqa: F401 (re-exported)
     CONTRADICTED,
+    EXTRACTION_ERROR,
     SUPPORTED,
     UNDECIDED,
     UNSUPPORTED,
@@ -35,7 +37,9 @@ from pipeline.verification.claims import (  # noqa: F401 (re-exported)
     CheckedClaim,
     Passage,
     context_block,
+    scored_claims,
 )
+from pipeline.verification.extraction_check import extraction_errors
 from pipeline.verification.prompts import (
     EXTRACT_CLAIMS,
     EXTRACT_SENTENCE_CLAIMS,
@@ -93,6 +97,36 @@ class FaithfulnessChecker(BaseEvaluator):
             sentence_claims_input(question, sentence, earlier),
         )
         return _extraction(result)
+
+    # step 1½
+    def verify_extracted(
+        self,
+        claims: list[str],
+        text: str,
+        passages: list[Passage],
+        question: str = "",
+        earlier: str = "",
+        examples: str = "",
+        made_before: Sequence[str] = (),
+        **verify: Any,
+    ) -> list[CheckedClaim]:
+        """Step 2 on the claims extracted from `text` that belong to it; the others (a copy of the question or of
+        the prompt's example, text not in `text`, a repeat of `made_before` or of each other) are kept in order as
+        extraction errors with their reason, unverified and unscored (extraction_check.py)."""
+        reasons = extraction_errors(claims, text, question, earlier, examples, made_before)
+        kept = [c for c, why in zip(claims, reasons, strict=True) if why is None]
+        verified = iter(self.verify_claims(kept, passages, question=question, **verify) if kept else [])
+        first = verify.get("first_no", 1)
+        out = []
+        for n, (claim, why) in enumerate(zip(claims, reasons, strict=True), start=first):
+            checked = (
+                next(verified)
+                if why is None
+                else CheckedClaim(n, claim, EXTRACTION_ERROR, "extraction check", reason=why)
+            )
+            checked.claim_no = n
+            out.append(checked)
+        return out
 
     # step 2
     def verify_claims(
@@ -171,6 +205,7 @@ class FaithfulnessChecker(BaseEvaluator):
     @staticmethod
     def score(checked: list[CheckedClaim]) -> tuple[float | None, str]:
         """(faithfulness, status): supported / claims with a verdict; None when there is nothing to score."""
+        checked = scored_claims(checked)
         if not checked:
             return None, "no_claims"
         decided = [c for c in checked if c.verdict != UNVERIFIED]
@@ -199,7 +234,9 @@ class FaithfulnessChecker(BaseEvaluator):
                 invalid_result=True,
                 invalid_reason=f"claims could not be extracted: {extraction.invalid_reason}",
             )
-        checked = self.verify_claims(extraction.claims, passages, question=query or "")
+        checked = self.verify_extracted(
+            extraction.claims, response, passages, question=query or "", examples=example_text(EXTRACT_CLAIMS)
+        )
         faithfulness, status = self.score(checked)
         feedback = (
             "\n".join(f"{c.verdict}: {c.text} ({c.reason})" for c in checked)
@@ -227,6 +264,11 @@ class FaithfulnessChecker(BaseEvaluator):
     def _update_prompts(self, prompts_dict: dict) -> None:
         if prompts_dict:
             raise NotImplementedError("the checker's prompts are versioned in pipeline/verification/prompts.py")
+
+
+def example_text(prompt: Prompt) -> str:
+    """A prompt's examples as one text: a claim copied from them is an extraction error."""
+    return "\n".join(prompt.examples)
 
 
 def _extraction(result) -> ClaimExtraction:

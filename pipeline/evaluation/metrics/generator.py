@@ -17,6 +17,7 @@ from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.registry import MetricInput, register_metric
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
+from pipeline.verification.claims import scored_claims
 
 NOT_APPLICABLE = "not_applicable"
 NO_CONTEXTS_WHY = "the answer was given without contexts: nothing to check it against"
@@ -49,7 +50,7 @@ def answer_questions_input(answer: str) -> str:
 
 
 def faithfulness(result: AnswerResult) -> MetricScore:
-    claims = result.final_claims
+    claims = scored_claims(result.final_claims)
     if result.faithfulness is None:
         status = "invalid" if result.status == "unverified" else NOT_APPLICABLE
         why = {
