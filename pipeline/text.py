@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 STOPWORDS = frozenset(
@@ -206,3 +207,11 @@ def short_source(source: str | None) -> str:
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def question_key(question: str) -> str:
+    """The same-question key, wherever questions are matched (leave-one-out, Compare, imported datasets): Unicode
+    NFKC (full-width letters are letters), zero-width and other format characters removed, case folded, and only
+    the words kept, so punctuation and spacing make no other question."""
+    text = "".join(ch for ch in unicodedata.normalize("NFKC", question) if unicodedata.category(ch) != "Cf")
+    return " ".join(re.findall(r"\w+", text.casefold()))

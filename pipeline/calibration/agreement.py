@@ -8,7 +8,6 @@ by zero.
 
 from __future__ import annotations
 
-import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -22,7 +21,7 @@ from pipeline.evaluation.judge import CRITERIA, JudgePin, judge, judge_pin
 from pipeline.evaluation.judge_prompts import JUDGE_PROMPT_VERSION
 from pipeline.history.runs import load_result
 from pipeline.models.llm import LLM
-from pipeline.text import content_words
+from pipeline.text import content_words, question_key
 from pipeline.verification.faithfulness import context_block
 from store import annotations
 from store.annotations import Correction
@@ -236,8 +235,8 @@ def claim_agreement(db: Database, run_ids: list[int]) -> dict:
 
 
 def same_question_key(question: str) -> str:
-    """A question's text normalised for leave-one-out: case, punctuation and spacing do not make it another."""
-    return " ".join(re.findall(r"\w+", question.casefold()))
+    """A question's text normalised for leave-one-out (pipeline.text.question_key)."""
+    return question_key(question)
 
 
 def relevant_corrections(

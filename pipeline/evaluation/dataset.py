@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError, field_validator
 
 from pipeline.errors import InputError
 from pipeline.evaluation.columns import ColumnMap, map_columns
+from pipeline.text import question_key
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -248,8 +249,8 @@ def _item(mapping: ColumnMap, raw: dict) -> tuple[str | None, GoldenItem | None]
 
 
 def normalised_question(question: str) -> str:
-    """The question as items are matched by it: lower case, words only."""
-    return " ".join("".join(ch if ch.isalnum() else " " for ch in question.lower()).split())
+    """The question as items are matched by it (pipeline.text.question_key)."""
+    return question_key(question)
 
 
 def question_id(question: str) -> str:
