@@ -10,6 +10,7 @@ from bench import (
     detector,
     evaluation,
     hosts,
+    imported,
     kappa,
     on_topic,
     overhead,
@@ -35,6 +36,7 @@ SUITES = {
     "contention": store_contention.run,
     "scale": scale.run,
     "hosts": hosts.run,
+    "imported": imported.run,
 }
 
 

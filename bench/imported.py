@@ -1,0 +1,309 @@
+"""Scoring answers written elsewhere: the workbench against Ragas's Faithfulness, on the same rows and server.
+
+`python -m bench.imported` (default 1,000 rows; `--rows 50` for a quick run) builds rows (question, answer,
+contexts) from the RAGTruth development sets in ../shared/datasets (QA, then summaries, then data-to-text, each
+in file order, until there are enough; a context is split into passages at blank lines, a long paragraph into
+runs of sentences), writes them as JSONL to a temporary folder and scores them twice on one fake Ollama with its
+latency model on, one side after the other:
+
+- Ragas: `Faithfulness` (statements from the answer, then a verdict per statement) through Ragas's LangChain
+  wrapper around `ChatOllama`, at RunConfig(max_workers=4). Ragas's pins clash with the workbench's, so it runs
+  from its own virtual environment (`python3 -m venv .venv-ragas && .venv-ragas/bin/pip install -r
+  requirements-bench.txt`; RAGAS_PYTHON names another interpreter) in a subprocess;
+- the workbench: the same rows loaded by `load_dataset` and scored by the evaluation runner with only the
+  faithfulness metric at concurrency 4, the given answers checked without retrieval or generation, the cache off.
+
+Both sides are counted the same way, from the fake's request log: model calls (chat and generate requests) and
+their prompt tokens (whitespace words of the prompt), per row; wall time is the scoring alone (Ragas's import
+and the store's set-up are outside it). The latency model is "gpu" (as `bench/answer_vs_seed.py` and
+`bench/hosts.py`: 25 ms per output token, 0.5 ms per prompt token, 4 slots) or "fast" (as `bench/evaluation.py`:
+2 ms per output token, no prompt cost, 4 slots), printed with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import ROOT, Figure, bench_environment, print_table
+
+DATASETS = ROOT.parent / "shared" / "datasets"
+SOURCES = ("ragtruth_qa_dev.jsonl", "ragtruth_summary_dev.jsonl", "ragtruth_data2txt_dev.jsonl")
+ROWS = 1000
+CONCURRENCY = 4
+MODEL = "llama3.2"
+# name: (seconds per output token, seconds per prompt token, slots, what it is)
+LATENCIES = {
+    "gpu": (0.025, 0.0005, 4, "GPU-like, as bench/answer_vs_seed.py: 25 ms/output token, 0.5 ms/prompt token, 4 slots"),
+    "fast": (0.002, 0.0, 4, "fast, as bench/evaluation.py: 2 ms/output token, no prompt cost, 4 slots"),
+}
+RAGAS_VENV = ROOT / ".venv-ragas"
+PASSAGE_WORDS = 120  # a paragraph longer than this is cut into runs of sentences of about this many words
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+GENERATION_PATHS = ("/api/chat", "/api/generate")
+
+
+# ---------------------------------------------------------------- rows
+
+
+def split_context(context: str, max_words: int = PASSAGE_WORDS) -> list[str]:
+    """A context as passages: its paragraphs (blank-line separated), a paragraph over `max_words` words cut into
+    runs of whole sentences of at most about that many words. Every word of the context is in one passage."""
+    passages = []
+    for paragraph in re.split(r"\n\s*\n", context):
+        paragraph = paragraph.strip()
+        if not paragraph:
+            continue
+        if len(paragraph.split()) <= max_words:
+            passages.append(paragraph)
+            continue
+        run: list[str] = []
+        for sentence in _SENTENCE_END.split(paragraph):
+            if run and len(" ".join(run + [sentence]).split()) > max_words:
+                passages.append(" ".join(run))
+                run = []
+            run.append(sentence)
+        if run:
+            passages.append(" ".join(run))
+    return passages
+
+
+def build_rows(n: int, datasets: Path = DATASETS) -> list[dict]:
+    """The first `n` rows {id, question, answer, contexts} of SOURCES, in order (rows without an answer or a
+    context are passed over)."""
+    rows: list[dict] = []
+    for name in SOURCES:
+        with open(datasets / name, encoding="utf-8") as lines:
+            for line in lines:
+                if len(rows) >= n:
+                    return rows
+                record = json.loads(line)
+                contexts = split_context(record.get("context") or "")
+                answer = (record.get("answer") or "").strip()
+                if not contexts or not answer:
+                    continue
+                rows.append(
+                    {"id": record["id"], "question": record["question"], "answer": answer, "contexts": contexts}
+                )
+    if len(rows) < n:
+        raise SystemExit(f"only {len(rows)} rows in {', '.join(SOURCES)} under {datasets}; asked for {n}")
+    return rows
+
+
+def write_rows(rows: list[dict], path: Path) -> Path:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- counting
+
+
+@dataclass
+class Side:
+    name: str
+    rows: int
+    wall_s: float
+    calls: int
+    prompt_tokens: int
+    by_model: dict[str, int]
+    scored: int  # rows with a score
+    mean: float  # mean faithfulness over the scored rows
+    note: str = ""
+
+    @property
+    def calls_per_row(self) -> float:
+        return self.calls / self.rows
+
+    @property
+    def tokens_per_row(self) -> float:
+        return self.prompt_tokens / self.rows
+
+
+def count_calls(records: list[dict]) -> tuple[int, int, dict[str, int]]:
+    """(model calls, prompt tokens, calls by model) over the fake's request records: its chat and generate
+    requests, each with the prompt_tokens the fake counted (0 for one that failed before it was answered)."""
+    calls = [r for r in records if r.get("path") in GENERATION_PATHS]
+    by_model: dict[str, int] = {}
+    for record in calls:
+        by_model[record.get("model") or "?"] = by_model.get(record.get("model") or "?", 0) + 1
+    return len(calls), sum(r.get("prompt_tokens") or 0 for r in calls), dict(sorted(by_model.items()))
+
+
+def measured(fake, name: str, rows: int, score) -> Side:
+    """Run score() -> (wall_s, scored, mean, note) and count the calls it made on `fake`."""
+    first = len(fake.requests)
+    wall_s, scored, mean, note = score()
+    calls, tokens, by_model = count_calls(fake.requests[first:])
+    return Side(name, rows, wall_s, calls, tokens, by_model, scored, mean, note)
+
+
+# ---------------------------------------------------------------- Ragas (in its own interpreter)
+
+
+def ragas_python() -> str | None:
+    """The interpreter that has Ragas: $RAGAS_PYTHON, else .venv-ragas's; None if neither exists."""
+    given = os.environ.get("RAGAS_PYTHON")
+    if given:
+        return given
+    python = RAGAS_VENV / "bin" / "python"
+    return str(python) if python.exists() else None
+
+
+def ragas_worker(rows_path: str, url: str, out_path: str) -> None:
+    """In the Ragas interpreter: score the rows with Faithfulness against the Ollama at `url`; write
+    {wall_s, scored, mean, errors} to out_path."""
+    os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+    import warnings
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    from langchain_ollama import ChatOllama
+    from ragas import EvaluationDataset, evaluate
+    from ragas.llms import LangchainLLMWrapper
+    from ragas.metrics import Faithfulness
+    from ragas.run_config import RunConfig
+
+    rows = [json.loads(line) for line in Path(rows_path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    dataset = EvaluationDataset.from_list(
+        [{"user_input": r["question"], "response": r["answer"], "retrieved_contexts": r["contexts"]} for r in rows]
+    )
+    llm = LangchainLLMWrapper(ChatOllama(model=MODEL, base_url=url, temperature=0))
+    run_config = RunConfig(max_workers=CONCURRENCY, timeout=600)
+    start = time.perf_counter()
+    result = evaluate(dataset, metrics=[Faithfulness()], llm=llm, run_config=run_config, show_progress=False)
+    wall_s = time.perf_counter() - start
+    scores = [s.get("faithfulness") for s in result.scores]
+    valid = [float(s) for s in scores if s is not None and not math.isnan(float(s))]
+    out = {"wall_s": wall_s, "scored": len(valid), "mean": sum(valid) / len(valid) if valid else float("nan")}
+    Path(out_path).write_text(json.dumps(out), encoding="utf-8")
+
+
+def score_ragas(python: str, rows_path: Path, url: str, folder: Path):
+    out = folder / "ragas.json"
+    env = {**os.environ, "RAGAS_DO_NOT_TRACK": "true", "PYTHONPATH": str(ROOT)}
+    cmd = [python, "-m", "bench.imported", "--ragas-worker", str(rows_path), url, str(out)]
+    started = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    outer = time.perf_counter() - started
+    got = json.loads(out.read_text(encoding="utf-8"))
+    note = f"subprocess {outer:.1f} s with Ragas's import"
+    return got["wall_s"], got["scored"], got["mean"], note
+
+
+# ---------------------------------------------------------------- the workbench
+
+
+def scores_given_answers() -> bool:
+    """Whether this checkout's evaluation runner scores given answers (`run_evaluation(..., pipeline=...)`)."""
+    from pipeline.evaluation import runner
+
+    return "pipeline" in inspect.signature(runner.run_evaluation).parameters
+
+
+def score_ours(rows_path: Path):
+    from pipeline.config import load_settings
+    from pipeline.evaluation import runner
+    from pipeline.evaluation.dataset import load_dataset
+    from store import evals
+    from store.db import get_database
+
+    settings = load_settings()
+    db = get_database(settings)
+    try:
+        dataset = load_dataset(rows_path)
+        start = time.perf_counter()
+        outcome = runner.run_evaluation(
+            settings, db, dataset, "imported", concurrency=CONCURRENCY, metrics=["faithfulness"], pipeline="bench"
+        )
+        wall_s = time.perf_counter() - start
+        summary = {m["metric"]: m for m in evals.metric_summary(db, outcome.eval_run_id)}.get("faithfulness", {})
+    finally:
+        db.close()
+    note = f"{outcome.status}; {outcome.progress.done} done, {outcome.progress.failed} failed"
+    return wall_s, int(summary.get("n") or 0), float(summary.get("mean") or math.nan), note
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+def compare(n_rows: int = ROWS, latency: str = "gpu") -> tuple[list[Side], str]:
+    """Both sides on one fake Ollama (Ragas first, then the workbench); [] sides that cannot run, with why."""
+    per_token, per_prompt_token, slots, described = LATENCIES[latency]
+    python = ragas_python()
+    ours = scores_given_answers()
+    missing = []
+    if python is None:
+        missing.append(
+            "Ragas is not installed (python3 -m venv .venv-ragas && .venv-ragas/bin/pip install -r "
+            "requirements-bench.txt)"
+        )
+    if not ours:
+        missing.append("this checkout's evaluation runner does not score given answers yet")
+    sides = []
+    with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, folder):
+        rows_path = write_rows(build_rows(n_rows), folder / "rows.jsonl")
+        fake.set_latency(per_token, slots=slots, seconds_per_prompt_token=per_prompt_token)
+        if python is not None:
+            sides.append(measured(fake, "Ragas", n_rows, lambda: score_ragas(python, rows_path, fake.url, folder)))
+        if ours:
+            sides.append(measured(fake, "workbench", n_rows, lambda: score_ours(rows_path)))
+    return sides, "; ".join([described] + missing)
+
+
+def figures(sides: list[Side], n_rows: int, note: str) -> list[Figure]:
+    """Per side: wall time, calls and prompt tokens per row; with both sides, the ratios workbench / Ragas.
+    `note` (the latency model, and why a side is missing) goes with the first figure."""
+    out = []
+    for side in sides:
+        models = ", ".join(f"{m} {c / side.rows:.2f}" for m, c in side.by_model.items())
+        out += [
+            Figure(
+                f"{side.name}: wall time, {side.rows} rows",
+                side.wall_s,
+                "s",
+                note=f"faithfulness {side.mean:.3f} on {side.scored}/{side.rows} rows; {side.note}",
+            ),
+            Figure(f"{side.name}: model calls per row", side.calls_per_row, "calls", note=models),
+            Figure(f"{side.name}: prompt tokens per row", side.tokens_per_row, "tokens"),
+        ]
+    named = {side.name: side for side in sides}
+    if {"Ragas", "workbench"} <= named.keys():
+        ours, ragas = named["workbench"], named["Ragas"]
+        out += [
+            Figure("workbench / Ragas: wall time", ours.wall_s / ragas.wall_s, "×"),
+            Figure("workbench / Ragas: prompt tokens", ours.prompt_tokens / max(1, ragas.prompt_tokens), "×"),
+        ]
+    if not out:
+        return [Figure(f"imported, {n_rows} rows: skipped", math.nan, "", note=note)]
+    out[0].note = f"{note}; {out[0].note}"
+    return out
+
+
+def run(n_rows: int = ROWS, latency: str = "gpu") -> list[Figure]:
+    sides, note = compare(n_rows, latency)
+    return figures(sides, n_rows, note)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--ragas-worker"]:
+        ragas_worker(*argv[1:4])
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m bench.imported", description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=ROWS, help=f"rows to score (default {ROWS})")
+    parser.add_argument("--latency", choices=sorted(LATENCIES), default="gpu", help="the fake's latency model")
+    args = parser.parse_args(argv)
+    print_table(run(args.rows, args.latency))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
