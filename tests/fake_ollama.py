@@ -9,8 +9,18 @@ unless a reply was scripted with `enqueue`; `inject` adds transport/content faul
 Latency model (chat and generate only; embeddings are instant): a request waits for one of `slots`
 parallel slots, spends `seconds_per_prompt_token` x its prompt's word count in the prompt phase, then
 `seconds_per_token` per reply word. A streamed reply goes out as one chunk per word at that rate, each
-flushed as it is due; `chunk_log` records when each chunk was sent (time.perf_counter, this process),
-and each chat/generate entry of `requests` gains its prompt_tokens, eval_tokens and received/done times.
+flushed as it is due; `chunk_log` records when each chunk was sent (the fake's clock: time.perf_counter
+unless `clock` is given), and each chat/generate entry of `requests` gains its prompt_tokens, eval_tokens and
+received/started/done times (started: when it got its slot).
+
+Tests that need order, not speed, use events instead of the clock:
+- `in_flight`/`max_in_flight` count chat/generate requests being answered at once (from the start of their
+  generation to their last line), `generating`/`max_generating` those inside a slot; `wait_until(condition)`
+  blocks until condition(fake) holds, woken by each change of the fake's state (a request received, a slot
+  taken, a chunk sent, a reply done), never by polling.
+- `hold(...)` stops matching replies at a chunk until the test releases them (or `until(fake)` holds), so a test
+  can have a request mid-reply for as long as it needs; `VirtualClock` makes the latency model's waits
+  instant and exact (`FakeOllama(clock=vc, sleep=vc.sleep)`) for one request at a time.
 """
 
 import hashlib
@@ -423,11 +433,54 @@ def _pieces(text):
 class _Call:
     """One received request."""
 
-    def __init__(self, path, body, model):
+    def __init__(self, path, body, model, t0):
         self.path, self.body, self.model = path, body, model
         self.fault = None
         self.index = self.record = None  # position in FakeOllama.requests, and the entry there
-        self.t0 = time.perf_counter_ns()
+        self.t0 = t0  # received, in ns of the fake's clock
+
+
+class VirtualClock:
+    """Time that passes only when the fake sleeps: sleep(s) moves it on by s at once and records s. Exact and
+    instant for one request at a time (concurrent sleeps would add up: use hold and the counters for those)."""
+
+    def __init__(self, start=1000.0):
+        self.now = start
+        self.slept = []
+        self._lock = threading.Lock()
+
+    def __call__(self):
+        with self._lock:
+            return self.now
+
+    def sleep(self, seconds):
+        with self._lock:
+            self.slept.append(seconds)
+            self.now += max(0.0, seconds)
+
+
+class Hold:
+    """Matching chat/generate replies stopped before one chunk until release() (see FakeOllama.hold)."""
+
+    def __init__(self, fake, match, after_chunks, until, times, timeout_s):
+        self._fake = fake
+        self.match, self.after_chunks, self.until = match, after_chunks, until
+        self.times, self.timeout_s = times, timeout_s
+        self.caught = 0  # requests that reached it
+        self.waiting = 0  # requests held now
+        self.timed_out = 0  # requests that went on because timeout_s passed first
+        self.released = False
+
+    def release(self):
+        with self._fake._changed:
+            self.released = True
+            self._fake._changed.notify_all()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -465,7 +518,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                 self.wfile.flush()
                 if on_sent:
-                    on_sent(time.perf_counter())
+                    on_sent(self.server.fake._clock())
             self.wfile.write(b"0\r\n\r\n")
         finally:
             lines.close()  # a peer that hung up mid-stream frees its slot now
@@ -521,7 +574,11 @@ class FakeOllama:
         seconds_per_prompt_token=0.0,
         answer_sentences=2,
         answer_style="quote",
+        clock=None,
+        sleep=None,
     ):
+        """clock() -> seconds and sleep(seconds) drive the latency model (default: time.perf_counter and a wait
+        that stop() cuts short); pass a VirtualClock and its sleep to make its waits instant and exact."""
         if answer_style not in ANSWER_STYLES:
             raise ValueError(f"unknown answer_style {answer_style!r}; expected one of {ANSWER_STYLES}")
         self.embed_dim = embed_dim
@@ -533,9 +590,15 @@ class FakeOllama:
         self.fault_delay_s = fault_delay_s
         self.verifier_models = {normalise_name(m) for m in verifier_models}
         self.requests = []
-        self.chunk_log = []  # (request index, chunk index, perf_counter send time, chunk text)
+        self.chunk_log = []  # (request index, chunk index, send time on the fake's clock, chunk text)
         self.url = None
-        self._lock = threading.Lock()
+        self._clock = clock or time.perf_counter
+        self._sleep = sleep or self._stopping_wait
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)  # notified on every change a test may wait for
+        self._holds = []
+        self.in_flight = self.max_in_flight = 0  # chat/generate requests being answered
+        self.generating = self.max_generating = 0  # of those, the ones inside a slot
         self._models = {}
         self._loaded = set()
         self._scripted = []
@@ -559,8 +622,9 @@ class FakeOllama:
         return self
 
     def stop(self):
-        """Stop serving, wake sleeping requests and close every connection."""
+        """Stop serving, wake sleeping and held requests and close every connection."""
         self._stopping.set()
+        self._notify()
         self._server.shutdown()
         self._server.sever_all()
         self._server.server_close()
@@ -596,12 +660,72 @@ class FakeOllama:
             self._answered.clear()
 
     def clear(self):
-        """Forget scripted replies, pending faults and recorded requests (not the answered questions)."""
+        """Forget scripted replies, pending faults, recorded requests and the in-flight maxima (not the answered
+        questions, nor holds)."""
         with self._lock:
             self._scripted.clear()
             self._faults.clear()
             self.requests.clear()
             self.chunk_log.clear()
+            self.max_in_flight, self.max_generating = self.in_flight, self.generating
+
+    # -- events
+
+    def hold(self, match=None, after_chunks=0, until=None, times=None, timeout_s=30.0):
+        """Stop chat/generate replies (those whose JSON body satisfies `match(body)`, at most `times` of them)
+        before chunk `after_chunks` of a streamed reply (0: before the first; a reply that is not streamed is
+        held only at 0, before it is sent), inside their slot, until the returned Hold is released, or
+        `until(fake)` holds (checked on every change of the fake's state and every 20 ms, so it may read a flag
+        of the code under test), or `timeout_s` real seconds pass (counted in Hold.timed_out). Each of these
+        releases it for good: later requests pass. Use it as a context manager to release it on the way out."""
+        gate = Hold(self, match, after_chunks, until, times, timeout_s)
+        with self._lock:
+            self._holds.append(gate)
+        return gate
+
+    def wait_until(self, condition, timeout_s=30.0):
+        """Block until condition(fake) holds (checked on every change of the fake's state); its last value."""
+        with self._changed:
+            return self._changed.wait_for(lambda: condition(self), timeout_s)
+
+    def _notify(self):
+        with self._changed:
+            self._changed.notify_all()
+
+    def _stopping_wait(self, seconds):
+        self._stopping.wait(seconds)
+
+    def _hold_point(self, call, chunk_no):
+        """Wait at every open hold for this request at this chunk."""
+        for gate in list(self._holds):
+            with self._changed:
+                if gate.released or gate.after_chunks != chunk_no:
+                    continue
+            if gate.match is not None and not gate.match(call.body):
+                continue
+            with self._changed:
+                if gate.released or (gate.times is not None and gate.caught >= gate.times):
+                    continue
+                gate.caught += 1
+                gate.waiting += 1
+                self._changed.notify_all()
+                deadline = time.monotonic() + gate.timeout_s
+                while not self._gate_open(gate):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        gate.timed_out += 1
+                        gate.released = True  # open for good: a failing test does not wait timeout_s per request
+                        break
+                    # `until` may read state outside the fake (a flag of the code under test): look again soon
+                    self._changed.wait(min(left, 0.02) if gate.until is not None else left)
+                gate.waiting -= 1
+                self._changed.notify_all()
+
+    def _gate_open(self, gate):
+        """Under the lock: whether a held request may go on; `until` holding releases the hold for good."""
+        if not gate.released and gate.until is not None and gate.until(self):
+            gate.released = True
+        return gate.released or self._stopping.is_set()
 
     def add_model(self, name):
         """Mark `name` as pulled (digest = sha256 of the normalised name)."""
@@ -638,11 +762,15 @@ class FakeOllama:
         """Reply tuple (status, content type, bytes or list of lines) for a request; None = drop."""
         body = self._parse(raw)
         name = (body.get("model") or body.get("name")) if isinstance(body, dict) else None
-        call = _Call(path, body, normalise_name(name) if isinstance(name, str) and name.strip() else None)
-        call.record = {"path": path, "body": body, "model": call.model, "received": call.t0 / 1e9}
-        with self._lock:
+        received = self._clock()
+        call = _Call(
+            path, body, normalise_name(name) if isinstance(name, str) and name.strip() else None, int(received * 1e9)
+        )
+        call.record = {"path": path, "body": body, "model": call.model, "received": received}
+        with self._changed:
             call.index = len(self.requests)
             self.requests.append(call.record)
+            self._changed.notify_all()
         call.fault = self._take_fault(call)
         if call.fault == "drop":
             return None
@@ -852,7 +980,8 @@ class FakeOllama:
         if call.body.get("stream") is not False:
             return 200, "application/x-ndjson", lines
         final = next(lines)
-        self._log_chunk(call, 0, reply, time.perf_counter())  # sent at once: the whole reply is one chunk
+        lines.close()  # its request is no longer in flight
+        self._log_chunk(call, 0, reply, self._clock())  # sent at once: the whole reply is one chunk
         return _json(final)
 
     def _generation(self, call, reply, prompt_count, wrap, stream):
@@ -860,18 +989,47 @@ class FakeOllama:
         (NDJSON line, on_sent) per chunk and the final line; not streamed: yields the one reply object."""
         with self._lock:
             per_token, per_prompt, slots = self._seconds_per_token, self._seconds_per_prompt_token, self._slots
-        with slots if per_token > 0 or per_prompt > 0 else nullcontext():
-            started = time.perf_counter_ns()
-            self._stopping.wait(per_prompt * prompt_count)
-            decoding = time.perf_counter_ns()
-            if stream:
-                for i, piece in enumerate(_pieces(reply)):
-                    self._pace(decoding, i + 1, per_token)
-                    line = json.dumps({**self._head(call, wrap(piece)), "done": False}).encode() + b"\n"
-                    yield line, lambda t, i=i, piece=piece: self._log_chunk(call, i, piece, t)
-            else:
-                self._pace(decoding, len(reply.split()), per_token)
-            ended = time.perf_counter_ns()
+        self._count(in_flight=1)
+        try:
+            with slots if per_token > 0 or per_prompt > 0 else nullcontext():
+                self._count(generating=1)
+                try:
+                    started = self._now_ns()
+                    call.record["started"] = started / 1e9
+                    if per_prompt * prompt_count > 0:
+                        self._sleep(per_prompt * prompt_count)
+                    decoding = self._now_ns()
+                    if stream:
+                        pieces = _pieces(reply)
+                        for i, piece in enumerate(pieces):
+                            self._hold_point(call, i)
+                            self._pace(decoding, i + 1, per_token)
+                            line = json.dumps({**self._head(call, wrap(piece)), "done": False}).encode() + b"\n"
+                            yield line, lambda t, i=i, piece=piece: self._log_chunk(call, i, piece, t)
+                        self._hold_point(call, len(pieces))
+                    else:
+                        self._hold_point(call, 0)
+                        self._pace(decoding, len(reply.split()), per_token)
+                    ended = self._now_ns()
+                finally:
+                    self._count(generating=-1)
+            yield from self._finish(call, reply, prompt_count, wrap, stream, started, decoding, ended)
+        finally:
+            self._count(in_flight=-1)
+
+    def _count(self, in_flight=0, generating=0):
+        with self._changed:
+            self.in_flight += in_flight
+            self.generating += generating
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.max_generating = max(self.max_generating, self.generating)
+            self._changed.notify_all()
+
+    def _now_ns(self):
+        return int(self._clock() * 1e9)
+
+    def _finish(self, call, reply, prompt_count, wrap, stream, started, decoding, ended):
+        """The reply's final line (streamed) or its one reply object, with Ollama's counts and durations."""
         total = max(1, ended - call.t0)
         final = {
             "done": True,
@@ -883,7 +1041,9 @@ class FakeOllama:
             "eval_count": len(reply.split()),
             "eval_duration": ended - decoding,
         }
-        call.record.update(prompt_tokens=prompt_count, eval_tokens=final["eval_count"], done=ended / 1e9)
+        with self._changed:
+            call.record.update(prompt_tokens=prompt_count, eval_tokens=final["eval_count"], done=ended / 1e9)
+            self._changed.notify_all()
         if stream:
             yield json.dumps({**self._head(call, wrap("")), **final}).encode() + b"\n", None
         else:
@@ -892,11 +1052,14 @@ class FakeOllama:
     def _pace(self, since_ns, tokens, per_token):
         """Wait until `tokens` tokens' decode time has passed since `since_ns` (no drift across chunks)."""
         due = since_ns / 1e9 + tokens * per_token
-        self._stopping.wait(max(0.0, due - time.perf_counter()))
+        wait = due - self._clock()
+        if wait > 0:
+            self._sleep(wait)
 
     def _log_chunk(self, call, chunk_no, text, sent):
-        with self._lock:
+        with self._changed:
             self.chunk_log.append((call.index, chunk_no, sent, text))
+            self._changed.notify_all()
 
     @staticmethod
     def _head(call, content):
@@ -912,7 +1075,7 @@ class FakeOllama:
         given = call.body.get("input")
         texts = [given] if isinstance(given, str) else list(given or [])
         embeddings = [embed_vector(t, self.embed_dim) for t in texts]
-        total = max(1, time.perf_counter_ns() - call.t0)
+        total = max(1, self._now_ns() - call.t0)
         return _json(
             {
                 "model": call.body["model"],

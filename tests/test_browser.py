@@ -91,7 +91,7 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
             .filter(has=page.locator("strong"))
             .first
         )
-        expect(highlighted).to_be_visible(timeout=10_000)
+        expect(highlighted).to_be_visible(timeout=30_000)
         color = highlighted.evaluate("e => getComputedStyle(e).backgroundColor")
         assert color not in ("rgba(0, 0, 0, 0)", "transparent")
         page.screenshot(path=str(ROOT / "test-artifacts" / "drilldown.png"), full_page=True)

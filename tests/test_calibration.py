@@ -307,6 +307,61 @@ def test_leave_one_out_is_by_question_across_runs_when_rejudging_and_when_evalua
     assert others and all("MARKER-RAG" in system for system in others)
 
 
+def test_each_leave_one_out_filter_keeps_its_own_case_out_end_to_end(fake, settings, evaluated, kb_db):
+    """An item comes back in another evaluation in two ways that only one filter each recognises: under its golden
+    id with its question reworded (only the id says it is the same item), and under a new id with its question
+    in capitals (only the normalised text says it is the same question). Neither the evaluation's judge nor
+    re-judging shows either of them the correction of its own item; every other answer's judge sees both."""
+    settings = dataclasses.replace(settings, cache_enabled=False)  # every judge prompt reaches the fake
+    rag, bleu = ITEMS[0], ITEMS[1]
+    reworded = "In the RAG paper, what was the number of passages in its Wikipedia index?"
+    shouted = bleu.question.upper()
+    again = [
+        rag.model_copy(update={"question": reworded}),  # the same golden id
+        bleu.model_copy(update={"id": "bleu-again", "question": shouted}),  # the same question
+        *ITEMS[2:],
+    ]
+    for run_id in evaluated:
+        save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 2, "faithfulness": 5})
+    pairs = {p["question"]: p for p in judged_pairs(kb_db, evaluated, "correctness")}
+    add_corrections(
+        kb_db,
+        [
+            {
+                "criterion": "correctness",
+                "run_id": pairs[item.question]["run_id"],
+                "question": item.question,
+                "answer_excerpt": (pairs[item.question]["answer"] or "")[:100],
+                "human_score": 1,
+                "judge_score": pairs[item.question]["judge"],
+                "why": marker,
+            }
+            for item, marker in ((rag, "MARKER-RAG"), (bleu, "MARKER-BLEU"))
+        ],
+    )
+
+    def shown(prompts) -> dict[str, set[str]]:
+        """question of the judged answer -> the markers its judge was shown."""
+        out = {}
+        for system, user in prompts:
+            question = next(i.question for i in again if i.question in user)
+            out[question] = {m for m in ("MARKER-RAG", "MARKER-BLEU") if m in system}
+        return out
+
+    both = {"MARKER-RAG", "MARKER-BLEU"}
+    expected = {reworded: {"MARKER-BLEU"}, shouted: {"MARKER-RAG"}} | {i.question: both for i in ITEMS[2:]}
+    before = len(fake.requests)
+    run_evaluation(settings, kb_db, dataset(again), "again")
+    assert shown(judge_prompts(fake, before)) == expected  # the evaluation's judge
+
+    second = run_ids_of(kb_db, 2)
+    for run_id in second:
+        save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 2, "faithfulness": 5})
+    before = len(fake.requests)
+    rejudge(settings, kb_db, second)
+    assert shown(judge_prompts(fake, before)) == expected  # re-judging
+
+
 def test_the_same_question_is_recognised_through_case_punctuation_and_its_golden_id():
     corrections = [
         Correction(1, "correctness", 10, "How many passages did RAG use?", "x", 1, 4, "a", item_id="rag-1"),

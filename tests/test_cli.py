@@ -93,12 +93,13 @@ def test_a_locked_store_is_an_error_that_says_what_to_do(fake, settings, monkeyp
             sys.executable,
             "-c",
             textwrap.dedent(f"""
-        import duckdb, time
+        import duckdb, sys
         con = duckdb.connect({settings.store_path!r})
         print("locked", flush=True)
-        time.sleep(30)
+        sys.stdin.read()  # holds the lock until the test kills it (or its stdin closes), however long that takes
     """),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -107,7 +108,7 @@ def test_a_locked_store_is_an_error_that_says_what_to_do(fake, settings, monkeyp
         assert main(["runs"]) == 1
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # and close its pipes
     err = capsys.readouterr().err
     assert f"error: the store {settings.store_path} stayed locked by another process for 0.5 s" in err
     assert "wait for the other workbench process" in err

@@ -7,14 +7,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import duckdb
 import pytest
 from conftest import ROOT
+from fake_ollama import GENERATION_PATHS
 
 from pipeline.errors import InputError
-from pipeline.evaluation import runner as evaluation
 from pipeline.evaluation.dataset import Dataset, GoldenItem, load_dataset
 from pipeline.evaluation.runner import report, run_evaluation
 from store import evals
@@ -101,26 +100,27 @@ def test_a_changed_configuration_cannot_resume_under_the_same_name(fake, setting
     assert "different configuration (top_k)" in caught.value.message
 
 
-def test_items_run_concurrently(fake, settings, kb_db, monkeypatch):
-    fake.set_latency(0.005, slots=8)
-    intervals = []
-    real = evaluation.evaluate_item
+def items_being_answered(fake, items=ITEMS) -> set[str]:
+    """The items with a chat/generate request that the fake has started to answer and not finished (so counted in
+    fake.in_flight; a request only received is not yet)."""
+    bodies = [
+        json.dumps(r["body"])
+        for r in list(fake.requests)
+        if r["path"] in GENERATION_PATHS and "started" in r and "done" not in r
+    ]
+    return {i.id for i in items if any(json.dumps(i.question)[1:-1] in b for b in bodies)}
 
-    def timed(*args):
-        start = time.perf_counter()
-        try:
-            return real(*args)
-        finally:
-            intervals.append((start, time.perf_counter()))
 
-    monkeypatch.setattr(evaluation, "evaluate_item", timed)
-    run_evaluation(settings, kb_db, dataset(), "overlap", concurrency=4)
-    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    level = peak = 0
-    for _, step in edges:
-        level += step
-        peak = max(peak, level)
-    assert len(intervals) == 4 and peak >= 3
+def test_items_run_concurrently(fake, settings, kb_db):
+    # every model reply waits until all four items are being answered at once: only items that run at once get there
+    gate = fake.hold(until=lambda f: len(items_being_answered(f)) == 4)
+    try:
+        outcome = run_evaluation(settings, kb_db, dataset(), "overlap", concurrency=4)
+        opened = gate.released  # by `until` (a timeout counts in timed_out), not by the release below
+    finally:
+        gate.release()
+    assert opened and gate.timed_out == 0
+    assert outcome.progress.done == 4 and fake.max_in_flight >= 4
 
 
 def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db, executor):
@@ -172,7 +172,6 @@ def test_cancel_stops_before_the_next_item(fake, settings, kb_db, executor):
 
 def test_a_run_killed_with_sigkill_leaves_a_valid_store_that_resumes(fake, settings, kb_db, tmp_path):
     kb_db.close()
-    fake.set_latency(0.02, slots=4)
     golden = tmp_path / "golden.jsonl"
     items = [
         GoldenItem(id=f"item-{n}", question=f"{ITEMS[n % 2].question} (variant {n})", reference=ITEMS[n % 2].reference)
@@ -187,14 +186,17 @@ def test_a_run_killed_with_sigkill_leaves_a_valid_store_that_resumes(fake, setti
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    done = 0
-    while time.monotonic() < deadline and done < 2:
-        time.sleep(0.3)
-        done = len([r for r in fake.requests if r["body"] and "Faithfulness: is every" in json.dumps(r["body"])])
+
+    def faithfulness_asked(f) -> int:
+        return len([r for r in f.requests if r["body"] and "Faithfulness: is every" in json.dumps(r["body"])])
+
+    # from the second item's faithfulness judgement on, no reply leaves the fake until the child is killed
+    gate = fake.hold(match=lambda body: faithfulness_asked(fake) >= 2, timeout_s=120)
+    got_going = fake.wait_until(lambda f: gate.waiting >= 1, timeout_s=120)  # a cold child imports for seconds
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
-    assert done >= 2, "the child never got going"
+    gate.release()
+    assert got_going, "the child never got going"
     con = duckdb.connect(settings.store_path)
     finished_before = con.execute("SELECT count(*) FROM eval_items WHERE status = 'done'").fetchone()[0]
     assert con.execute("SELECT status FROM eval_runs WHERE name = 'killed'").fetchone()[0] == "running"

@@ -4,13 +4,12 @@ import hashlib
 import json
 import math
 import threading
-import time
 
 import fake_ollama
 import httpx
 import ollama
 import pytest
-from fake_ollama import FakeOllama
+from fake_ollama import FakeOllama, VirtualClock
 
 LLM, VERIFIER, EMBEDDER = "llama3.2", "bespoke-minicheck", "nomic-embed-text"
 
@@ -387,83 +386,112 @@ def test_inject_rejects_unknown_fault(fake):
 
 
 # ---------------------------------------------------------------- latency
+# The latency model is checked on a VirtualClock (its waits are instant and exact) and concurrency by the fake's
+# in-flight counters with replies held until the test has seen what it needs: no assertion here reads a wall
+# clock, so a loaded machine cannot fail them. How fast things are belongs in bench/.
+
+
+def virtual_fake(**latency):
+    clock = VirtualClock()
+    return clock, FakeOllama(clock=clock, sleep=clock.sleep, **latency)
 
 
 def test_latency_uses_parallel_slots():
     reply = "one two three four five six seven eight nine ten"
-    with FakeOllama(seconds_per_token=0.01, slots=4) as fake, ollama.Client(host=fake.url) as client:
+    clock, server = virtual_fake(seconds_per_token=0.01, slots=4)
+    with server as fake, ollama.Client(host=fake.url) as client:
         fake.enqueue(reply, times=9)
-        start = time.perf_counter()
         assert ask(client, "hi") == reply
-        single = time.perf_counter() - start
+        single = fake.requests[0]
+        assert single["done"] - single["received"] == pytest.approx(0.1)  # 10 reply tokens x 10 ms
         threads = [threading.Thread(target=ask, args=(client, "hi")) for _ in range(8)]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
+        with fake.hold() as gate:
+            for t in threads:
+                t.start()
+            # four requests hold the four slots, the other four wait for one
+            assert fake.wait_until(lambda f: gate.waiting == 4 and f.in_flight == 8), (gate.waiting, fake.in_flight)
+            assert fake.generating == 4
         for t in threads:
             t.join()
-        parallel = time.perf_counter() - start
-    assert single >= 0.1
-    assert 0.2 <= parallel < 0.5 * 8 * single
+    assert fake.max_in_flight == 8 and fake.max_generating == 4  # never more than the slots at once
+    assert gate.caught == 4 and gate.timed_out == 0 and fake.in_flight == 0
 
 
 def test_streamed_reply_is_paced_one_chunk_per_token():
     reply = "one two three four five six"
-    with FakeOllama(seconds_per_token=0.05) as fake, ollama.Client(host=fake.url) as client:
+    clock, server = virtual_fake(seconds_per_token=0.05)
+    with server as fake, ollama.Client(host=fake.url) as client:
         fake.enqueue(reply)
-        start = time.perf_counter()
-        arrivals = []
+        start = clock()
+        gate = fake.hold(after_chunks=1)
+        parts = []
         for part in client.chat(model=LLM, messages=[{"role": "user", "content": "hi"}], stream=True):
-            arrivals.append((time.perf_counter(), part.message.content, part.done))
+            if not parts:
+                # the client has the first chunk while the fake still holds back the second: chunks reach the
+                # client as they are sent, not all at the end
+                assert fake.wait_until(lambda f: gate.waiting == 1) and len(fake.chunk_log) == 1
+                gate.release()
+            parts.append((part.message.content, part.done))
         log = list(fake.chunk_log)
-    words = [text for _, text, done in arrivals if not done]
+    words = [text for text, done in parts if not done]
     assert "".join(words) == reply and len(words) == 6
-    sent = [t for _, _, t, _ in log]
     assert [(r, c, text) for r, c, _, text in log] == [(0, i, w) for i, w in enumerate(words)]
-    gaps = [b - a for a, b in zip(sent, sent[1:], strict=False)]
-    assert all(0.03 <= gap <= 0.09 for gap in gaps), gaps
-    assert 0.04 <= sent[0] - start <= 0.15
-    # the client sees each chunk as it is sent, not all at the end
-    first_seen = arrivals[0][0]
-    assert first_seen - sent[0] < 0.03 and arrivals[-1][0] - first_seen >= 0.2
+    # one token's time apart, the first one token after the request
+    assert [t - start for _, _, t, _ in log] == pytest.approx([0.05 * (i + 1) for i in range(6)])
+    assert gate.caught == 1 and gate.timed_out == 0
 
 
 def test_prompt_tokens_are_charged_before_the_first_chunk_inside_the_slot():
     prompt = " ".join(["word"] * 20)
-    with FakeOllama(seconds_per_token=0.0, seconds_per_prompt_token=0.01, slots=1) as fake:
-        with ollama.Client(host=fake.url) as client:
-            fake.enqueue("a b", times=2)
-            start = time.perf_counter()
-            final = list(client.generate(model=LLM, prompt=prompt, stream=True))[-1]
-            first_sent = fake.chunk_log[0][2]
-            assert 0.2 <= first_sent - start < 0.35
-            assert final.prompt_eval_count == 20 and 0.19e9 <= final.prompt_eval_duration < 0.3e9
-            threads = [threading.Thread(target=client.generate, args=(LLM, prompt)) for _ in range(2)]
-            start = time.perf_counter()
+    clock, server = virtual_fake(seconds_per_token=0.0, seconds_per_prompt_token=0.01, slots=1)
+    with server as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue("a b", times=2)
+        start = clock()
+        final = list(client.generate(model=LLM, prompt=prompt, stream=True))[-1]
+        assert fake.chunk_log[0][2] - start == pytest.approx(0.2)  # 20 prompt tokens x 10 ms, then the first chunk
+        assert final.prompt_eval_count == 20 and final.prompt_eval_duration == pytest.approx(0.2e9)
+        fake.clear()
+        threads = [threading.Thread(target=client.generate, args=(LLM, prompt)) for _ in range(2)]
+        with fake.hold(times=1) as gate:
             for t in threads:
                 t.start()
-            for t in threads:
-                t.join()
-            assert time.perf_counter() - start >= 0.4  # one slot: the two prompt phases run one after another
+            # one slot: while the first is held inside it, the second has arrived and waits
+            assert fake.wait_until(lambda f: gate.waiting == 1 and f.in_flight == 2)
+            assert fake.generating == 1 and len(fake.requests) == 2
+        for t in threads:
+            t.join()
+        assert fake.max_generating == 1
+        first, second = sorted(fake.requests, key=lambda r: r["started"])
+        assert second["started"] >= first["done"]  # the two prompt phases ran one after another
 
 
 def test_non_streamed_reply_waits_for_prompt_and_decode_and_logs_one_chunk():
-    with FakeOllama(seconds_per_token=0.02, seconds_per_prompt_token=0.01) as fake:
-        with ollama.Client(host=fake.url) as client:
-            fake.enqueue("one two three four five")
-            start = time.perf_counter()
-            response = client.chat(model=LLM, messages=[{"role": "user", "content": "a b c d e f g h i j"}])
-            elapsed = time.perf_counter() - start
-            assert response.message.content == "one two three four five"
-            assert 0.2 <= elapsed < 0.35  # 10 prompt tokens x 10 ms + 5 reply tokens x 20 ms
-            assert [(r, c, text) for r, c, _, text in fake.chunk_log] == [(0, 0, "one two three four five")]
-            record = fake.requests[0]
-            assert (record["prompt_tokens"], record["eval_tokens"]) == (10, 5)
-            assert 0.2 <= record["done"] - record["received"] < 0.35
-            fake.set_latency(0.0, seconds_per_prompt_token=0.0)
-            start = time.perf_counter()
-            ask(client, "a b c d e f g h i j")
-            assert time.perf_counter() - start < 0.1
+    clock, server = virtual_fake(seconds_per_token=0.02, seconds_per_prompt_token=0.01)
+    with server as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue("one two three four five")
+        start = clock()
+        response = client.chat(model=LLM, messages=[{"role": "user", "content": "a b c d e f g h i j"}])
+        assert response.message.content == "one two three four five"
+        assert clock.slept == pytest.approx([0.1, 0.1])  # 10 prompt tokens x 10 ms, then 5 reply tokens x 20 ms
+        assert [(r, c, text) for r, c, _, text in fake.chunk_log] == [(0, 0, "one two three four five")]
+        assert fake.chunk_log[0][2] - start == pytest.approx(0.2)
+        record = fake.requests[0]
+        assert (record["prompt_tokens"], record["eval_tokens"]) == (10, 5)
+        assert record["done"] - record["received"] == pytest.approx(0.2)
+        assert response.prompt_eval_duration == pytest.approx(0.1e9)
+        assert response.eval_duration == pytest.approx(0.1e9)
+        fake.set_latency(0.0, seconds_per_prompt_token=0.0)
+        ask(client, "a b c d e f g h i j")
+        assert len(clock.slept) == 2  # no latency: no modelled wait at all
+
+
+def test_the_default_clock_really_waits():
+    """Without a clock given, the model's waits are real ones (a lower bound only, which load cannot break)."""
+    with FakeOllama(seconds_per_token=0.01) as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue("one two three four five")
+        ask(client, "hi")
+        record = fake.requests[0]
+        assert record["done"] - record["received"] >= 0.05  # 5 reply tokens x 10 ms
 
 
 def test_answer_length_is_a_setting():

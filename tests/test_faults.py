@@ -34,19 +34,20 @@ QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
 
 @contextmanager
-def holding(path: str, seconds: float = 60):
-    """Another process with the store open (and so locked) until the block ends."""
+def holding(path: str):
+    """Another process with the store open (and so locked) until the block ends, however long it takes."""
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
             textwrap.dedent(f"""
-                import duckdb, time
+                import duckdb, sys
                 con = duckdb.connect({path!r})
                 print("locked", flush=True)
-                time.sleep({seconds})
+                sys.stdin.read()  # until it is killed, or its stdin closes
             """),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -55,7 +56,7 @@ def holding(path: str, seconds: float = 60):
         yield
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # and close its pipes
 
 
 def _immutable(path: Path, on: bool) -> bool:
@@ -100,14 +101,37 @@ def state_dir(tmp_path, monkeypatch):
     return folder
 
 
-def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_next_open(kb_db, settings):
+def opens_recorded(monkeypatch) -> list[tuple[float, str]]:
+    """From now on, each open of a store: the lock timeout it was given and whether it got in or found the file
+    locked past it (what a save waited for, read from its arguments rather than from a clock)."""
+    from store.errors import StoreLocked
+
+    opened = []
+    real_open = store_db.Database._open
+
+    def recorded(self, lock_timeout_s=None):
+        given = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
+        try:
+            con = real_open(self, lock_timeout_s)
+        except StoreLocked:
+            opened.append((given, "locked"))
+            raise
+        opened.append((given, "opened"))
+        return con
+
+    monkeypatch.setattr(store_db.Database, "_open", recorded)
+    return opened
+
+
+def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_next_open(kb_db, settings, monkeypatch):
     settings = dataclasses.replace(settings, store_save_wait_s=0.3)
     run = QuestionRun(settings, kb_db, QUESTION, "chat")
     events = run.events()
     result = None
     for event in events:
         if event.kind == "decide":  # computed; only the final save is left
-            with holding(settings.store_path):
+            with holding(settings.store_path), monkeypatch.context() as patch:
+                opened = opens_recorded(patch)
                 result = final_result(events)
             break
     assert result.status == "accepted" and "21 million" in result.answer
@@ -115,7 +139,7 @@ def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_ne
     entry = json.loads(Path(result.journal).read_text())
     assert entry["kind"] == "run" and entry["payload"]["log"]["run"]["question"] == QUESTION
     assert Path(result.journal).parent == Path(settings.store_path).parent / "workbench.duckdb.journal"
-    assert kb_db.lock_wait_s < 2  # waited store_save_wait_s, not the 2 s lock timeout of reads
+    assert opened and set(opened) == {(0.3, "locked")}  # waited store_save_wait_s, not the 2 s lock timeout of reads
 
     assert replay_journal(kb_db) == 1  # the next open (the app's next page, the CLI's next command) replays it
     rows = list_runs(kb_db, RunFilter(), 10)
@@ -356,8 +380,9 @@ def test_every_page_browses_a_read_only_store_with_a_banner(kb_db, settings, sta
 def test_a_file_whose_splitting_hangs_or_raises_is_skipped_and_the_rest_ingested(
     fake, db, tmp_path, monkeypatch, capsys
 ):
-    import time
+    import threading
 
+    from pipeline.config import load_settings
     from pipeline.knowledge import ingest
 
     folder = tmp_path / "docs"
@@ -367,21 +392,26 @@ def test_a_file_whose_splitting_hangs_or_raises_is_skipped_and_the_rest_ingested
     (folder / "c-raises.md").write_text("# C\n\nThis one makes the splitter raise.\n")
     (folder / "d.md").write_text("# D\n\nDelta is the fourth letter.\n")
     real = ingest.split
+    real("# W\n\nThe splitter is loaded before the clock. Twice.\n", load_settings())  # not on a's clock
+    release, finished = threading.Event(), threading.Event()
 
     def pathological(text, settings):
-        if text.startswith("xxx"):
-            time.sleep(3)  # as NLTK's sentence splitter on megabytes without sentence ends
+        if text.startswith("xxx"):  # hangs, as NLTK's sentence splitter on megabytes without sentence ends
+            release.wait(60)
+            finished.set()
         if "splitter raise" in text:
             raise TimeoutError("nltk gave up")
         return real(text, settings)
 
     monkeypatch.setattr(ingest, "split", pathological)
-    monkeypatch.setenv("WORKBENCH_INGEST_FILE_TIMEOUT_S", "0.5")
-    started = time.monotonic()
-    assert main(["ingest", str(folder)]) == 0
-    assert time.monotonic() - started < 3
+    monkeypatch.setenv("WORKBENCH_INGEST_FILE_TIMEOUT_S", "2")
+    try:
+        assert main(["ingest", str(folder)]) == 0
+        assert not finished.is_set()  # the command was done while the hung split still hung: it did not wait
+    finally:
+        release.set()
     out = capsys.readouterr().out
-    assert "b-huge.md: splitting it into chunks took longer than 0.5 s (50,000 characters)" in out
+    assert "b-huge.md: splitting it into chunks took longer than 2 s (50,000 characters)" in out
     assert "c-raises.md: it could not be split into chunks (TimeoutError: nltk gave up)" in out
     assert "2 files ingested or unchanged, 2 skipped" in out and "Traceback" not in out
 
@@ -442,7 +472,7 @@ def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db,
     )
     path = Path(settings.store_path).parent / "g.jsonl"
     path.write_text(items)
-    fake.set_latency(0.2, 1)  # every reply takes seconds: items are mid-call when Ctrl-C comes
+    gate = fake.hold(timeout_s=180)  # no model reply leaves the fake: items are mid-call when Ctrl-C comes
     env = {**os.environ, "WORKBENCH_REQUEST_TIMEOUT_S": "60"}
     with _interruptible_children():  # else, run in the background by a script, the SIGINT below is ignored
         child = subprocess.Popen(
@@ -455,23 +485,21 @@ def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db,
             text=True,
         )
     try:
-        deadline = time.monotonic() + 120  # a Ray starts, and its workers import the workbench, first
-        while time.monotonic() < deadline and len([r for r in fake.requests if r["path"] == "/api/chat"]) < 2:
-            time.sleep(0.2)
-        time.sleep(1)
+        # a Ray starts, and its workers import the workbench, first
+        assert fake.wait_until(lambda f: gate.waiting >= 2, timeout_s=120), "the items never reached the model"
         helpers = _descendants(child.pid)
-        started = time.monotonic()
         child.send_signal(signal.SIGINT)
-        _, err = child.communicate(timeout=30)
+        _, err = child.communicate(timeout=60)
+        unanswered = gate.waiting  # its calls are still held: it left without waiting for them
     finally:
+        gate.release()
         if child.poll() is None:
             child.kill()
-    assert child.returncode == 130
-    assert time.monotonic() - started < 3
+    assert child.returncode == 130 and unanswered >= 2 and gate.timed_out == 0
     assert "cancelled: finished items are kept" in err and "Traceback" not in err
     assert bool(helpers) == (executor == "ray")
-    alive = helpers
-    while alive and time.monotonic() < started + 15:
+    alive, deadline = helpers, time.monotonic() + 60
+    while alive and time.monotonic() < deadline:  # Ray's processes go down on their own, after the driver
         time.sleep(0.5)
         alive = {pid for pid in alive if Path(f"/proc/{pid}").exists()}
     assert not alive, "the local Ray outlived its driver"

@@ -4,7 +4,6 @@ that doctor and Settings & health show. Two (or three) fake Ollama servers stand
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from fake_ollama import FakeOllama
@@ -20,10 +19,23 @@ ASK = [{"role": "user", "content": "Question: what is RAG?\nContext: RAG retriev
 OTHER_DIGEST = "sha256:" + "0" * 64
 
 
+class SteppedClock:
+    """The time backoffs are counted on (hosts.clock), standing still until a test moves it on."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture(autouse=True)
-def fresh_hosts():
+def fresh_hosts(monkeypatch):
+    """No host state from another test, and a backoff that ends only when the test steps the clock past it."""
     hosts.forget_hosts()
-    yield
+    clock = SteppedClock()
+    monkeypatch.setattr(hosts, "clock", clock)
+    yield clock
     hosts.forget_hosts()
 
 
@@ -78,15 +90,20 @@ def test_a_call_goes_to_the_host_with_the_most_free_slots(two):
 
 def test_concurrent_calls_spread_over_the_hosts(two):
     a, b = two
-    for fake in two:
-        fake.set_latency(0.02, slots=4)
     llm = LLM(load_settings(), None)
     threads = [threading.Thread(target=llm.chat, args=("generate", "llama3.2", ASK)) for _ in range(8)]
-    for thread in threads:
-        thread.start()
+    gates = [fake.hold() for fake in two]  # every reply waits until all eight calls are in flight at once
+    try:
+        for thread in threads:
+            thread.start()
+        for fake, gate in zip(two, gates, strict=True):
+            assert fake.wait_until(lambda f, gate=gate: gate.waiting == 4), [g.waiting for g in gates]
+    finally:
+        for gate in gates:
+            gate.release()
     for thread in threads:
         thread.join()
-    assert (chats(a), chats(b)) == (4, 4)
+    assert (chats(a), chats(b)) == (4, 4) and (a.max_in_flight, b.max_in_flight) == (4, 4)
 
 
 def test_a_streamed_reply_holds_its_slot_until_it_is_drained(two):
@@ -113,8 +130,9 @@ def test_a_killed_host_is_backed_off_and_the_call_fails_over(two):
     a.start()  # back, on a new port: A's old address stays down
 
 
-def test_a_failing_host_comes_back_after_its_backoff(two, monkeypatch):
+def test_a_failing_host_comes_back_after_its_backoff(two, monkeypatch, fresh_hosts):
     a, b = two
+    clock = fresh_hosts
     monkeypatch.setenv("WORKBENCH_OLLAMA_HOST_BACKOFF_S", "0.3")
     llm = LLM(load_settings(), None)
     a.inject("500", path="/api/chat")
@@ -124,7 +142,10 @@ def test_a_failing_host_comes_back_after_its_backoff(two, monkeypatch):
     for _ in range(3):
         llm.chat("generate", "llama3.2", ASK)
     assert (chats(a), chats(b)) == (1, 4)
-    time.sleep(0.35)
+    clock.now += 0.29
+    llm.chat("generate", "llama3.2", ASK)
+    assert (chats(a), chats(b)) == (1, 5) and state(a).backed_off()  # 0.29 s on: still backed off
+    clock.now += 0.02  # 0.31 s after the failure: the 0.3 s backoff is over
     llm.chat("generate", "llama3.2", ASK)
     llm.chat("generate", "llama3.2", ASK)
     assert chats(a) == 2 and not state(a).backed_off()  # tried again once its backoff ended

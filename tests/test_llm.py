@@ -1,6 +1,5 @@
 import dataclasses
 import json
-import time
 
 import pytest
 
@@ -267,14 +266,20 @@ def test_calls_of_an_evaluation_are_found_by_its_id(fake, settings, db):
 
 
 def test_a_streamed_reply_reaches_the_caller_piece_by_piece_and_is_recorded_like_chat(fake, settings, db):
-    fake.set_latency(0.03)
+    gate = fake.hold(after_chunks=1)  # the fake sends the first chunk, then waits for the caller to have it
     llm = LLM(settings, db)
     pieces = []
-    reply = llm.stream_chat("generate", "llama3.2", HELLO, lambda delta: pieces.append((time.perf_counter(), delta)))
-    assert (
-        len(pieces) > 1 and "".join(d for _, d in pieces) == reply.text == llm.chat("generate", "llama3.2", HELLO).text
-    )
-    assert pieces[-1][0] - pieces[0][0] >= 0.03 * (len(pieces) - 2)  # handed on as they came, not at the end
+
+    def on_delta(delta):
+        if not pieces:  # handed on as it came, while the fake still holds back the rest
+            held.append(fake.wait_until(lambda f: gate.waiting == 1) and len(fake.chunk_log))
+            gate.release()
+        pieces.append(delta)
+
+    held = []
+    reply = llm.stream_chat("generate", "llama3.2", HELLO, on_delta)
+    assert held == [1] and gate.timed_out == 0
+    assert len(pieces) > 1 and "".join(pieces) == reply.text == llm.chat("generate", "llama3.2", HELLO).text
     call = llm.calls[0]
     assert (call.stage, call.completion_text, call.error, call.cache_hit) == ("generate", reply.text, None, False)
     assert call.prompt_tokens == reply.prompt_tokens > 0 and call.completion_tokens == reply.completion_tokens > 0
@@ -297,10 +302,10 @@ def test_a_stream_is_retried_before_its_first_piece(fake, settings, db):
 
 
 def test_a_stopped_stream_is_recorded_as_stopped_and_not_cached(fake, settings, db):
-    fake.set_latency(0.03)
     llm = LLM(settings, db)
     pieces = []
-    reply = llm.stream_chat("generate", "llama3.2", HELLO, pieces.append, stop=lambda: len(pieces) >= 1)
+    with fake.hold(after_chunks=1, times=1):  # the rest of the reply is not sent before the caller stops
+        reply = llm.stream_chat("generate", "llama3.2", HELLO, pieces.append, stop=lambda: len(pieces) >= 1)
     assert reply.text == pieces[0] and len(pieces) == 1
     assert llm.calls[0].error.startswith("stopped") and llm.calls[0].completion_text == pieces[0]
     assert not llm.stream_chat("generate", "llama3.2", HELLO, lambda delta: None).cache_hit

@@ -108,9 +108,25 @@ def test_the_workers_never_open_the_store(fake, settings, kb_db, ray_session):
         assert not [f for f in _open_files(pid) if f.startswith(store)], f"Ray worker {pid} opened the store"
 
 
+def items_at_the_model(fake, n: int, waiting_only: bool = True) -> set[int]:
+    """The items (of items(n)) with a chat request at the fake, still unanswered if waiting_only."""
+    bodies = [
+        json.dumps(r["body"])
+        for r in list(fake.requests)
+        if r["path"] == "/api/chat" and not (waiting_only and "done" in r)
+    ]
+    return {i for i in range(n) if any(f"(item {i})" in b for b in bodies)}
+
+
 def test_items_run_concurrently_up_to_the_concurrency(fake, settings, kb_db, ray_session):
-    fake.set_latency(0.02, slots=8)
-    run_evaluation(settings, kb_db, items(4), "overlap", concurrency=2, executor="ray")
+    # no reply leaves the fake before two items wait on it at once (Ray's workers import the workbench first)
+    gate = fake.hold(until=lambda f: len(items_at_the_model(f, 4)) == 2, timeout_s=120)
+    try:
+        run_evaluation(settings, kb_db, items(4), "overlap", concurrency=2, executor="ray")
+        opened = gate.released  # by `until` (a timeout counts in timed_out), not by the release below
+    finally:
+        gate.release()
+    assert opened and gate.timed_out == 0
     spans = []
     for i in range(4):
         times = [
@@ -129,50 +145,51 @@ def test_items_run_concurrently_up_to_the_concurrency(fake, settings, kb_db, ray
 
 
 def test_cancel_stops_the_tasks_in_flight_and_keeps_nothing_of_them(fake, settings, kb_db, ray_session):
-    fake.set_latency(0.3, slots=8)  # each reply takes seconds: both items are mid-call when the cancel comes
+    gate = fake.hold(timeout_s=180)  # no reply leaves the fake: both items are mid-call when the cancel comes
     cancel = threading.Event()
     seen = []
 
     def cancel_when_both_started() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not cancel.is_set():
-            bodies = [json.dumps(r["body"]) for r in list(fake.requests) if r["path"] == "/api/chat"]
-            if all(any(f"(item {i})" in b for b in bodies) for i in range(2)):
-                seen.append(time.monotonic())
-                cancel.set()
-            time.sleep(0.05)
+        seen.append(fake.wait_until(lambda f: len(items_at_the_model(f, 2)) == 2, timeout_s=120))
+        cancel.set()
 
     watcher = threading.Thread(target=cancel_when_both_started)
     watcher.start()
-    outcome = run_evaluation(settings, kb_db, items(4), "stop", concurrency=2, cancel=cancel, executor="ray")
-    stopped = time.monotonic()
-    watcher.join()
-    assert seen, "the items never started"
-    assert stopped - seen[0] < 3  # not waiting for the items' model calls to finish
+    try:
+        outcome = run_evaluation(settings, kb_db, items(4), "stop", concurrency=2, cancel=cancel, executor="ray")
+        unanswered = items_at_the_model(fake, 2)  # read before the fake lets the held calls go
+    finally:
+        gate.release()
+        watcher.join()
+    assert seen == [True], "the items never started"
+    assert unanswered == {0, 1} and gate.timed_out == 0  # it did not wait for the items' model calls
     assert outcome.status == "cancelled" and outcome.progress.finished == 0
     assert evals.get_eval_run(kb_db, "stop").status == "cancelled"
     assert evals.item_statuses(kb_db, outcome.eval_run_id) == {}
     with kb_db.cursor() as cur:
         assert cur.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
-    fake.set_latency(0)
     resumed = run_evaluation(settings, kb_db, items(4), "stop", concurrency=2, executor="ray")
     assert resumed.status == "finished" and resumed.progress.skipped == 0 and resumed.progress.done == 4
 
 
 def test_an_item_whose_worker_dies_runs_again_on_another(fake, settings, kb_db, ray_session):
-    fake.set_latency(0.3, slots=8)  # the item is mid-call when its worker is killed
+    gate = fake.hold(timeout_s=180)  # the item is mid-call when its worker is killed
     killed = []
 
     def kill_its_worker() -> None:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not killed:
-            if any("(item 0)" in json.dumps(r["body"]) for r in list(fake.requests) if r["path"] == "/api/chat"):
+        try:
+            if not fake.wait_until(lambda f: gate.waiting >= 1, timeout_s=120):
+                return
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not killed:  # Ray names the process once the task runs
                 running = [pid for pid in _our_workers() if _cmdline(pid).startswith("ray::_evaluate")]
                 if running:
                     os.kill(running[0], signal.SIGKILL)
                     killed.append(running[0])
-                    fake.set_latency(0)
-            time.sleep(0.05)
+                else:
+                    time.sleep(0.05)
+        finally:
+            gate.release()  # the item's next try, on another worker, is answered
 
     killer = threading.Thread(target=kill_its_worker)
     killer.start()
@@ -224,13 +241,14 @@ def test_the_default_local_ray_ignores_a_cluster_recorded_by_ray_start(fake, set
     assert record.read_text() == "127.0.0.1:9"
 
 
-def test_an_address_where_no_cluster_listens_is_refused_at_once(fake, settings, kb_db):
+def test_an_address_where_no_cluster_listens_is_refused_at_once(fake, settings, kb_db, monkeypatch):
     from pipeline.evaluation import ray_executor
 
-    started = time.monotonic()
+    joins = []  # ray.init would keep retrying an address nobody listens on for minutes
+    monkeypatch.setattr(ray_executor.ray, "init", lambda *args, **kwargs: joins.append(kwargs))
     with pytest.raises(WorkbenchError) as caught:
         ray_executor.start("127.0.0.1:9")
-    assert time.monotonic() - started < 10
+    assert joins == []  # refused before Ray was asked to join it
     assert "no Ray cluster answers at 127.0.0.1:9" in caught.value.message and "ray start --head" in caught.value.fix
 
 

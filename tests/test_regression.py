@@ -60,6 +60,35 @@ def test_holm_controls_the_family_and_reports_raw_and_adjusted_p():
     assert all(t.family_size == 4 for t in tests)
 
 
+def test_holm_adjusted_p_values_never_decrease_along_the_step_down():
+    """Raw step-down values that fall (3 x 0.04 = 0.12, then 2 x 0.045 = 0.09): the running maximum keeps the
+    third at 0.12, so it is not rejected at 0.1 after the second was kept. Expected values are statsmodels'
+    multipletests(p, alpha=0.1, method="holm") for these p (statsmodels 0.15: reject [F, F, T, F], corrected
+    [0.12, 0.3, 0.04, 0.12]), written out here so the test does not need it."""
+    from pipeline.regression.family import Test, holm
+
+    raw = (0.045, 0.3, 0.01, 0.04)  # given out of order: the step-down sorts them
+    tests = [Test("m", f"s{k}", 30, delta=-0.1, se=0.05, p_raw=p, weight=0.25) for k, p in enumerate(raw)]
+    holm(tests, alpha=0.1)
+    assert [t.p_adjusted for t in tests] == pytest.approx([0.12, 0.3, 0.04, 0.12])
+    assert [t.rejected for t in tests] == [False, False, True, False]
+
+
+def test_weighted_holm_keeps_the_running_maximum():
+    """Weights 0.5, 0.25, 0.25 (by hand: order by p / w = 0.06, 0.02, 0.08; the step-down multiplies each p by
+    the weight left over its own weight: B 0.005 x 1 / 0.25 = 0.02, A 0.03 x 0.75 / 0.5 = 0.045, C 0.02 x 0.25 /
+    0.25 = 0.02, which the running maximum raises to 0.045)."""
+    from pipeline.regression.family import Test, holm
+
+    tests = [
+        Test("m", name, 30, delta=-0.1, se=0.05, p_raw=p, weight=w)
+        for name, p, w in (("A", 0.03, 0.5), ("B", 0.005, 0.25), ("C", 0.02, 0.25))
+    ]
+    holm(tests)
+    assert [t.p_adjusted for t in tests] == pytest.approx([0.045, 0.02, 0.045])
+    assert [t.rejected for t in tests] == [True, True, True]
+
+
 def test_faithfulness_is_weighted_by_claim_counts():
     from pipeline.regression.family import claim_weights, paired_test
 

@@ -161,3 +161,19 @@ def test_bare_urls_and_addresses_do_not_become_links():
     assert shown.replace("\u200b", "").replace("\\", "") == (
         "visit http://phish.example/x, www.evil.example or mail boss@evil.example"
     )
+
+
+def test_a_colon_in_untrusted_text_starts_no_colour_directive_or_emoji_shortcode():
+    """Streamlit's Markdown reads `:red[...]` (colour), `:smile:` (emoji) and `:material/...:` (icon) only from
+    an unescaped colon: escape_markdown escapes every one, and Markdown shows the escaped text as the text."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    from pages.views.markup import escape_markdown
+
+    hostile = ":red[boom] :smile: :material/warning: :blue-background[x]"
+    shown = escape_markdown(hostile)
+    assert shown == r"\:red\[boom\] \:smile\: \:material/warning\: \:blue\-background\[x\]"
+    assert not re.search(r"(?<!\\):", shown)  # no colon left to open a directive or a shortcode
+    assert MarkdownIt("commonmark").renderInline(shown) == hostile  # rendered, it reads as typed

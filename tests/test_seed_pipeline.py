@@ -35,6 +35,7 @@ def test_one_generation_when_every_claim_is_supported(fake, client):
     for check in checks:  # each claim on the whole retrieved context
         assert check["body"]["messages"][0]["content"].startswith(f"Document: {CONTEXT}\nClaim: ")
     assert checks[1]["received"] >= checks[0]["done"]  # one after another
+    assert fake.max_in_flight == 1  # every call waited for the one before
     assert all(r["body"]["stream"] is False for r in requests)
 
 

@@ -148,12 +148,13 @@ def test_a_lock_held_too_long_gives_a_clear_message(tmp_path):
             sys.executable,
             "-c",
             textwrap.dedent(f"""
-        import duckdb, sys, time
+        import duckdb, sys
         con = duckdb.connect({path!r})
         print("locked", flush=True)
-        time.sleep(30)
+        sys.stdin.read()  # holds the lock until the test kills it (or its stdin closes), however long that takes
     """),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -166,7 +167,7 @@ def test_a_lock_held_too_long_gives_a_clear_message(tmp_path):
         assert "WORKBENCH_DB" in caught.value.fix
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # and close its pipes
 
 
 def test_a_store_that_cannot_be_opened_says_what_to_check(tmp_path):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 
+from fake_ollama import _pieces
 from test_engine import RAG_QUESTION, is_generation, schema_has
 
 from pages.views.answer import LiveAnswer
@@ -26,29 +26,55 @@ PARAPHRASE = (
 )
 
 
-def timed_events(settings, kb_db, question=RAG_QUESTION):
+# Order, not speed: the fake holds a reply at a chunk (fake.hold) until the test has seen the event it waits
+# for, so what must happen while generation goes on happens then however loaded the machine is.
+
+
+def engine_events(settings, kb_db, question=RAG_QUESTION, on_event=None):
+    """The engine's events; on_event(event) runs as each comes out, before the engine goes on."""
     out = []
     for event in VerifiedQueryEngine(settings=settings, db=kb_db).stream(question):
-        out.append((time.perf_counter(), event))
+        if on_event:
+            on_event(event)
+        out.append(event)
     return out
 
 
+def is_answer(body):
+    """The generator's answer request (a verifier's check carries no format either)."""
+    return is_generation(body) and "minicheck" not in body["model"]
+
+
+def release_at(kind, gate, fake, seen):
+    """An on_event that, at the first event of this kind, notes whether the fake was holding a reply at the gate
+    then (it waits for it to get there) and releases it."""
+
+    def on_event(event):
+        if event.kind == kind and not seen:
+            seen.append(fake.wait_until(lambda f: gate.waiting == 1))
+            gate.release()
+
+    return on_event
+
+
 def test_tokens_arrive_as_events_long_before_the_run_ends(fake, settings, kb_db):
-    fake.set_latency(0.02)
-    events = timed_events(settings, kb_db)
-    tokens = [(t, e) for t, e in events if e.kind == "token"]
-    generated = next(t for t, e in events if e.kind == "generate")
+    gate, seen = fake.hold(match=is_answer, after_chunks=1, times=1), []
+    events = engine_events(settings, kb_db, on_event=release_at("token", gate, fake, seen))
+    assert seen == [True] and gate.timed_out == 0  # the first text came out while the fake held back the rest
+    tokens = [e for e in events if e.kind == "token"]
     assert len(tokens) > 20
-    assert generated - tokens[0][0] > 0.02 * len(tokens) * 0.5  # the first text came while the rest was written
-    answer = "".join(e.data["delta"] for _, e in tokens)
-    result = events[-1][1].data["result"]
+    answer = "".join(e.data["delta"] for e in tokens)
+    result = events[-1].data["result"]
     assert result.status == "accepted" and answer.strip() == result.answer
 
 
 def test_a_sentence_is_verified_while_generation_goes_on(fake, settings, kb_db):
-    fake.set_latency(0.03)
     fake.enqueue(PARAPHRASE, match=is_generation)
-    events = [e for _, e in timed_events(settings, kb_db)]
+    first_sentence_chunks = len(_pieces(PARAPHRASE.split("[1]. ")[0] + "[1]. "))
+    # the answer stops two words into its second sentence until the first sentence's verdicts are out
+    gate, seen = fake.hold(match=is_answer, after_chunks=first_sentence_chunks + 2, times=1), []
+    events = engine_events(settings, kb_db, on_event=release_at("sentence", gate, fake, seen))
+    assert seen == [True] and gate.timed_out == 0
     kinds = [e.kind for e in events]
     first_sentence, generated = kinds.index("sentence"), kinds.index("generate")
     assert kinds.index("token") < first_sentence < generated
@@ -84,12 +110,22 @@ def test_verification_tries_the_cited_passage_first(fake, settings, db):
     assert "Wikipedia text" in document and checked.passage.n == 2 and checked.verdict == "supported"
 
 
-def test_a_failing_grade_after_streaming_withdraws_the_text_and_abstains(fake, settings, kb_db):
-    fake.set_latency(0.02)
-    slow_no = {"relevant": False, "reason": "the passages discuss the topic " + "but never state the figure " * 6}
-    fake.enqueue(slow_no, match=schema_has("relevant"))
+def test_a_failing_grade_after_streaming_withdraws_the_text_and_abstains(fake, settings, kb_db, monkeypatch):
+    fake.enqueue({"relevant": False, "reason": "the passages never state the figure"}, match=schema_has("relevant"))
     fake.enqueue({"relevant": False, "reason": "still nothing that answers it"}, match=schema_has("relevant"))
-    events = [e for _, e in timed_events(settings, kb_db)]
+    stops = []  # the first answer's stop flag, as the engine hands it to the stream
+    real_stream = LLM.stream_chat
+
+    def stream_chat(self, *args, stop=None, **kwargs):
+        stops.append(stop)
+        return real_stream(self, *args, stop=stop, **kwargs)
+
+    monkeypatch.setattr(LLM, "stream_chat", stream_chat)
+    # the grade waits until the first text is out; the answer stops at its third chunk until it is told to stop
+    grading, seen = fake.hold(match=schema_has("relevant"), times=1), []
+    answering = fake.hold(match=is_answer, after_chunks=2, times=1, until=lambda f: bool(stops) and stops[0]())
+    events = engine_events(settings, kb_db, on_event=release_at("token", grading, fake, seen))
+    assert seen == [True] and grading.timed_out == 0 and answering.caught == 1 and answering.timed_out == 0
     kinds = [e.kind for e in events]
     grade = kinds.index("grade")
     assert "token" in kinds[:grade]  # text was shown before the grade came in
@@ -144,18 +180,24 @@ def test_the_chat_page_shows_the_answer_and_closes_its_step_list(fake, settings,
 
 def test_precheck_off_still_gets_three_way_verdicts_on_a_streamed_sentence(fake, settings, kb_db):
     fake.enqueue("The RAG index was split into 50 million passages [1].", match=is_generation, times=3)
-    events = [e for _, e in timed_events(dataclasses.replace(settings, precheck_enabled=False), kb_db)]
+    events = engine_events(dataclasses.replace(settings, precheck_enabled=False), kb_db)
     first = next(e for e in events if e.kind == "sentence")
     assert [c.verdict for c in first.data["claims"]] == ["contradicted"]
     assert "21 million" in first.data["claims"][0].evidence
 
 
 def test_the_retry_starts_while_a_rejected_claim_is_still_being_classified(fake, settings, kb_db):
-    fake.set_latency(0.02)  # the classifier's reply (verdict, quote, reason) takes ~30 tokens, the verifier's 1
     fake.enqueue("The RAG index was split into 50 million passages [1].", match=is_generation)
     fake.enqueue("The RAG index held 21 million passages [1].", match=is_generation)
     no_precheck = dataclasses.replace(settings, precheck_enabled=False)
-    events = [e for _, e in timed_events(no_precheck, kb_db)]
+
+    def retry_asked(f):
+        return any(r["path"] == "/api/chat" and "previous answer" in json.dumps(r["body"]) for r in f.requests)
+
+    # the classification is not answered before the retry's request has come in
+    classifying = fake.hold(match=schema_has("quote"), until=retry_asked, times=1)
+    events = engine_events(no_precheck, kb_db)
+    assert classifying.caught == 1 and classifying.timed_out == 0
     classified = [r for r in fake.requests if schema_has("quote")(r["body"] or {})]
     retried = [r for r in fake.requests if r["path"] == "/api/chat" and "previous answer" in json.dumps(r["body"])]
     assert len(classified) == 1 and len(retried) == 1

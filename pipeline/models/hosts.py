@@ -36,6 +36,8 @@ from pipeline.models.ollama_models import cached_models, forget_host_models, nor
 BACKOFF_CAP_S = 300.0
 LATENCY_WINDOW = 200  # the recent requests a host's p50 latency is taken over
 HOST_FAILURES = (OllamaUnreachable, OllamaTimeout, OllamaServerError, Transient)
+# The time backoffs are counted on (read at each use, so a test can put its own clock here and step it).
+clock = time.monotonic
 
 T = TypeVar("T")
 
@@ -47,7 +49,7 @@ class HostState:
     requests: int = 0  # requests answered (model calls and model listings)
     failures: int = 0  # failures in total
     failures_in_row: int = 0
-    down_until: float = 0.0  # time.monotonic(); the host is skipped until then
+    down_until: float = 0.0  # on `clock`; the host is skipped until then
     down_until_wall: float = 0.0  # the same moment as time.time(), to show
     last_error: str = ""
     last_chosen: int = 0
@@ -55,7 +57,7 @@ class HostState:
     unusable: dict[str, str] = field(default_factory=dict)  # model -> why this host is not used for it
 
     def backed_off(self, now: float | None = None) -> bool:
-        return self.down_until > (time.monotonic() if now is None else now)
+        return self.down_until > (clock() if now is None else now)
 
 
 _states: dict[str, HostState] = {}
@@ -96,7 +98,7 @@ def _succeeded(host: HostState, seconds: float) -> None:
 
 def _failed(host: HostState, exc: BaseException, base_s: float) -> None:
     """Back the host off; failures of calls already in flight when it went down do not lengthen it."""
-    now = time.monotonic()
+    now = clock()
     with _lock:
         host.failures += 1
         host.last_error = short_why(exc)
@@ -167,7 +169,7 @@ class HostPool:
 
     def _listable(self) -> list[HostState]:
         """Hosts not backed off, in list order; when all are, the one whose backoff ends first."""
-        now = time.monotonic()
+        now = clock()
         up = [h for h in self.hosts if not h.backed_off(now)]
         return up or [min(self.hosts, key=lambda h: h.down_until)]
 
@@ -219,7 +221,7 @@ class HostPool:
     def _candidates(self, model: str, digest: str | None, tried: list[HostState]) -> list[HostState]:
         if self.single:
             return [] if tried else list(self.hosts)
-        now = time.monotonic()
+        now = clock()
         up = [h for h in self.hosts if h not in tried and not h.backed_off(now)]
         usable = [h for h in up if self.serves(h, model, digest)]
         if usable or tried:
