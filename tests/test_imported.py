@@ -213,8 +213,8 @@ def test_two_runs_of_one_pipeline_alert_when_the_answers_get_worse_and_not_when_
     assert baseline.name == "week1"  # same pipeline, same questions: the baseline
     worse = load_dataset(write_jsonl(tmp_path / "week3.jsonl", ours(MANY, invent=True)))
     outcome = run_evaluation(settings, db, worse, "week3", metrics=metrics, pipeline="bot")
-    drops = [c for c in outcome.regressions if c.kind != "floor"]
-    assert drops and drops[0].metric == "faithfulness" and drops[0].delta < -0.3
+    drops = outcome.regressions  # only drops: a floor breach is apart, in outcome.below_floor
+    assert drops and drops[0].kind == "drop" and drops[0].metric == "faithfulness" and drops[0].delta < -0.3
 
 
 def test_another_pipeline_is_never_the_baseline_but_compare_and_gate_put_them_side_by_side(
@@ -225,7 +225,8 @@ def test_another_pipeline_is_never_the_baseline_but_compare_and_gate_put_them_si
     # the same questions and ids (the same dataset), answered by another pipeline: not compared with pipeline a
     same_questions = load_dataset(write_jsonl(tmp_path / "c.jsonl", ours(MANY, invent=True)))
     outcome = run_evaluation(settings, db, same_questions, "c", metrics=metrics)
-    assert outcome.regressions == [] or all(c.kind == "floor" for c in outcome.regressions)
+    assert outcome.regressions == []  # its faithfulness (0.5) is below its floor: that is no regression
+    assert [(c.metric, c.kind) for c in outcome.below_floor] == [("faithfulness", "floor")]
     assert regression.check(db, settings, "c")[1] is None
     # the other pipeline's file has no id column (ids made from its questions): items match by question
     b_rows = [{"user_input": q.upper(), "response": a + INVENTED, "retrieved_contexts": [c]} for _, q, a, c in MANY]
@@ -238,4 +239,101 @@ def test_another_pipeline_is_never_the_baseline_but_compare_and_gate_put_them_si
     faith = next(t for t in comparison.tiles if t.metric == "faithfulness")
     assert faith.a_mean == 1.0 and faith.b_mean == pytest.approx(0.5) and faith.paired.regression
     _, _, gated = regression.check(db, settings, "b", "a")
-    assert any(c.metric == "faithfulness" and c.regression and c.kind != "floor" for c in gated)
+    assert any(c.metric == "faithfulness" and c.regression and c.kind == "drop" for c in gated)
+
+
+def test_a_large_file_skips_bad_rows_resumes_after_kill_9_and_is_answered_from_the_cache(fake, settings, db, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import duckdb
+    from conftest import ROOT
+
+    db.close()
+    rows = [json.dumps(r) for r in ours(MANY)]
+    rows.insert(4, "{not json")
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    dataset = load_dataset(path)
+    assert [(b.line, b.reason.split(" (")[0]) for b in dataset.bad_rows] == [(5, "not valid JSON")]
+    metrics = "faithfulness,answer_relevancy"
+    command = [sys.executable, "-m", "pipeline", "eval", str(path), "--name", "big", "--pipeline", "bot"]
+    log = tmp_path / "child.log"
+    child = subprocess.Popen(
+        [*command, "--concurrency", "1", "--metrics", metrics],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
+
+    def relevancy_asked(f) -> int:
+        return len([r for r in f.requests if r["body"] and "Write three different questions" in json.dumps(r["body"])])
+
+    # from the third item's answer relevancy on, no reply leaves the fake until the child is killed
+    gate = fake.hold(match=lambda body: relevancy_asked(fake) >= 3, timeout_s=120)
+    got_going = fake.wait_until(lambda f: gate.waiting >= 1 or child.poll() is not None, timeout_s=120)
+    assert child.poll() is None, f"the child ended first: {log.read_text()[-2000:]}"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    gate.release()
+    assert got_going, "the child never got going"
+    con = duckdb.connect(settings.store_path)
+    finished_before = con.execute("SELECT count(*) FROM eval_items WHERE status = 'done'").fetchone()[0]
+    con.close()
+    assert 1 <= finished_before < len(MANY)
+
+    from store.db import get_database
+
+    db = get_database(settings)
+    outcome = run_evaluation(settings, db, dataset, "big", pipeline="bot")  # its metrics are the recorded ones
+    assert outcome.progress.skipped == finished_before and outcome.progress.done == len(MANY)
+    with db.cursor() as cur:
+        items = cur.execute("SELECT count(*), count(DISTINCT item_id) FROM eval_items").fetchone()
+        kinds = cur.execute("SELECT DISTINCT kind, pipeline FROM runs").fetchall()
+    assert items == (len(MANY), len(MANY)) and kinds == [("imported", "bot")]
+    # the same answers scored again under another name: every model reply comes from the response cache
+    again = run_evaluation(
+        settings, db, dataset, "big-again", pipeline="bot", metrics=["faithfulness", "answer_relevancy"]
+    )
+    with db.cursor() as cur:
+        fresh = cur.execute(
+            "SELECT count(*) FILTER (WHERE NOT cache_hit), count(*) FROM llm_calls "
+            "WHERE eval_run_id = ? AND stage NOT LIKE 'embed%'",
+            [again.eval_run_id],
+        ).fetchone()
+    assert fresh[0] == 0 and fresh[1] >= len(MANY)
+
+
+def test_the_cli_shows_the_mapping_and_gates_one_pipeline_against_another(fake, settings, db, tmp_path, capsys):
+    from pipeline.cli.main import main
+
+    db.close()
+    a = write_jsonl(tmp_path / "a.jsonl", ours(MANY))
+    b = write_csv(tmp_path / "b.csv", [{**r, "response": r["response"] + INVENTED} for r in ragas(MANY)])
+    assert main(["eval", str(a), "--name", "a", "--metrics", "faithfulness", "--pipeline", "pipeline A"]) == 0
+    assert main(["eval", str(b), "--name", "b", "--metrics", "faithfulness"]) == 0
+    shown = capsys.readouterr().err
+    assert "b.csv: Ragas columns, answers scored as given (no retrieval, no generation)" in shown
+    assert "question  <- user_input" in shown and "contexts  <- retrieved_contexts" in shown
+    assert "id        <- (none: each row's id is made from its question)" in shown
+    # no baseline: another pipeline's run is not one; its floor still holds, below floor only (exit 3)
+    assert main(["gate", "--run", "b", "--json"]) == 3
+    alone = json.loads(capsys.readouterr().out)
+    assert alone["baseline"] is None and all(c["kind"] == "floor" for c in alone["comparisons"])
+    assert (alone["regression"], alone["below_floor"]) == (False, True)
+    assert main(["gate", "--run", "b", "--baseline", "a", "--json"]) == 1  # side by side: b's answers are worse
+    gated = json.loads(capsys.readouterr().out)
+    drop = next(c for c in gated["comparisons"] if c["metric"] == "faithfulness" and c["kind"] != "floor")
+    assert gated["regression"] and drop["n"] == len(MANY) and drop["delta"] == pytest.approx(-0.5)
+
+
+def test_given_answers_are_scored_the_same_on_either_executor(fake, settings, db, tmp_path, executor):
+    dataset = load_dataset(write_jsonl(tmp_path / "answers.jsonl", ours(invent=True)))
+    outcome = run_evaluation(settings, db, dataset, "either", metrics=["faithfulness"], executor=executor)
+    assert outcome.status == "finished" and outcome.progress.done == 3
+    faith = next(m for m in report(settings, db, "either").metrics if m["metric"] == "faithfulness")
+    assert faith["mean"] == pytest.approx(0.5)  # each answer: one supported claim, one invented
+    with db.cursor() as cur:
+        assert cur.execute("SELECT DISTINCT kind, pipeline FROM runs").fetchall() == [("imported", "answers")]
