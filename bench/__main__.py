@@ -36,7 +36,7 @@ SUITES = {
     "contention": store_contention.run,
     "scale": scale.run,
     "hosts": hosts.run,
-    "imported": imported.run,
+    "imported": lambda: imported.run(1000, "fast"),  # `gpu` at 1,000 rows takes ~80 min: python -m bench.imported
 }
 
 
