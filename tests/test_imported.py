@@ -8,6 +8,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_app import fresh_streamlit_caches  # noqa: F401 - the autouse fixture: no cached store across tests
 
 from pipeline.errors import InputError
 from pipeline.evaluation.compare_runs import compare_runs
@@ -337,3 +338,18 @@ def test_given_answers_are_scored_the_same_on_either_executor(fake, settings, db
     assert faith["mean"] == pytest.approx(0.5)  # each answer: one supported claim, one invented
     with db.cursor() as cur:
         assert cur.execute("SELECT DISTINCT kind, pipeline FROM runs").fetchall() == [("imported", "answers")]
+
+
+def test_trends_draws_one_series_per_pipeline_over_the_same_dataset(db):
+    from test_app import app
+    from test_regression import store_run
+
+    values = [0.9, 0.8, 1.0, 0.7, 0.9]
+    for name, pipeline in (("a1", "bot-a"), ("a2", "bot-a"), ("b1", "bot-b"), ("own", None)):
+        run_id = store_run(db, name, {"faithfulness": values})
+        with db.cursor() as cur:
+            cur.execute("UPDATE eval_runs SET pipeline = ? WHERE id = ?", [pipeline, run_id])
+    at = app("pages/trends.py")
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    series = {trace["name"].split(" · ")[0]: len(trace["x"]) for trace in figure["data"] if trace.get("x")}
+    assert series == {"bot-a": 2, "bot-b": 1, "this workbench": 1}
