@@ -178,10 +178,28 @@ META_STATEMENT = re.compile(
 )
 
 
+# Hedges about what the sources allow, wherever they stand in the sentence: "Therefore, I cannot provide ...",
+# "it is not possible to give a complete answer", "without more information", "none of the passages ...".
+HEDGE = re.compile(
+    r"^(?:(?:therefore|thus|so|however|unfortunately|in\s+conclusion|overall|note)[,:]?\s+)?(?:i|we)\s+"
+    r"(?:cannot|can't|could\s+not|couldn't|am\s+unable\s+to|are\s+unable\s+to)\s+"
+    r"(?:answer|find|provide|determine|say|give|tell)"
+    r"|\b(?:it\s+is|it's|it\s+was)\s+(?:not\s+(?:possible|clear)|impossible|unclear|difficult)\s+to\s+"
+    r"(?:give|provide|determine|say|answer|tell|know|identify)"
+    r"|\b(?:cannot|can't|could\s+not)\s+be\s+(?:determined|answered)"
+    r"|\bwithout\s+(?:more|additional|further)\s+(?:information|context|details|data)"
+    r"|\bnone\s+of\s+the\s+(?:passages|sources|documents|texts)"
+    r"|^" + _SOURCES + r"\s+(?:primarily|mainly|mostly)?\s*(?:focus|focuses|deal|deals)\s+(?:on|with)",
+    re.IGNORECASE,
+)
+
+
 def is_meta_statement(text: str) -> bool:
     """ "I am unable to answer from the passages", "Passage 3 does not mention X": about the sources or the
-    answer, not a factual claim to check."""
-    return bool(META_STATEMENT.search(strip_citations(text).strip()))
+    answer, not a factual claim to check; so are hedges about what the sources allow ("it is not possible to
+    give a complete answer from the passages")."""
+    text = strip_citations(text).strip()
+    return bool(META_STATEMENT.search(text) or HEDGE.search(text))
 
 
 def strip_references(text: str) -> str:

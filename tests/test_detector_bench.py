@@ -20,7 +20,7 @@ RECORDS = [
         "id": "h1",
         "question": "Who wrote it?",
         "context": "The RAG paper was written by Patrick Lewis in 2020.",
-        "answer": "Douwe Kiela wrote the RAG paper in 2019.",
+        "answer": "Douwe Kiela wrote the RAG paper in 2019 on 40 GPUs.",
         "label": 1,
     },
     {
@@ -139,6 +139,32 @@ def test_answer_claims_need_no_model_and_runs_are_stored(fake, db, labelled, cap
     h2 = json.loads(results["h2"]["verdicts"])
     assert [(v["verdict"], v["by"]) for v in h2] == [("unverified", "precheck")]  # left to a model: not flagged
     assert results["h2"]["predicted"] == 0 and results["h2"]["faithfulness"] is None
+
+
+def test_precheck_hints_are_counted_apart_from_its_flags(fake, db, tmp_path, capsys):
+    """A name no source gives is a hint, not a verdict: the precheck-only bench leaves the claim unverified
+    (not flagged) and counts it on its own line and under `precheck_hints`."""
+    path = tmp_path / "hinted.jsonl"
+    record = {
+        "id": "n1",
+        "context": "The RAG paper was written by Patrick Lewis in 2020.",
+        "answer": "The RAG paper was written by Sebastian Riedel.",
+        "label": 1,
+    }
+    path.write_text(json.dumps(record) + "\n")
+    assert main(["bench-detector", str(path), "--verifier", "precheck", "--claims", "answer", "--json"]) == 0
+    pre = json.loads(capsys.readouterr().out)["precheck"]
+    assert (pre["tp"], pre["fn"]) == (0, 1)  # only the pre-check's decisive verdicts count as flagged
+    assert pre["precheck_hints"] == {
+        "claims": 1,
+        "answers": 1,
+        "answers_truly_hallucinated": 1,
+        "answers_not_flagged": 1,
+    }
+    assert main(["bench-detector", str(path), "--verifier", "precheck", "--claims", "answer"]) == 0
+    assert re.search(
+        r"pre-check hints passed on: claims / answers \(hallucinated\)\s+│ 1 / 1 \(1\)", capsys.readouterr().out
+    )
 
 
 def test_wilson_interval_and_figures_per_writing_model():

@@ -190,6 +190,7 @@ def print_detector(summaries: dict[str, dict], out: Console) -> None:
         ("prompt tokens per answer", "prompt_tokens_per_answer", "{:.0f}"),
         ("claims / decided by pre-check", None, None),
         ("pre-check flags truly hallucinated", "flagged_by_precheck_truly_hallucinated", "{:.3f}"),
+        ("pre-check hints passed on: claims / answers (hallucinated)", None, None),
         ("invalid (claims unreadable)", "invalid", "{:d}"),
     ]
     for label, key, fmt in rows:
@@ -199,6 +200,9 @@ def print_detector(summaries: dict[str, dict], out: Console) -> None:
                 cells.append(f"{m['tp']} / {m['fp']} / {m['tn']} / {m['fn']}")
             elif label.startswith("claims"):
                 cells.append(f"{m['claims']} / {m['claims_decided_by_precheck']}")
+            elif label.startswith("pre-check hints"):
+                h = m.get("precheck_hints") or {}
+                cells.append(f"{h.get('claims', 0)} / {h.get('answers', 0)} ({h.get('answers_truly_hallucinated', 0)})")
             elif key in ("precision", "recall"):
                 cells.append(with_interval(m[key], m.get(f"{key}_ci")))
             else:

@@ -134,7 +134,10 @@ def detect(
         llm_calls=sum(not c.cache_hit for c in llm.calls),
         prompt_tokens=sum(c.prompt_tokens or 0 for c in llm.calls if not c.cache_hit),
         latency_ms=(time.perf_counter() - start) * 1000,
-        verdicts=[{"claim": c.text, "verdict": c.verdict, "by": c.verifier} for c in checked],
+        verdicts=[
+            {"claim": c.text, "verdict": c.verdict, "by": c.verifier, **({"hint": c.hint} if c.hint else {})}
+            for c in checked
+        ],
         extraction_errors=len(errors),
     )
     return result, llm
@@ -223,6 +226,19 @@ def summarise(results: list[dict]) -> dict:
         "claims_decided_by_precheck": sum(r["decided_by_precheck"] for r in scored),
         "no_claims": sum(r["n_claims"] == 0 for r in scored),
         "flagged_by_precheck_truly_hallucinated": _precheck_precision(scored),
+        "precheck_hints": _precheck_hints(scored),
+    }
+
+
+def _precheck_hints(results: list[dict]) -> dict:
+    """The pre-check's hints, counted apart from its decisive flags: claims it passed on with a signal too
+    unreliable to decide on (bench/precheck_cv.py), and the answers that have one."""
+    hinted = [r for r in results if any(v.get("hint") for v in r["verdicts"])]
+    return {
+        "claims": sum(bool(v.get("hint")) for r in results for v in r["verdicts"]),
+        "answers": len(hinted),
+        "answers_truly_hallucinated": sum(r["label"] for r in hinted),
+        "answers_not_flagged": sum(not r["predicted"] for r in hinted),
     }
 
 

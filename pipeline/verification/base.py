@@ -26,6 +26,8 @@ class Verifier(ABC):
     # A rejection goes on to the NLI step (contradicted or unsupported) unless the verifier's own
     # reason already says why, as the pre-check's "'1999' appears in no retrieved source" does.
     classify_rejected: ClassVar[bool] = True
+    # the verifiers after this one in its chain (set by VerifierChain): who decides what this one passes on
+    followed_by: tuple[str, ...] = ()
 
     def __init__(self, llm: LLM, settings: Settings):
         self.llm = llm

@@ -33,6 +33,8 @@ class VerifierChain:
                 "the verifier chain is empty", fix="set WORKBENCH_VERIFIER_CHAIN, e.g. precheck,minicheck_chunk"
             )
         self.verifiers: list[Verifier] = [verifier_class(name)(llm, settings) for name in names]
+        for at, verifier in enumerate(self.verifiers):
+            verifier.followed_by = tuple(names[at + 1 :])
 
     @property
     def names(self) -> list[str]:
@@ -43,11 +45,17 @@ class VerifierChain:
     ) -> tuple[CheckedClaim, Verifier]:
         """(the first decided verdict, the verifier that gave it); when none decides, the claim is
         unverified with the last verifier's reason."""
+        hint = ""  # a hint an earlier verifier passed on (the pre-check's "'X' appears in no retrieved source")
         for verifier in self.verifiers:
             checked = verifier.verify(claim_no, claim, passages, question, cited)
             if checked.verdict != UNDECIDED:
+                if hint and not checked.hint:
+                    checked.hint, checked.reason = hint, f"{checked.reason} ({hint})".strip()
                 return checked, verifier
+            hint = hint or checked.hint
         reason = (
             checked.reason if len(self.verifiers) == 1 else f"{checked.reason} (undecided by {', '.join(self.names)})"
         )
-        return CheckedClaim(claim_no, claim, UNVERIFIED, checked.verifier, reason=reason), verifier
+        if hint and hint not in reason:
+            reason = f"{reason} ({hint})"
+        return CheckedClaim(claim_no, claim, UNVERIFIED, checked.verifier, reason=reason, hint=hint), verifier

@@ -35,6 +35,7 @@ class CheckedClaim:
     span: tuple[int, int] | None = None
     reason: str = ""
     answer_span: tuple[int, int] | None = None  # the answer sentence the claim came from (None: not placed)
+    hint: str = ""  # what an earlier verifier of the chain found without deciding (the pre-check's signal)
 
     @property
     def evidence(self) -> str | None:
