@@ -317,3 +317,17 @@ def test_without_a_model_verifier_a_flag_says_it_is_a_heuristic(settings):
     checked, _ = chain.verify(2, "Sebastian Riedel leads the tours.", passages)
     assert checked.verdict == "unverified" and "'Sebastian Riedel'" in checked.reason
     assert "flagged by a heuristic (no model verifier in the chain)" in checked.reason
+
+
+def test_a_hint_stays_in_view_when_the_rejected_claim_is_classified(fake, settings, db):
+    """The model verifier rejects a hinted claim; the contradicted-or-unsupported step keeps the pre-check's signal."""
+    from pipeline.models.llm import LLM
+    from pipeline.verification.claims import CheckedClaim, Passage
+    from pipeline.verification.faithfulness import FaithfulnessChecker
+
+    passages = [Passage(1, 1, "park.txt", PARK, 0.0)]
+    hint = "'Sebastian Riedel' appears in no retrieved source"
+    rejected = CheckedClaim(1, "Sebastian Riedel leads the tours.", "unsupported", "minicheck", reason="no", hint=hint)
+    classified = FaithfulnessChecker(LLM(settings, db), settings).classify_rejected(rejected, passages)
+    assert classified.verdict in ("unsupported", "contradicted")
+    assert classified.hint == hint and hint in classified.reason

@@ -189,6 +189,7 @@ class FaithfulnessChecker(BaseEvaluator):
                 UNSUPPORTED,
                 rejected.verifier,
                 reason=f"{rejected.reason}; contradicted-or-unsupported could not be decided ({result.invalid_reason})",
+                hint=rejected.hint,
             )
         verdict, reason = result.value.verdict, result.value.reason.strip()
         passage, span = locate_quote(result.value.quote, passages)
@@ -197,8 +198,17 @@ class FaithfulnessChecker(BaseEvaluator):
         if verdict == CONTRADICTED and span is None:
             verdict = UNSUPPORTED
             reason += " (marked unsupported: a contradiction needs a quote found in the sources)"
+        if rejected.hint and rejected.hint not in reason:  # the pre-check's signal stays in view
+            reason += f" ({rejected.hint})"
         return CheckedClaim(
-            claim_no, claim, verdict, f"{rejected.verifier} + {self.settings.nli_model}", passage, span, reason.strip()
+            claim_no,
+            claim,
+            verdict,
+            f"{rejected.verifier} + {self.settings.nli_model}",
+            passage,
+            span,
+            reason.strip(),
+            hint=rejected.hint,
         )
 
     # step 3
