@@ -140,6 +140,21 @@ def run() -> dict:
     return report
 
 
+def bench_figures() -> list:
+    """`make bench`'s lines: the shipped pre-check's decisive precision on each held-apart part of each set."""
+    from bench.common import Figure
+
+    out = []
+    for key, shipped in run()["shipped"].items():
+        for part, f in zip("AB", shipped["parts"], strict=True):
+            if f["precision"] is not None:
+                note = f"recall {f['recall']:.3f}, TP {f['tp']} FP {f['fp']}"
+                out.append(
+                    Figure(f"pre-check decisive precision, {key} part {part}", f["precision"], "", TARGET, False, note)
+                )
+    return out
+
+
 def _fmt(f: dict) -> str:
     if f["precision"] is None:
         return f"nothing flagged (recall 0 of {f['n']})"
