@@ -1,5 +1,5 @@
 """Metrics over evaluation runs, floors drawn in, one series per judge pin, dataset and size; the pinned
-baseline; regression alerts."""
+baseline; regression alerts, and apart from them the metrics below their floors."""
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -10,6 +10,7 @@ from pages.views.markup import escape_markdown, fmt_score
 from pipeline.evaluation.given import OWN_PIPELINE
 from pipeline.evaluation.judge import recorded_version
 from pipeline.regression.alerts import (
+    FLOOR,
     acknowledge,
     clean_runs,
     list_alerts,
@@ -121,19 +122,20 @@ else:
         "Pin a baseline for this dataset",
         names,
         index=names.index(default),
-        help="Defaults to the pinned run, else the newest run with no failed item and no open alert.",
+        help="Defaults to the pinned run, else the newest run with no failed item and no open regression alert "
+        "(a metric below its floor does not count).",
     )
     if right.button("Pin as baseline"):
         pin_baseline(db, dataset, int(runs[runs["name"] == chosen]["eval_run_id"].iloc[0]))
         st.success(f"{escape_markdown(chosen)} is now the baseline for {escape_markdown(dataset)}.")
 
-st.subheader("Alerts")
-show = st.radio("Show", ["open", "acknowledged", "all"], horizontal=True)
-alerts = list_alerts(db, None if show == "all" else show)
-if not alerts:
-    st.info(f"No {'' if show == 'all' else show + ' '}alerts.")
-for alert in alerts:
-    title = f"{alert['run_name']}: {alert['metric']} ({alert['slice']}) — {alert['kind']}"
+KIND_LABEL = {"drop": "regression (drop)", FLOOR: "below floor"}
+
+
+def show_alert(alert: dict) -> None:
+    title = (
+        f"{alert['run_name']}: {alert['metric']} ({alert['slice']}) — {KIND_LABEL.get(alert['kind'], alert['kind'])}"
+    )
     icon = ":material/notifications_active:" if alert["status"] == "open" else ":material/check:"
     with st.expander(escape_markdown(title), icon=icon):
         st.markdown(escape_markdown(alert["message"]))
@@ -161,3 +163,26 @@ for alert in alerts:
                     st.rerun()
         elif alert["comment"]:
             st.caption(escape_markdown(f"Acknowledged: {alert['comment']}"))
+
+
+st.subheader("Alerts")
+show = st.radio("Show", ["open", "acknowledged", "all"], horizontal=True)
+alerts = list_alerts(db, None if show == "all" else show)
+which = "" if show == "all" else show + " "
+st.markdown("**Regressions**: drops against the baseline")
+regressions = [a for a in alerts if a["kind"] != FLOOR]
+if not regressions:
+    st.caption(f"No {which}regression alerts.")
+for alert in regressions:
+    show_alert(alert)
+st.markdown(
+    "**Below floor**: a metric's mean under its floor (setting `floors`); not a regression, and no reason to skip "
+    "a run as the baseline"
+)
+below = [a for a in alerts if a["kind"] == FLOOR]
+if not below:
+    st.caption(
+        f"No {which}metric below its floor." if settings.floors.strip() else "Floors are off (`floors` is empty)."
+    )
+for alert in below:
+    show_alert(alert)

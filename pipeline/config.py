@@ -48,6 +48,7 @@ class _Spec:
     above: float | None
     check: Callable[[object], bool] | None
     rule: str | None
+    empty: str | None = None
 
 
 def setting(
@@ -62,17 +63,22 @@ def setting(
     above: float | None = None,
     check: Callable[[object], bool] | None = None,
     rule: str | None = None,
+    empty: str | None = None,
 ):
     """A field of Settings: `default` (its type is the setting's), the group it is shown in (a key of GROUPS), a
     one-line doc, and its valid values: `choices`, or `minimum`/`maximum` (inclusive) and `above` (exclusive), or
-    a `check` with the `rule` it enforces. `rule` replaces the wording derived from the bounds."""
+    a `check` with the `rule` it enforces. `rule` replaces the wording derived from the bounds. `empty`, for a text
+    setting whose default is not empty: what an empty value means; its environment variable set empty then sets it
+    empty (without `empty`, an empty environment variable leaves a setting at its default)."""
     if group not in GROUPS:
         raise ValueError(f"setting group {group!r} is not one of {', '.join(GROUPS)}")
     if not doc.strip():
         raise ValueError("every setting needs a one-line doc")
     if check is not None and not rule:
         raise ValueError("a setting's check needs the rule it enforces, in words")
-    spec = _Spec(group, doc, essential, choices, minimum, maximum, above, check, rule)
+    if empty is not None and not isinstance(default, str):
+        raise ValueError("only a text setting can be set empty")
+    spec = _Spec(group, doc, essential, choices, minimum, maximum, above, check, rule, empty)
     return dataclasses.field(default=default, metadata={"setting": spec})
 
 
@@ -233,9 +239,10 @@ class Settings:
     floors: str = setting(
         "faithfulness=0.70,context_recall=0.75",
         "evaluation",
-        "per-metric floors for regression alerts",
+        "per-metric floors: a run's mean below one is shown as below floor (apart from regressions; gate exits 3)",
         check=_is_floor_list,
         rule="of comma-separated metric=number pairs, e.g. faithfulness=0.70",
+        empty="no floors",
     )
     min_effect: float = setting(
         0.05,
@@ -423,6 +430,8 @@ class Declaration:
         """The rule with the cross-field checks on this setting, or what any value of its type means."""
         parts = [self.rule()] + [rule for name, _ok, rule in CROSS_CHECKS if name == self.name]
         parts = [p for p in parts if p]
+        if parts and self.spec.empty:
+            return " and ".join(parts) + f', or empty: {self.spec.empty} ({self.env}="" too)'
         if parts:
             return " and ".join(parts)
         return {bool: "true or false", int: "any integer", float: "any number"}.get(self.kind, "any text")
@@ -577,7 +586,8 @@ def _raw_values(env: Mapping[str, str], toml_path: Path) -> dict[str, tuple[obje
     from_file = _read_toml(toml_path)
     raw: dict[str, tuple[object, str]] = {}
     for f in fields(Settings):
-        if env.get(env_name(f.name)) not in (None, ""):
+        set_empty = DECLARATIONS[f.name].spec.empty is not None  # an empty variable sets it empty, not default
+        if env.get(env_name(f.name)) not in ((None,) if set_empty else (None, "")):
             raw[f.name] = (env[env_name(f.name)], f"environment ({env_name(f.name)})")
         elif f.name in from_file:
             raw[f.name] = (from_file[f.name], str(toml_path))

@@ -1,4 +1,7 @@
-"""Regression alerts, baseline pins, and the per-run metric series the Trends page draws."""
+"""Regression alerts, baseline pins, and the per-run metric series the Trends page draws.
+
+An alert's kind says what it is: "drop" a regression (a tested drop against the baseline), "floor" a metric's
+mean below its floor (shown as "below floor", counted apart, and no reason to skip a run as a baseline)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ import json
 from datetime import datetime, timezone
 
 from store.db import Database, fetch_dicts, insert_rows
+
+FLOOR = "floor"  # the kind of a floor breach; every other kind is a regression
 
 ALERT_COLUMNS = [
     "eval_run_id",
@@ -73,8 +78,15 @@ def list_alerts(db: Database, status: str | None = None) -> list[dict]:
 
 
 def count_open_alerts(db: Database) -> int:
+    """Open regression alerts (floor breaches not counted: see count_below_floor)."""
     with db.cursor() as cur:
-        return cur.execute("SELECT count(*) FROM alerts WHERE status = 'open'").fetchone()[0]
+        return cur.execute("SELECT count(*) FROM alerts WHERE status = 'open' AND kind <> ?", [FLOOR]).fetchone()[0]
+
+
+def count_below_floor(db: Database) -> int:
+    """Open floor breaches: a run's metric below its floor, not acknowledged."""
+    with db.cursor() as cur:
+        return cur.execute("SELECT count(*) FROM alerts WHERE status = 'open' AND kind = ?", [FLOOR]).fetchone()[0]
 
 
 def acknowledge(db: Database, alert_id: int, comment: str) -> bool:

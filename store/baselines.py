@@ -3,16 +3,19 @@
 The rule, the same for every page and command: the run pinned for the dataset (when its answers were written by
 the same pipeline); else the newest earlier run of the same pipeline over the same dataset (same content hash)
 and size, under the same judge pin, with every item done (failures are read from the items, not from the run's
-status) and no open regression alert. A run's pipeline is who wrote its answers (None: this workbench)."""
+status) and no open regression alert (a metric below its floor is no reason to skip a run). A run's pipeline is
+who wrote its answers (None: this workbench)."""
 
 from __future__ import annotations
 
+from store.alerts import FLOOR
 from store.db import Database
 
-CLEAN = """
+# every item done, and no open regression alert: a floor breach (kind FLOOR) does not count
+CLEAN = f"""
     (SELECT count(*) FROM eval_items i WHERE i.eval_run_id = p.id AND i.status = 'done') = p.n_items
     AND NOT EXISTS (SELECT 1 FROM eval_items i WHERE i.eval_run_id = p.id AND i.status <> 'done')
-    AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.eval_run_id = p.id AND a.status = 'open')"""
+    AND NOT EXISTS (SELECT 1 FROM alerts a WHERE a.eval_run_id = p.id AND a.status = 'open' AND a.kind <> '{FLOOR}')"""
 
 
 def dataset_identity(db: Database, eval_run_id: int) -> tuple[str | None, int] | None:
@@ -39,7 +42,7 @@ def pinned(db: Database, dataset: str, pipeline=ANY_PIPELINE) -> int | None:
 
 def previous_comparable(db: Database, eval_run_id: int) -> int | None:
     """The newest run before this one of the same pipeline with the same dataset hash and size and judge pin,
-    every item done and no open alert."""
+    every item done and no open regression alert (floor breaches do not count)."""
     with db.cursor() as cur:
         row = cur.execute(
             f"""
@@ -57,7 +60,8 @@ def previous_comparable(db: Database, eval_run_id: int) -> int | None:
 
 
 def clean_runs(db: Database, eval_run_ids: list[int]) -> set[int]:
-    """The runs among eval_run_ids with every item done and no open alert (those that may be a baseline)."""
+    """The runs among eval_run_ids with every item done and no open regression alert (those that may be a
+    baseline; floor breaches do not count)."""
     with db.cursor() as cur:
         rows = cur.execute(
             f"SELECT p.id FROM eval_runs p WHERE list_contains(?::BIGINT[], p.id) AND {CLEAN}", [eval_run_ids]

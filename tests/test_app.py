@@ -278,13 +278,18 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     check(db, load_settings(), "tue")
     at = app("pages/trends.py")
     alert_link = next(link for link in at.sidebar.page_link if "open regression alert" in link.value)
-    assert alert_link.value == "3 open regression alert(s): see Trends" and alert_link.proto.page.endswith("trends")
+    assert alert_link.value == "2 open regression alert(s): see Trends" and alert_link.proto.page.endswith("trends")
+    floor_link = next(link for link in at.sidebar.page_link if "below floor" in link.value)  # apart: not a regression
+    assert floor_link.value == "1 below floor: see Trends" and floor_link.proto.page.endswith("trends")
     chart = at.get("plotly_chart")[0]
     figure = json.loads(chart.proto.spec)
     assert len(figure["data"]) == 2
     assert any("top_k: 5 → 2" in str(trace.get("customdata")) for trace in figure["data"])
     assert any(shape.get("y0") == 0.7 for shape in figure["layout"].get("shapes", []))
     assert len(at.expander) == 3  # drop overall, drop in slice rag, floor
+    kinds = [e.label.split(" — ")[1].replace("\\", "") for e in at.expander]  # labels are escaped Markdown
+    assert kinds == ["regression (drop)", "regression (drop)", "below floor"]
+    assert any(m.value.startswith("**Below floor**") for m in at.markdown)
     at.text_input[0].set_value("known: top_k lowered")
     next(b for b in at.button if b.label == "Acknowledge").click().run()
     from pipeline.regression.alerts import list_alerts

@@ -77,6 +77,20 @@ def test_a_finished_evaluation_is_announced_and_selected(kb_db):
     assert at.query_params["eval"] == "tiny"
 
 
+def test_a_first_evaluation_below_a_floor_says_so_apart_from_regressions(kb_db, monkeypatch):
+    """A first evaluation on a fresh store whose answer relevancy (the fake's, well under 0.99) is below its floor:
+    the notice, the report and the sidebar show it as below floor, and no regression alert is opened."""
+    monkeypatch.setenv("WORKBENCH_FLOORS", "faithfulness=0.70,answer_relevancy=0.99")
+    at = start(app("pages/evaluate.py"), "tiny", 2)
+    [finished] = [s.value for s in at.success if s.value.startswith("Evaluation tiny")]
+    assert finished.startswith("Evaluation tiny\\: finished · 2 done, 0 failed of 2 items · no regression alert · ")
+    assert "below floor\\: answer\\_relevancy 0\\." in finished and "\\(floor 0\\.99\\)" in finished
+    [report] = [w.value for w in at.warning if w.value.startswith("Below floor")]
+    assert "answer\\_relevancy" in report and "faithfulness" not in report and "not a regression" in report
+    assert "No open regression alerts." in [c.value for c in at.sidebar.caption]
+    assert [link.value for link in at.sidebar.page_link if "floor" in link.value] == ["1 below floor: see Trends"]
+
+
 def test_evaluate_opens_the_evaluation_a_link_names_and_explains_an_unknown_one(db):
     base = np.linspace(0.8, 1.0, 10)
     store_run(db, "monday", {"faithfulness": base})

@@ -18,7 +18,7 @@ from pipeline.evaluation.runner import run_evaluation
 @pytest.fixture
 def compared_app(kb_db, settings, fake, request):
     """Three evaluations over the same two items: 'before', 'after' (the RAG item answered with a number no
-    source holds) and 'rerun' (as 'before', the newest); then the running app."""
+    source holds, so below the faithfulness floor) and 'rerun' (as 'before', the newest); then the running app."""
     two_real_runs(fake, settings, kb_db)
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "rerun", concurrency=1)
     return request.getfixturevalue("running_app")
@@ -45,11 +45,12 @@ def test_the_compare_page_explains_an_unknown_name_and_shows_the_default_pair(co
         expect(page.get_by_role("heading", name="Compare evaluations")).to_be_visible(timeout=60_000)
         expect(page.get_by_text("There is no evaluation named '[x](http://evil.example)'")).to_be_visible()
         assert page.locator("a[href*='evil.example']").count() == 0
-        # the default: B the newest run, A its baseline ('after' opened a floor alert, so it is not one)
-        expect(page.get_by_text("A: before", exact=True)).to_be_visible(timeout=30_000)
+        # the default: B the newest run, A its baseline ('after' is below its faithfulness floor, which is no
+        # reason to skip it: it is the baseline)
+        expect(page.get_by_text("A: after", exact=True)).to_be_visible(timeout=30_000)
         expect(page.get_by_text("B: rerun", exact=True)).to_be_visible()
         expect(page.get_by_test_id("stMetric").first).to_be_visible()
-        expect(page.get_by_text("No item that both runs scored changed its score (2 items in both).")).to_be_visible()
+        expect(page.get_by_text("got better (1)")).to_be_visible()  # the RAG item, answered right again
         link = page.get_by_role("link", name="Open run B on Evaluate")
         assert "eval=rerun" in link.get_attribute("href")
         sidebar = page.get_by_test_id("stSidebar")

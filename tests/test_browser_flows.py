@@ -14,7 +14,7 @@ from fake_ollama import FakeOllama
 from test_browser import CHROMIUM
 
 from pipeline.history.evaluations import list_eval_runs, run_ids_of
-from pipeline.regression.alerts import count_open_alerts
+from pipeline.regression.alerts import count_below_floor, count_open_alerts
 from store.db import Database
 
 pytestmark = pytest.mark.skipif(
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 # Floors the fake's answers fall below (its answer relevancy and context precision are well under 0.99 on
-# data/eval/golden.jsonl), so a finished run opens regression alerts of kind "floor".
+# data/eval/golden.jsonl), so a finished first run is below floor: alerts of kind "floor", not regressions.
 FLOORS = "faithfulness=0.70,context_recall=0.75,answer_relevancy=0.99,context_precision=0.99"
 NAME_LABEL = "Run name (the same name resumes a run)"
 
@@ -80,10 +80,11 @@ def test_a_finished_evaluation_shows_its_report_and_the_alert_count_without_a_re
 
     finished = page.get_by_text("Evaluation flow: finished · 5 done, 0 failed of 5 items", exact=False)
     expect(finished).to_be_visible(timeout=120_000)
-    alerts = stored(app.store, count_open_alerts)
-    assert alerts >= 1  # the floors above
-    expect(finished).to_contain_text(f"{alerts} regression alert(s) opened")
-    expect(sidebar.get_by_text(f"{alerts} open regression alert(s): see Trends")).to_be_visible(timeout=30_000)
+    below = stored(app.store, count_below_floor)
+    assert below >= 1 and stored(app.store, count_open_alerts) == 0  # the floors above: not regressions
+    expect(finished).to_contain_text("no regression alert · below floor: ")
+    expect(sidebar.get_by_text(f"{below} below floor: see Trends")).to_be_visible(timeout=30_000)
+    expect(sidebar.get_by_text("No open regression alerts.")).to_be_visible()
     expect(page.get_by_text("Diagnosis:", exact=False)).to_be_visible()
     expect(page.get_by_test_id("stMetric").first).to_be_visible()
     # shown with the report, and still there after the progress fragment's next timed reruns (one of them used to

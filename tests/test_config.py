@@ -33,6 +33,20 @@ def test_environment_overrides_toml_which_overrides_defaults(tmp_path):
     assert s.store_path == "/tmp/x.duckdb"
 
 
+def test_an_empty_floors_turns_floors_off_while_unset_keeps_the_defaults(tmp_path):
+    default = "faithfulness=0.70,context_recall=0.75"
+    missing = tmp_path / "none.toml"
+    assert load_settings(environ={}, toml_path=missing).floors == default
+    assert load_settings(environ={"WORKBENCH_FLOORS": ""}, toml_path=missing).floors == ""  # set empty: off
+    toml = tmp_path / "workbench.toml"
+    toml.write_text('floors = ""\n')
+    assert load_settings(environ={}, toml_path=toml).floors == ""
+    toml.write_text('floors = "faithfulness=0.9"\n')
+    assert load_settings(environ={"WORKBENCH_FLOORS": ""}, toml_path=toml).floors == ""  # the variable wins
+    # any other setting's empty variable still leaves it at its default
+    assert load_settings(environ={"WORKBENCH_TOP_K": "", "WORKBENCH_JUDGE_MODEL": ""}, toml_path=missing).top_k == 5
+
+
 @pytest.mark.parametrize(
     "env, message",
     [

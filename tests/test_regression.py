@@ -169,18 +169,95 @@ def test_gate_exit_codes_and_stored_alerts(db, capsys):
     assert main(["gate", "--run", "tuesday"]) == 0
     assert "no regression" in capsys.readouterr().out
     store_run(db, "wednesday", {"faithfulness": base - 0.3, "context_recall": base}, config={"top_k": 2})
-    assert main(["gate", "--run", "wednesday", "--baseline", "monday", "--json"]) == 1
+    assert main(["gate", "--run", "wednesday", "--baseline", "monday", "--json"]) == 1  # a drop, and a floor
     report = json.loads(capsys.readouterr().out)
+    assert report["regression"] and report["below_floor"]
     kinds = {(c["metric"], c["slice"], c["kind"]) for c in report["comparisons"] if c["regression"]}
-    assert ("faithfulness", "all", "drop") in kinds and ("faithfulness", "rag", "drop") in kinds
-    assert ("faithfulness", "all", "floor") in kinds
+    assert kinds == {("faithfulness", "all", "drop"), ("faithfulness", "rag", "drop")}  # a floor is not a regression
+    below = [(c["metric"], c["kind"], c["regression"]) for c in report["comparisons"] if c["below_floor"]]
+    assert below == [("faithfulness", "floor", False)]
     open_alerts = alert_store.list_alerts(db, "open")
     assert {a["run_name"] for a in open_alerts} == {"wednesday"}
+    assert sorted(a["kind"] for a in open_alerts) == ["drop", "drop", "floor"]
     drop = next(a for a in open_alerts if a["kind"] == "drop" and a["slice"] == "all")
     assert drop["config_diff"] == {"top_k": [5, 2]} and drop["component"] == "generator"
     assert len(drop["worst_items"]) == 5 and drop["n"] == 30
+    assert (alert_store.count_open_alerts(db), alert_store.count_below_floor(db)) == (2, 1)
     assert alert_store.acknowledge(db, drop["id"], "expected: top_k lowered on purpose")
-    assert alert_store.count_open_alerts(db) == len(open_alerts) - 1
+    assert (alert_store.count_open_alerts(db), alert_store.count_below_floor(db)) == (1, 1)
+
+
+def test_gate_exits_0_on_a_pass_1_on_a_regression_and_3_below_a_floor_only(db, capsys):
+    rng = np.random.default_rng(11)
+    low = rng.uniform(0.55, 0.65, 30)  # faithfulness about 0.60: below its floor of 0.70
+    high = rng.uniform(0.85, 0.95, 30)
+
+    def gate(name: str) -> tuple[int, dict]:
+        code = main(["gate", "--run", name, "--json"])
+        return code, json.loads(capsys.readouterr().out)
+
+    store_run(db, "first", {"faithfulness": low, "context_recall": high})
+    code, report = gate("first")  # a first run: no baseline, its floor breach is not a regression
+    assert code == 3 and report["baseline"] is None
+    assert (report["regression"], report["below_floor"]) == (False, True)
+    assert [(c["kind"], c["regression"], c["below_floor"]) for c in report["comparisons"]] == [("floor", False, True)]
+    assert (alert_store.count_open_alerts(db), alert_store.count_below_floor(db)) == (0, 1)
+    store_run(db, "second", {"faithfulness": low, "context_recall": high})
+    code, report = gate("second")  # the first run, below its floor, is still the baseline
+    assert code == 3 and report["baseline"] == "first" and not report["regression"]
+    store_run(db, "third", {"faithfulness": low - 0.3, "context_recall": high})
+    code, report = gate("third")  # a drop (and a floor): 1
+    assert code == 1 and report["baseline"] == "second" and report["regression"] and report["below_floor"]
+    store_run(db, "fourth", {"faithfulness": high, "context_recall": high})
+    code, report = gate("fourth")  # 'third' has an open regression alert: not a baseline
+    assert code == 0 and report["baseline"] == "second"
+    assert (report["regression"], report["below_floor"]) == (False, False)
+    assert main(["gate", "--run", "first"]) == 3
+    shown = capsys.readouterr().out
+    assert "BELOW FLOOR" in shown and "no regression" in shown and "1 below floor: faithfulness" in shown
+    assert "REGRESSION" not in shown
+
+
+def test_an_empty_floors_variable_turns_floors_off_and_an_unset_one_keeps_the_defaults(db, capsys, monkeypatch):
+    store_run(db, "low", {"faithfulness": [0.5] * 10, "context_recall": [0.5] * 10})
+    monkeypatch.setenv("WORKBENCH_FLOORS", "")
+    assert main(["gate", "--run", "low", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["comparisons"] == []
+    assert alert_store.list_alerts(db) == []
+    monkeypatch.delenv("WORKBENCH_FLOORS")
+    assert main(["gate", "--run", "low", "--json"]) == 3
+    below = [c["metric"] for c in json.loads(capsys.readouterr().out)["comparisons"] if c["below_floor"]]
+    assert below == ["faithfulness", "context_recall"]  # the default floors
+
+
+def test_a_first_evaluation_on_a_fresh_store_is_below_floor_not_a_regression_and_still_the_baseline(
+    fake, settings, kb_db
+):
+    """A real evaluation over the first items of data/eval/golden.jsonl, with floors the fake's answers fall
+    below (its answer relevancy is well under 0.99): below floor, no regression alert, and the next run's
+    baseline."""
+    import dataclasses
+
+    from conftest import ROOT
+
+    from pipeline.evaluation.dataset import load_dataset
+    from pipeline.evaluation.runner import report, run_evaluation
+    from pipeline.regression.compare import resolve
+
+    floored = dataclasses.replace(settings, floors="faithfulness=0.70,answer_relevancy=0.99")
+    golden = load_dataset(ROOT / "data" / "eval" / "golden.jsonl").select(limit=3)
+    metrics = ["faithfulness", "answer_relevancy"]
+    first = run_evaluation(floored, kb_db, golden, "first", metrics=metrics)
+    assert first.status == "finished" and first.regressions == []
+    assert [(c.metric, c.kind, c.regression) for c in first.below_floor] == [("answer_relevancy", "floor", False)]
+    assert alert_store.count_open_alerts(kb_db) == 0 and alert_store.count_below_floor(kb_db) == 1
+    [alert] = alert_store.list_alerts(kb_db, "open")
+    assert (alert["kind"], alert["metric"], alert["run_name"]) == ("floor", "answer_relevancy", "first")
+    assert [c.metric for c in report(floored, kb_db, "first").below_floor] == ["answer_relevancy"]
+    second = run_evaluation(floored, kb_db, golden, "second", metrics=metrics)
+    assert second.regressions == [] and [c.metric for c in second.below_floor] == ["answer_relevancy"]
+    assert resolve(kb_db, "second", None)[1].name == "first"  # below its floor, otherwise eligible: the baseline
+    assert alert_store.list_alerts(kb_db, "open")[0]["baseline_name"] == "first"
 
 
 def test_gate_refuses_runs_under_different_judge_pins(db, capsys):
@@ -205,21 +282,26 @@ def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
 
 
 def test_one_baseline_rule_pinned_else_the_newest_comparable_clean_run(db):
-    """Same dataset hash and size, same judge pin, no failed item (read from the items), no open alert."""
+    """Same dataset hash and size, same judge pin, no failed item (read from the items), no open regression
+    alert; a metric below its floor is no reason to skip a run."""
     from pipeline.regression.compare import resolve
+    from store.baselines import clean_runs
 
     values = {"faithfulness": [0.9] * 10}
+    alert = {c: None for c in alert_store.ALERT_COLUMNS[2:]} | {"metric": "faithfulness", "slice": "all", "n": 0}
     store_run(db, "comparable", values)
+    below = store_run(db, "below-its-floor", values)
+    alert_store.replace_open_alerts(db, below, None, [alert | {"kind": "floor", "message": "below its floor"}])
     store_run(db, "other-dataset", values, dataset_hash="h2")
     store_run(db, "smaller", {"faithfulness": [0.9] * 5})
     store_run(db, "with-a-failure", values, failed=(3,))
     alerted = store_run(db, "with-an-open-alert", values)
-    alert = {c: None for c in alert_store.ALERT_COLUMNS[2:]} | {"kind": "floor", "metric": "faithfulness"}
-    alert_store.replace_open_alerts(db, alerted, None, [alert | {"slice": "all", "message": "below", "n": 0}])
+    alert_store.replace_open_alerts(db, alerted, None, [alert | {"kind": "drop", "message": "dropped"}])
     store_run(db, "other-judge", values, judge_digest="d2")
-    store_run(db, "new", values)
-    assert resolve(db, "new", None)[1].name == "comparable"
-    alert_id = alert_store.list_alerts(db, "open")[0]["id"]
+    new = store_run(db, "new", values)
+    assert resolve(db, "new", None)[1].name == "below-its-floor"
+    assert clean_runs(db, [1, below, alerted, new]) == {1, below, new}
+    alert_id = next(a["id"] for a in alert_store.list_alerts(db, "open") if a["kind"] == "drop")
     alert_store.acknowledge(db, alert_id, "looked at it")
     assert resolve(db, "new", None)[1].name == "with-an-open-alert"
     alert_store.pin_baseline(db, "golden.jsonl", 1)

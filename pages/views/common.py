@@ -11,7 +11,7 @@ from pages.views.markup import escape_markdown
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.health import Check, check_ollama
-from pipeline.regression.alerts import count_open_alerts
+from pipeline.regression.alerts import count_below_floor, count_open_alerts
 from pipeline.session import Database, open_workbench, replay_journal
 
 # The page order of the sidebar. Streamlit's own page list is hidden (.streamlit/config.toml) because it
@@ -63,7 +63,7 @@ def page_setup(title: str) -> tuple[Settings, Database]:
             st.success(f"Ollama ready at {escape_markdown(hosts)}", icon=":material/check_circle:")
     try:
         replay_journal(db)  # results kept while the store was busy are saved before the page reads it
-        open_alerts = count_open_alerts(db)
+        open_alerts, below_floor = count_open_alerts(db), count_below_floor(db)
     except WorkbenchError as exc:  # the store is locked by another process too long, or cannot be opened
         show_error(exc)
         st.stop()
@@ -87,6 +87,12 @@ def page_setup(title: str) -> tuple[Settings, Database]:
             )
         else:
             st.caption("No open regression alerts.")
+        if below_floor:  # floor breaches, apart: they are not regressions
+            st.page_link(
+                "pages/trends.py",
+                label=f"{below_floor} below floor: see Trends",
+                icon=":material/vertical_align_bottom:",
+            )
     return settings, db
 
 

@@ -179,6 +179,8 @@ def show_notice(job: EvalJob) -> None:
         text += f" · {len(outcome.regressions)} regression alert(s) opened: see Trends"
     elif outcome.status == "finished":
         text += " · no regression alert"
+    if outcome.below_floor:  # apart from the regressions: a floor breach is not one
+        text += " · below floor: " + ", ".join(floor_text(c) for c in outcome.below_floor)
     shown = st.success if outcome.status == "finished" else st.warning  # failures, or cancelled
     shown(escape_markdown(text))
 
@@ -222,6 +224,12 @@ def show_report(result: EvalReport) -> None:
         row_metrics = result.metrics[start : start + TILES_PER_ROW]
         for col, row in zip(st.columns(TILES_PER_ROW), row_metrics, strict=False):
             col.metric(label_of(row["metric"]), mean_text(row["metric"], row["mean"]), help=metric_help(row))
+    if result.below_floor:
+        st.warning(
+            escape_markdown("Below floor: " + "; ".join(floor_text(c) for c in result.below_floor))
+            + " (setting `floors`; not a regression)",
+            icon=":material/vertical_align_bottom:",
+        )
     st.info(f"Diagnosis: {escape_markdown(result.diagnosis.sentence)}")
     usage, rate = result.usage, result.judge_invalid_rate
     st.caption(
@@ -235,6 +243,11 @@ def show_report(result: EvalReport) -> None:
     show_evaluation_call_stats(e.id)
     show_slices(result)
     show_items(result)
+
+
+def floor_text(c) -> str:
+    """A floor breach in a few words: metric mean (floor value)."""
+    return f"{c.metric} {fmt_score(c.new_value)} (floor {fmt_score(c.baseline_value)})"
 
 
 def extraction_line(result: EvalReport) -> str:

@@ -1,6 +1,7 @@
 """Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show, export-parquet, snapshot.
 
-Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input."""
+Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input; `gate` exits 3
+when the run is below a floor and has no regression."""
 
 from __future__ import annotations
 
@@ -128,13 +129,17 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show one run: answer, claims with evidence, attempts, LLM calls")
     show.add_argument("run_id", type=int)
     show.add_argument("--json", action="store_true")
-    gate = sub.add_parser("gate", help="compare an evaluation with its baseline; exit 1 on a regression")
+    gate = sub.add_parser(
+        "gate",
+        help="compare an evaluation with its baseline and its floors; exit 0 pass, 1 on a regression, "
+        "3 when below a floor only",
+    )
     gate.add_argument("--run", required=True, help="the evaluation's name")
     gate.add_argument(
         "--baseline",
         default=None,
         help="compare with this evaluation (default: the pinned baseline, else the newest earlier run over the same "
-        "dataset hash and size, under the same judge pin, with no failed item and no open alert)",
+        "dataset hash and size, under the same judge pin, with no failed item and no open regression alert)",
     )
     gate.add_argument("--json", action="store_true")
     parquet = sub.add_parser(
@@ -476,9 +481,14 @@ def cmd_show(args, settings, db, out: Console, err: Console) -> int:
     return 0
 
 
+GATE_REGRESSION = 1  # a drop against the baseline (whether or not a floor is breached too)
+GATE_BELOW_FLOOR = 3  # a metric below its floor and no regression (2 is bad usage or input, as for every command)
+
+
 def cmd_gate(args, settings, db, out: Console, err: Console) -> int:
     run, baseline, comparisons = regression.check(db, settings, args.run, args.baseline)
     regressions = [c for c in comparisons if c.regression]
+    below = [c for c in comparisons if c.below_floor]
     if args.json:
         out.print_json(
             json.dumps(
@@ -486,6 +496,7 @@ def cmd_gate(args, settings, db, out: Console, err: Console) -> int:
                     "run": run.name,
                     "baseline": baseline.name if baseline else None,
                     "regression": bool(regressions),
+                    "below_floor": bool(below),
                     "comparisons": [asdict(c) for c in comparisons],
                 },
                 default=str,
@@ -493,7 +504,7 @@ def cmd_gate(args, settings, db, out: Console, err: Console) -> int:
         )
     else:
         print_gate(run, baseline, comparisons, out)
-    return 1 if regressions else 0
+    return GATE_REGRESSION if regressions else GATE_BELOW_FLOOR if below else 0
 
 
 def cmd_export_parquet(args, settings, db, out: Console, err: Console) -> int:

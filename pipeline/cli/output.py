@@ -153,6 +153,8 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
         out.print(Text(f"not compared with a baseline: {outcome.regressions}", style="yellow"))
     for c in outcome.regressions if isinstance(outcome.regressions, list) else []:
         out.print(Text(f"REGRESSION: {c.message}", style="red"))
+    for c in outcome.below_floor:
+        out.print(Text(f"BELOW FLOOR: {c.message}", style="yellow"))
     for tag, metric, mean in weak_slices(result)[:5]:
         worst = ", ".join(f"{r['item_id']} ({r[metric]:.2f})" for r in worst_items(result, tag, metric))
         out.print(Text(f"weak slice {tag} on {metric}: {mean:.2f}; worst: {worst}", style="yellow"))
@@ -173,6 +175,9 @@ def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
         "usage": result.usage,
         "wall_s": result.eval_run.wall_s,
         "weak_slices": [{"tag": t, "metric": m, "mean": v} for t, m, v in weak_slices(result)],
+        "below_floor": [
+            {"metric": c.metric, "mean": c.new_value, "floor": c.baseline_value} for c in result.below_floor
+        ],
     }
 
 
@@ -261,13 +266,13 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
         interval = f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]" if c.ci_low is not None else ""
         verdict = Text(
             {
-                "floor": "REGRESSION (floor)",
+                "floor": "BELOW FLOOR",
                 "drop": "REGRESSION (drop)",
                 "ok": "ok",
                 "too_few": "too few items",
                 "not_comparable": "not compared (prompt version)",
             }[c.kind],
-            style="red" if c.regression else "",
+            style="red" if c.regression else "yellow" if c.below_floor else "",
         )
         table.add_row(
             c.metric,
@@ -283,6 +288,7 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
         )
     out.print(table)
     regressions = [c for c in comparisons if c.regression]
+    below = [c for c in comparisons if c.below_floor]
     family = max((c.family_size for c in comparisons), default=0)
     if family:
         out.print(
@@ -297,6 +303,8 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
             style="red bold" if regressions else "green",
         )
     )
+    if below:
+        out.print(Text(f"{len(below)} below floor: " + ", ".join(c.metric for c in below), style="yellow bold"))
 
 
 def _num(value) -> str:

@@ -69,7 +69,8 @@ class EvalOutcome:
     name: str
     status: str  # finished | finished with N failures | cancelled
     progress: Progress
-    regressions: list | str = field(default_factory=list)
+    regressions: list | str = field(default_factory=list)  # the drops found; a reason when not compared
+    below_floor: list = field(default_factory=list)  # the metrics below their floors (not regressions)
 
 
 EXECUTORS = ("local", "ray")
@@ -265,7 +266,12 @@ def run_evaluation(
             evals.mark_eval_run(db, eval_run_id, status, add_wall_s=time.monotonic() - started)
     outcome = EvalOutcome(eval_run_id, name, status, progress)
     if status == "finished":
-        outcome.regressions = check_regressions(settings, db, name)
+        alerted = check_regressions(settings, db, name)
+        if isinstance(alerted, str):
+            outcome.regressions = alerted
+        else:
+            outcome.regressions = [c for c in alerted if c.regression]
+            outcome.below_floor = [c for c in alerted if c.below_floor]
     return outcome
 
 
@@ -336,12 +342,14 @@ def finished_status(failed: int) -> str:
 
 
 def check_regressions(settings: Settings, db: Database, name: str) -> list | str:
-    """Compare a finished run with its baseline and store alerts; a reason instead when it cannot."""
+    """Compare a finished run with its baseline and store alerts; return the comparisons that opened one
+    (regressions and floor breaches, told apart by Comparison.regression and .below_floor), or a reason instead
+    when it cannot compare."""
     try:
         _, _, comparisons = regression.check(db, settings, name)
     except InputError as exc:
         return exc.message
-    return [c for c in comparisons if c.regression]
+    return [c for c in comparisons if c.alert]
 
 
 @contextmanager
@@ -438,6 +446,7 @@ class EvalReport:
     judge_invalid: int
     judge_total: int
     extraction_errors: tuple[int, int] = (0, 0)  # (claims the extractor got wrong, claims extracted)
+    below_floor: list = field(default_factory=list)  # the metrics below their floors (setting floors): not regressions
 
     @property
     def judge_invalid_rate(self) -> float | None:
@@ -477,7 +486,18 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
         invalid,
         total,
         evals.extraction_errors(db, eval_run.id),
+        below_floor=floor_breaches(settings, means),
     )
+
+
+def floor_breaches(settings: Settings, means: dict[str, float | None]) -> list:
+    """The metrics whose means are below their floors under the current floors (none when floors is empty or names
+    an unknown metric, which the regression check reports)."""
+    try:
+        floors = regression.parse_floors(settings.floors)
+    except InputError:
+        return []
+    return regression.check_floors(means, floors)
 
 
 def why_missing(row: dict) -> str:

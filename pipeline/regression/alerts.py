@@ -1,18 +1,21 @@
 """Regression alerts, baseline pins and the metric series over evaluation runs, as the screen reads them.
 
-Alerts are written by pipeline.regression.compare; these are the typed reads and the two user actions."""
+Alerts are written by pipeline.regression.compare; these are the typed reads and the two user actions. An alert of
+kind FLOOR is a metric below its floor ("below floor"), counted and shown apart from the regressions."""
 
 from __future__ import annotations
 
+from store.alerts import FLOOR, count_below_floor, count_open_alerts, list_alerts, metric_series, pin_baseline
 from store.alerts import acknowledge as _acknowledge
-from store.alerts import count_open_alerts, list_alerts, metric_series, pin_baseline
 from store.baselines import clean_runs
 from store.baselines import pinned as pinned_baseline
 from store.db import Database
 
 __all__ = [
+    "FLOOR",
     "acknowledge",
     "clean_runs",
+    "count_below_floor",
     "count_open_alerts",
     "list_alerts",
     "metric_series",

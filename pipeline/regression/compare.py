@@ -1,13 +1,15 @@
 """Regression detection: a run against its baseline, per metric and per tag slice.
 
-- floors: a metric's mean below its floor (settings `floors`, e.g. faithfulness=0.70,context_recall=0.75),
-  a separate, explicit check outside the family below;
+- floors: a metric's mean below its floor (settings `floors`, e.g. faithfulness=0.70,context_recall=0.75; empty:
+  none), a separate, explicit check outside the family below. A breach is "below floor" (kind floor, below_floor),
+  never a regression: it is stored and shown apart, holds on a run without a baseline, and does not keep a run
+  from being the next run's baseline;
 - drops: a one-sided paired test per metric × slice over the items both runs scored (claim-weighted for
   faithfulness), the whole family under Holm's control so that equal runs raise any drop alert in at most
   5% of comparisons; a rejected test is an alert when its change is at least min_effect × the width of the
   metric's scale (1 on 0-1, 4 for 1-5 judge scores). The statistics are in pipeline.regression.family.
-Every metric the run measured is compared (pipeline.evaluation.registry). Runs under different judge pins are
-never compared, nor a judge criterion's scores under different prompt versions of its own.
+Only drops are regressions. Every metric the run measured is compared (pipeline.evaluation.registry). Runs under
+different judge pins are never compared, nor a judge criterion's scores under different prompt versions of its own.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names,
 from pipeline.regression import family
 from store import alerts as alert_store
 from store import baselines, evals
+from store.alerts import FLOOR
 from store.db import Database
 
 METRICS = METRIC_NAMES  # a live view of the registry, in its order
 BASELINE_RULE = (
     "Each run is compared with the pinned run; without one, with the newest earlier run over the same dataset "
-    "(same content hash and size), judged under the same judge pin, with no failed item and no open alert."
+    "(same content hash and size), judged under the same judge pin, with no failed item and no open regression "
+    "alert (a metric below its floor does not count)."
 )
 MIN_PAIRS = 5
 
@@ -46,13 +50,19 @@ class Comparison:
     ci_low: float | None = None
     ci_high: float | None = None
     n: int = 0
-    regression: bool = False
+    regression: bool = False  # a drop against the baseline (never a floor breach)
     message: str = ""
     worst_items: list[dict] = field(default_factory=list)
     p_value: float | None = None  # one-sided, of a drop
     p_adjusted: float | None = None  # Holm-adjusted over the comparison's family
     adjusted_high: float | None = None  # the change's one-sided upper bound at the test's share of alpha
     family_size: int = 0
+    below_floor: bool = False  # the run's mean is below the metric's floor (kind floor): not a regression
+
+    @property
+    def alert(self) -> bool:
+        """Whether it is stored as an open alert: a regression, or a breach of a floor."""
+        return self.regression or self.below_floor
 
 
 def parse_floors(text: str) -> dict[str, float]:
@@ -164,6 +174,7 @@ def compare_metric(metric: str, slice_name: str, base: dict, new: dict, min_effe
 
 
 def check_floors(means: dict[str, float | None], floors: dict[str, float]) -> list[Comparison]:
+    """A breach (below_floor, kind floor) for each metric whose mean is below its floor; never a regression."""
     out = []
     for metric, floor in floors.items():
         value = means.get(metric)
@@ -172,11 +183,11 @@ def check_floors(means: dict[str, float | None], floors: dict[str, float]) -> li
                 Comparison(
                     metric,
                     "all",
-                    "floor",
+                    FLOOR,
                     floor,
                     value,
                     value - floor,
-                    regression=True,
+                    below_floor=True,
                     message=f"{metric} is {value:.3f}, below its floor {floor:.2f}",
                 )
             )
@@ -209,7 +220,8 @@ def same_pin(a: evals.EvalRun, b: evals.EvalRun) -> bool:
 
 def baseline_of(db: Database, run: evals.EvalRun) -> int | None:
     """The one baseline rule (store.baselines): the run pinned for the dataset, else the newest earlier run
-    over the same dataset hash and size, under the same judge pin, with no failed item and no open alert."""
+    over the same dataset hash and size, under the same judge pin, with no failed item and no open regression alert
+    (floor breaches do not count)."""
     pinned = baselines.pinned(db, run.dataset, run.pipeline)
     if pinned is not None and pinned != run.id:
         return pinned
@@ -280,7 +292,8 @@ def component_of(metric: str, diagnosed: str) -> str:
 
 
 def check(db: Database, settings: Settings, run_name: str, baseline_name: str | None = None) -> tuple:
-    """Compare, store the regressions as alerts, and return (run, baseline, comparisons)."""
+    """Compare, store the regressions and floor breaches as open alerts (each of its kind), and return (run,
+    baseline, comparisons)."""
     run, baseline = resolve(db, run_name, baseline_name)
     comparisons = compare(db, settings, run, baseline)
     means = {row["metric"]: row["mean"] for row in evals.metric_summary(db, run.id)}
@@ -303,7 +316,7 @@ def check(db: Database, settings: Settings, run_name: str, baseline_name: str | 
             "worst_items": c.worst_items,
         }
         for c in comparisons
-        if c.regression
+        if c.alert
     ]
     alert_store.replace_open_alerts(db, run.id, baseline.id if baseline else None, alerts)
     return run, baseline, comparisons
