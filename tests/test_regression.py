@@ -180,7 +180,7 @@ def test_gate_exit_codes_and_stored_alerts(db, capsys):
     assert {a["run_name"] for a in open_alerts} == {"wednesday"}
     assert sorted(a["kind"] for a in open_alerts) == ["drop", "drop", "floor"]
     drop = next(a for a in open_alerts if a["kind"] == "drop" and a["slice"] == "all")
-    assert drop["config_diff"] == {"top_k": [5, 2]} and drop["component"] == "generator"
+    assert drop["config_diff"] == {"top_k": [5, 2]} and drop["component"] == "retriever"  # what changed
     assert len(drop["worst_items"]) == 5 and drop["n"] == 30
     assert (alert_store.count_open_alerts(db), alert_store.count_below_floor(db)) == (2, 1)
     assert alert_store.acknowledge(db, drop["id"], "expected: top_k lowered on purpose")

@@ -16,6 +16,7 @@ from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_fi
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, worst_items
+from pipeline.regression.causes import depends_on_text
 
 TILES_PER_ROW = 5
 
@@ -230,6 +231,8 @@ def show_report(result: EvalReport) -> None:
             + " (setting `floors`; not a regression)",
             icon=":material/vertical_align_bottom:",
         )
+    if result.cause is not None:  # what changed since the baseline comes first: levels alone mislead
+        st.warning(escape_markdown(f"Since the baseline {result.baseline}: {result.cause.sentence}"))
     st.info(f"Diagnosis: {escape_markdown(result.diagnosis.sentence)}")
     usage, rate = result.usage, result.judge_invalid_rate
     st.caption(
@@ -265,7 +268,7 @@ def mean_text(metric: str, mean: float | None) -> str:
 
 def metric_help(row: dict) -> str:
     metric = get_metric(row["metric"])
-    component = f"{metric.component} · " if metric else ""
+    component = f"{metric.component} · {depends_on_text(row['metric'])} · " if metric else ""
     return f"{component}n={row['n']}, invalid={row['invalid']}, not applicable={row['not_applicable']}"
 
 

@@ -128,6 +128,8 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
             str(row["not_applicable"]),
         )
     out.print(table)
+    if result.cause is not None:
+        out.print(Text(f"since the baseline {result.baseline}: {result.cause.sentence}", style="yellow"))
     out.print(Text(f"diagnosis: {result.diagnosis.sentence}"))
     rate = result.judge_invalid_rate
     usage = result.usage
@@ -169,6 +171,14 @@ def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
         "items": {"total": p.total, "done": p.done, "failed": p.failed, "skipped": p.skipped},
         "metrics": result.metrics,
         "diagnosis": {"component": result.diagnosis.component, "sentence": result.diagnosis.sentence},
+        "baseline": result.baseline,
+        "cause": None
+        if result.cause is None
+        else {
+            "component": result.cause.component,
+            "parts": list(result.cause.parts),
+            "sentence": result.cause.sentence,
+        },
         "judge_invalid": result.judge_invalid,
         "judge_total": result.judge_total,
         "extraction_errors": {"errors": result.extraction_errors[0], "claims": result.extraction_errors[1]},

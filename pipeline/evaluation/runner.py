@@ -446,6 +446,8 @@ class EvalReport:
     judge_invalid: int
     judge_total: int
     extraction_errors: tuple[int, int] = (0, 0)  # (claims the extractor got wrong, claims extracted)
+    baseline: str | None = None  # the run it is compared with (the one baseline rule)
+    cause: regression.Cause | None = None  # what changed since the baseline that explains the metrics that dropped
     below_floor: list = field(default_factory=list)  # the metrics below their floors (setting floors): not regressions
 
     @property
@@ -486,6 +488,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
         invalid,
         total,
         evals.extraction_errors(db, eval_run.id),
+        *what_changed(settings, db, eval_run, means),
         below_floor=floor_breaches(settings, means),
     )
 
@@ -498,6 +501,25 @@ def floor_breaches(settings: Settings, means: dict[str, float | None]) -> list:
     except InputError:
         return []
     return regression.check_floors(means, floors)
+
+
+def what_changed(settings: Settings, db: Database, run: evals.EvalRun, means: dict) -> tuple:
+    """(baseline name, cause) of a run: the parts whose configuration changed since its baseline that the metrics
+    whose mean dropped by at least min_effect of their scale depend on; (None, None) without a baseline."""
+    baseline_id = regression.baseline_of(db, run)
+    baseline = evals.get_eval_run_by_id(db, baseline_id) if baseline_id else None
+    if baseline is None:
+        return None, None
+    before = {row["metric"]: row["mean"] for row in evals.metric_summary(db, baseline.id)}
+    dropped = [
+        m
+        for m, now in means.items()
+        if now is not None
+        and before.get(m) is not None
+        and (before[m] - now) * (1 if registry.higher_is_better(m) else -1) >= settings.min_effect * registry.span_of(m)
+    ]
+    diff = regression.config_diff(regression.described_config(db, baseline), regression.described_config(db, run))
+    return baseline.name, regression.likely_cause(diff, dropped, imported=run.pipeline is not None)
 
 
 def why_missing(row: dict) -> str:

@@ -25,6 +25,7 @@ from pipeline.evaluation.judge import recorded_version
 from pipeline.evaluation.matching import in_terms_of_a, matched_items
 from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, span_of
 from pipeline.regression import family
+from pipeline.regression.causes import Cause, likely_cause
 from store import alerts as alert_store
 from store import baselines, evals
 from store.alerts import FLOOR
@@ -291,6 +292,14 @@ def component_of(metric: str, diagnosed: str) -> str:
     return registered.component if registered and registered.component != "judge" else diagnosed
 
 
+def cause_of(run: evals.EvalRun, baseline: evals.EvalRun | None, diff: dict, drops: list[Comparison]) -> Cause | None:
+    """What changed since the baseline that explains the drops (causes.py); None without a baseline."""
+    if baseline is None:
+        return None
+    moved = list(dict.fromkeys(c.metric for c in drops))
+    return likely_cause(diff, moved, imported=run.pipeline is not None)
+
+
 def check(db: Database, settings: Settings, run_name: str, baseline_name: str | None = None) -> tuple:
     """Compare, store the regressions and floor breaches as open alerts (each of its kind), and return (run,
     baseline, comparisons)."""
@@ -299,6 +308,7 @@ def check(db: Database, settings: Settings, run_name: str, baseline_name: str | 
     means = {row["metric"]: row["mean"] for row in evals.metric_summary(db, run.id)}
     grid = diagnose(means, settings.diagnosis_low, settings.diagnosis_high)
     diff = config_diff(described_config(db, baseline), described_config(db, run)) if baseline else {}
+    cause = cause_of(run, baseline, diff, [c for c in comparisons if c.regression])
     alerts = [
         {
             "kind": c.kind,
@@ -310,7 +320,7 @@ def check(db: Database, settings: Settings, run_name: str, baseline_name: str | 
             "ci_low": c.ci_low,
             "ci_high": c.ci_high,
             "n": c.n,
-            "component": component_of(c.metric, grid.component),
+            "component": cause.component if cause and c.regression else component_of(c.metric, grid.component),
             "message": c.message,
             "config_diff": diff,
             "worst_items": c.worst_items,
