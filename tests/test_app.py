@@ -109,9 +109,11 @@ def test_knowledge_base_page_offers_ingest_when_empty(db):
     assert len(at.dataframe[0].value) >= 8
     with db.cursor() as cur:
         logged = cur.execute(
-            "SELECT count(*), count(*) FILTER (WHERE stage = 'embed_documents') FROM llm_calls WHERE run_id IS NULL"
+            "SELECT count(*), count(*) FILTER (WHERE stage = 'embed_documents'), "
+            "count(*) FILTER (WHERE stage = 'embed_queries') FROM llm_calls WHERE run_id IS NULL"
         ).fetchone()
-    assert logged[0] == logged[1] >= 8  # the page's embedding calls are recorded
+    # the page's embedding calls are recorded: the chunks', and the similarity scale measured after the ingest
+    assert logged[0] == logged[1] + logged[2] and logged[1] >= 8 and logged[2] == 1
 
 
 def test_settings_page_shows_settings_and_health(fake, db):
@@ -251,7 +253,7 @@ def test_detector_page_compares_runs(fake, settings, db, tmp_path):
         "\n".join(
             json.dumps({"id": f"r{i}", "context": "BM25 is a ranking function.", "answer": a, "label": label})
             for i, (a, label) in enumerate(
-                [("BM25 is a ranking function.", 0), ("BM25 was invented at Google in 2015.", 1)]
+                [("BM25 is a ranking function.", 0), ("BM25 has 42 ranking parameters.", 1)]  # a number: decisive
             )
         )
     )
