@@ -7,6 +7,7 @@ from pages.views.hosts import show_hosts
 from pages.views.markup import escape_markdown
 from pages.views.settings_table import show_settings
 from pipeline.config import setting_sources
+from pipeline.knowledge.similarity_scale import scale_rows
 from pipeline.models.health import health
 
 settings, db = page_setup("Settings & health")
@@ -30,5 +31,19 @@ st.caption(
     "Keys are hidden. Every setting, its valid values and its meaning: `docs/reference/settings.md`."
 )
 show_settings(setting_sources(settings))
+
+st.subheader("Similarity scale")
+st.caption(
+    "How similar each embedding model finds text that has nothing to do with the knowledge base: everyday "
+    "questions compared with every chunk, measured once per model (and digest) and knowledge base, again after "
+    "an ingest changes it. The on-topic check and answer relevancy read similarities relative to the unrelated "
+    "median; the retrieval floor abstains when the best chunk is no more similar than that quantile of unrelated "
+    "pairs (`retrieval_floor`). See `docs/relevancy.md`."
+)
+scales = scale_rows(settings, db)
+if scales:
+    st.dataframe(scales, hide_index=True)
+else:
+    st.info("No scale measured yet: it is measured on the first question, or after an ingest.")
 
 show_hosts(hosts)

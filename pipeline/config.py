@@ -310,16 +310,24 @@ class Settings:
     on_topic_accept: float = setting(
         0.25,
         "advanced",
-        "question-to-answer cosine similarity at or above which an answer is on target, with no model call "
-        "(measured on the fake's embeddings: measure yours with python -m bench.on_topic --live)",
+        "question-to-answer similarity, on the embedding model's calibrated scale (0: a typical unrelated pair, "
+        "1: identical), at or above which an answer is on target with no model call",
         minimum=-1,
         maximum=1,
     )
     on_topic_reject: float = setting(
         0.14,
         "advanced",
-        "the similarity below which an answer is off target; in between, one short model call decides",
+        "the calibrated similarity below which an answer is off target; in between, one short model call decides",
         minimum=-1,
+        maximum=1,
+    )
+    retrieval_floor: float = setting(
+        0.95,
+        "advanced",
+        "abstain before generating when the top chunk's similarity is no higher than this quantile of the "
+        "embedding model's unrelated pairs (the knowledge base does not cover the question); 0: no floor",
+        minimum=0,
         maximum=1,
     )
     diagnosis_low: float = setting(

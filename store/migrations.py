@@ -576,3 +576,24 @@ def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
         con.commit()
         new.append(step.__name__)
     return new
+
+
+@migration
+def m021_similarity_scales(con: duckdb.DuckDBPyConnection) -> None:
+    """The embedding model's own similarity scale: cosine similarities of questions about unrelated things with
+    the knowledge base's chunks, measured once per embedding model (name and digest) and knowledge base
+    (fingerprint). `sample` keeps evenly spaced order statistics of all `n_pairs` similarities, sorted."""
+    con.execute("""
+        CREATE TABLE similarity_scales (
+            embed_model VARCHAR NOT NULL,
+            digest VARCHAR NOT NULL,
+            kb_fingerprint VARCHAR NOT NULL,
+            n_pairs INTEGER NOT NULL,
+            n_probes INTEGER NOT NULL,
+            n_chunks INTEGER NOT NULL,
+            median DOUBLE NOT NULL,
+            sample DOUBLE[] NOT NULL,
+            measured_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            PRIMARY KEY (embed_model, digest, kb_fingerprint)
+        );
+    """)

@@ -64,6 +64,10 @@ _EMBED_PREFIX = re.compile(r"^\s*(?:search_query|search_document):\s*")
 _CLAIM_JOINT = re.compile(r",\s+and\s+|;\s+")
 
 ANSWER_STYLES = ("quote", "paraphrase")
+# "bag": the bag-of-words vectors, unrelated texts near 0; "dense": the same bag and one component every text
+# shares, of equal weight, so every cosine is (bag + 1) / 2 and unrelated texts sit near 0.5, as with
+# nomic-embed-text (tests/test_similarity_scale.py)
+EMBED_SCALES = ("bag", "dense")
 PARAPHRASE_SENTENCES = 3  # a paraphrased answer's sentences, each joining two context sentences
 ATTRIBUTION = "According to the sources, "
 # function words swapped to reword a sentence: all stopwords, so content-word overlap is unchanged
@@ -616,12 +620,16 @@ class FakeOllama:
         answer_style="quote",
         clock=None,
         sleep=None,
+        embed_scale="bag",
     ):
         """clock() -> seconds and sleep(seconds) drive the latency model (default: time.perf_counter and a wait
         that stop() cuts short); pass a VirtualClock and its sleep to make its waits instant and exact."""
         if answer_style not in ANSWER_STYLES:
             raise ValueError(f"unknown answer_style {answer_style!r}; expected one of {ANSWER_STYLES}")
+        if embed_scale not in EMBED_SCALES:
+            raise ValueError(f"unknown embed_scale {embed_scale!r}; expected one of {EMBED_SCALES}")
         self.embed_dim = embed_dim
+        self.embed_scale = embed_scale
         self.answer_sentences = answer_sentences  # how many context sentences a rule-brain answer quotes
         # "paraphrase": answers reword and join context sentences, and the first answer to each question
         # adds two unsupported sentences (a generator that gets it right when asked again)
@@ -886,7 +894,7 @@ class FakeOllama:
 
     def _profile(self, name):
         if "embed" in name:
-            return {**_EMBED_PROFILE, "embedding_length": self.embed_dim}
+            return {**_EMBED_PROFILE, "embedding_length": self.embed_dim + (self.embed_scale == "dense")}
         return _LLM_PROFILE
 
     def _details(self, name):
@@ -1114,7 +1122,7 @@ class FakeOllama:
             return error
         given = call.body.get("input")
         texts = [given] if isinstance(given, str) else list(given or [])
-        embeddings = [embed_vector(t, self.embed_dim) for t in texts]
+        embeddings = [self._vector(t) for t in texts]
         total = max(1, self._now_ns() - call.t0)
         return _json(
             {
@@ -1128,4 +1136,13 @@ class FakeOllama:
 
     def _embeddings(self, call):
         error = self._check_model(call)
-        return error or _json({"embedding": embed_vector(call.body.get("prompt") or "", self.embed_dim)})
+        return error or _json({"embedding": self._vector(call.body.get("prompt") or "")})
+
+    def _vector(self, text):
+        """The text's embedding on this fake's scale (EMBED_SCALES): the bag of words, or with "dense" that bag
+        and a shared last component, each of weight 1/sqrt(2)."""
+        bag = embed_vector(text, self.embed_dim)
+        if self.embed_scale == "bag":
+            return bag
+        half = math.sqrt(0.5)
+        return [v * half for v in bag] + [half]

@@ -73,7 +73,8 @@ def test_ingest_reports_each_file_and_skips_bad_ones(settings, db, tmp_path, cap
     assert "1 files ingested or unchanged, 1 skipped" in out
     with db.cursor() as cur:
         stages = [r[0] for r in cur.execute("SELECT stage FROM llm_calls WHERE run_id IS NULL").fetchall()]
-    assert stages == ["embed_documents"]  # the command records its model calls
+    # the command records its model calls: the chunks' embeddings, then the similarity scale measured on them
+    assert sorted(stages) == ["embed_documents", "embed_queries"]
     assert main(["ingest", "--if-empty", str(tmp_path)]) == 0
     assert "nothing to do" in capsys.readouterr().out
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from pipeline.answering import status
 from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.errors import InputError
 from store.history import RunFilter, count_runs
@@ -125,8 +126,16 @@ def test_a_quote_missing_from_the_sources_is_never_shown(fake, settings, kb_db):
     assert "not found in the sources" in claim.reason
 
 
-def test_out_of_scope_question_is_abstained_after_one_rewrite(fake, settings, kb_db):
+def test_out_of_scope_question_is_abstained_at_once_below_the_retrieval_floor(fake, settings, kb_db):
     events, result = ask(kb_db, settings, "What is the capital city of Peru?")
+    assert [k for k in steps(events)] == ["retrieve", "abstain", "final"]  # no grade, no generation, no rewrite
+    assert result.answer == status.NOT_COVERED and "no higher than unrelated text" in result.abstain_reason
+    assert not [r for r in fake.requests if r["path"] in ("/api/chat", "/api/generate")]
+
+
+def test_out_of_scope_question_is_abstained_after_one_rewrite(fake, settings, kb_db):
+    # without the retrieval floor, which would abstain at once (the test above)
+    events, result = ask(kb_db, dataclasses.replace(settings, retrieval_floor=0.0), "What is the capital city of Peru?")
     kinds = [k for k in steps(events) if k != "generate"]  # a generation may end before its grade comes in
     assert kinds == ["retrieve", "grade", "discard", "rewrite", "retrieve", "grade", "discard", "abstain", "final"]
     assert result.status == "abstained"

@@ -58,6 +58,7 @@ RUN_KEYS = {
     "llm_backend",
     "model_revision",
     "context_window",
+    "retrieval_floor",
     "on_topic_check",
     "on_topic_accept",
     "on_topic_reject",
@@ -147,10 +148,10 @@ def answer(kb_db, settings, question):
 
 @pytest.mark.parametrize("chain", CHAINS)
 def test_every_prompt_a_question_run_sends_is_recorded_with_its_version(fake, settings, kb_db, sent, chain):
-    chained = dataclasses.replace(settings, verifier_chain=chain)
+    chained = dataclasses.replace(settings, verifier_chain=chain, retrieval_floor=0.0)
     used = set()
     # an answer with an invented claim (rejected, classified, retried with the strict prompt), then a question
-    # the knowledge base does not cover (rewritten, then abstained)
+    # the knowledge base does not cover (rewritten, then abstained: no retrieval floor, which would abstain at once)
     fake.enqueue(INVENTED, model="llama3.2", match=is_generation)
     for question in (RAG_QUESTION, "What is the capital city of Peru?"):
         sent.clear()

@@ -23,6 +23,8 @@ from pipeline.answering.streamed import LiveAttempt, is_abstention
 from pipeline.config import Settings
 from pipeline.declarations import option_values, prompt_versions
 from pipeline.errors import InputError, WorkbenchError
+from pipeline.knowledge.similarity_scale import SimilarityScale, floor, scale_for
+from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import one_line, sentences
@@ -59,6 +61,7 @@ OPTIONS = (
     "llm_backend",
     "model_revision",
     "context_window",
+    "retrieval_floor",
     "on_topic_check",
     "on_topic_accept",
     "on_topic_reject",
@@ -148,6 +151,9 @@ class QuestionRun:
         self.retrievals: list[RetrievalRecord] = []
         self.log: RunLog | None = None
         self.classifying: list[tuple[int, CheckedClaim, Future]] = []  # (attempt, claim, its classification)
+        # the embedding model's similarity scale: measured (or read from the store) on first need; an evaluation
+        # on Ray sets the one its knowledge-base snapshot carries
+        self.scale: SimilarityScale | None = None
 
     # -- the stream ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
@@ -183,17 +189,53 @@ class QuestionRun:
                 answer=status.EMPTY_KB,
             )
             return
+        below = self._below_floor(passages)
+        if below:  # nothing is generated, not even a rewritten query: the best chunk is as far as unrelated text
+            yield from self._abstain(
+                f"the knowledge base does not cover this question ({below})", answer=status.NOT_COVERED
+            )
+            return
         if (yield from self._answer(1, passages)):
             return
         reason = self.grades[-1].reason
         query = yield from self._rewrite()
         if query:
             passages = yield from self._retrieve(2, query)
-            if passages and (yield from self._answer(2, passages)):
+            below = self._below_floor(passages) if passages else ""
+            if passages and not below and (yield from self._answer(2, passages)):
                 return
-            reason = self.grades[-1].reason if passages else "nothing found"
+            reason = below or (self.grades[-1].reason if passages else "nothing found")
         yield from self._abstain(
             f"the knowledge base does not cover this question ({reason})", answer=status.NOT_COVERED
+        )
+
+    # -- the embedding model's scale and the retrieval floor ------------------------------------
+    def similarity_scale(self) -> SimilarityScale:
+        """The embedding model's similarity scale over this knowledge base (measured once, then stored)."""
+        if self.scale is None:
+            with tracing.step("similarity scale"):
+                if self.db is None:
+                    self.scale = scale_for(None, self.llm)
+                else:  # a measurement's call is logged apart: it is the knowledge base's, not this question's
+                    self.scale = current_scale(self.settings, self.db, self.llm.origin, self.llm)
+                tracing.annotate(measured=self.scale.measured, median=self.scale.median)
+        return self.scale
+
+    def _below_floor(self, passages: list[Passage]) -> str:
+        """Why the best chunk is too far from the question to answer from (its similarity no higher than the
+        retrieval_floor quantile of unrelated pairs); "" when it is above, or there is no floor."""
+        quantile = self.settings.retrieval_floor
+        if quantile <= 0:
+            return ""
+        scale = self.similarity_scale()
+        limit = floor(scale, quantile)
+        best = max(p.score for p in passages)
+        tracing.annotate(retrieval_floor=limit, best_similarity=best)
+        if limit is None or best > limit:
+            return ""
+        return (
+            f"the best chunk's similarity {best:.2f} is no higher than unrelated text: the "
+            f"{_ordinal(quantile)} percentile of unrelated pairs is {limit:.2f}"
         )
 
     # -- retrieval, grading, rewriting -----------------------------------------------------------
@@ -360,7 +402,7 @@ class QuestionRun:
         if not self.settings.on_topic_check or record.status == "abstained" or not record.answer:
             return None
         with tracing.step("on-topic check"):
-            topic = on_topic.check(self.llm, self.settings, self.question, record.answer)
+            topic = on_topic.check(self.llm, self.settings, self.question, record.answer, self.similarity_scale())
             tracing.annotate(on_topic=topic.on_topic, score=topic.score, method=topic.method)
         on_topic.keep(record, topic)
         return topic

@@ -4,7 +4,8 @@ A faithful answer can talk past the question; faithfulness alone accepts it. The
 
 1. a cheap signal with no generation call: the cosine similarity between the question (embedded as a
    query, normally a cache hit left by retrieval) and the answer's closest sentence (the sentences
-   embedded as documents in one call). At or above `on_topic_accept` the answer is on target, below
+   embedded as documents in one call), on the embedding model's calibrated scale (0: a typical unrelated
+   pair; pipeline/knowledge/similarity_scale.py). At or above `on_topic_accept` the answer is on target, below
    `on_topic_reject` off target: no model call;
 2. between the two (unsure), one short structured model call (prompts.ON_TOPIC) decides and says what the
    answer leaves out; an unreadable reply leaves the check undecided, with its reason, never guessed.
@@ -22,6 +23,7 @@ import numpy as np
 
 from pipeline.answering import prompts
 from pipeline.config import Settings
+from pipeline.knowledge.similarity_scale import SimilarityScale
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import content_words, sentences, strip_references
@@ -36,7 +38,7 @@ ASKING_WORDS = frozenset("many much long often kind type sort exactly main name 
 @dataclass
 class TopicCheck:
     on_topic: bool | None  # None: undecided (no sentence to compare, or the model's reply unreadable; see reason)
-    score: float | None  # the similarity of the question and the answer's closest sentence
+    score: float | None  # the similarity of the question and the answer's closest sentence (calibrated scale)
     method: str  # embedding (the cheap signal decided) | model (it was unsure and the model decided)
     reason: str
     missing: list[str] = field(default_factory=list)  # question content words the answer does not mention
@@ -73,23 +75,43 @@ def cosines(vector: list[float], others: list[list[float]]) -> np.ndarray:
     return np.divide(matrix @ target, norms, out=np.zeros(len(matrix)), where=norms > 0)
 
 
-def check(llm: LLM, settings: Settings, question: str, answer: str) -> TopicCheck:
-    """Whether the answer addresses the question: the cheap signal when it is sure, else one model call."""
+def check(llm: LLM, settings: Settings, question: str, answer: str, scale: SimilarityScale | None = None) -> TopicCheck:
+    """Whether the answer addresses the question: the cheap signal when it is sure, else one model call. The
+    thresholds are on the embedding model's calibrated scale (`scale`, pipeline/knowledge/similarity_scale.py);
+    without one the raw cosine is compared with them."""
     missing = missing_terms(question, answer)
-    score = similarity(llm, question, answer)
-    if score is None:
+    raw = similarity(llm, question, answer)
+    if raw is None:
         return TopicCheck(None, None, EMBEDDING, "undecided: the answer has no sentence to compare", missing)
+    score = scale.relative(raw) if scale is not None else raw
     accept, reject = settings.on_topic_accept, settings.on_topic_reject
+    note = _scale_note(raw, scale)
     if score >= accept:
-        return TopicCheck(True, score, EMBEDDING, f"similarity {score:.2f} ≥ on_topic_accept {accept:.2f}", missing)
+        return TopicCheck(
+            True, score, EMBEDDING, f"similarity {score:.2f} ≥ on_topic_accept {accept:.2f}{note}", missing
+        )
     if score < reject:
-        reason = f"similarity {score:.2f} < on_topic_reject {reject:.2f}" + _missing_text(missing)
+        reason = f"similarity {score:.2f} < on_topic_reject {reject:.2f}{note}" + _missing_text(missing)
         return TopicCheck(False, score, EMBEDDING, reason, missing)
-    return _ask_model(llm, settings, question, answer, score, missing)
+    return _ask_model(llm, settings, question, answer, score, missing, note)
 
 
-def _ask_model(llm: LLM, settings: Settings, question: str, answer: str, score: float, missing: list[str]):
-    unsure = f"similarity {score:.2f} is between {settings.on_topic_reject:.2f} and {settings.on_topic_accept:.2f}"
+def _scale_note(raw: float, scale: SimilarityScale | None) -> str:
+    """What follows a calibrated similarity: the raw cosine and the unrelated median, e.g. " (cosine 0.65;
+    unrelated pairs' median 0.49)"; with an unmeasured scale, why the cosine is read raw; nothing without one."""
+    if scale is None:
+        return ""
+    if not scale.measured:
+        return f" ({scale.raw_note()})"
+    return f" (cosine {raw:.2f}; {scale.raw_note()})"
+
+
+def _ask_model(
+    llm: LLM, settings: Settings, question: str, answer: str, score: float, missing: list[str], note: str = ""
+):
+    unsure = (
+        f"similarity {score:.2f} is between {settings.on_topic_reject:.2f} and {settings.on_topic_accept:.2f}{note}"
+    )
     reply = ask(
         llm,
         "on_topic",

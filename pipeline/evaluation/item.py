@@ -50,13 +50,14 @@ def evaluate_item(
         run = QuestionRun(settings, db, question, kind="eval", persist=False, eval_run_id=eval_run_id)
         if knowledge is not None:
             run.retriever = knowledge.retriever(run.llm, settings.top_k)
+            run.scale = knowledge.scale
         result: AnswerResult | None = None
         for event in run.events():
             if abandon.is_set():
                 raise TimeoutError("abandoned")
             if event.kind == "final":
                 result = event.data["result"]
-        outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result, metrics)
+        outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result, metrics, run.scale)
     run.log.spans = trace.records()
     return outcome
 
@@ -72,12 +73,12 @@ def _given_item(settings, db, item: GoldenItem, question: str, pin, abandon, eva
     return outcome
 
 
-def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: AnswerResult, metrics=None):
+def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: AnswerResult, metrics=None, scale=None):
     if result.status == "failed":
         return "failed", log, [], result.error
     scorer = LLM(settings, db, origin="evaluation", eval_run_id=eval_run_id)
     try:
-        scores = score_item(scorer, settings, item, result, pin, metrics)
+        scores = score_item(scorer, settings, item, result, pin, metrics, scale)
     except WorkbenchError as exc:
         log.calls += scorer.take_calls()
         return "failed", log, [], f"scoring failed: {exc}"
@@ -87,10 +88,17 @@ def _scored(settings, db, item: GoldenItem, pin, eval_run_id, log, result: Answe
 
 
 def score_item(
-    llm: LLM, settings: Settings, item: GoldenItem, result: AnswerResult, pin, metrics: list[str] | None = None
+    llm: LLM,
+    settings: Settings,
+    item: GoldenItem,
+    result: AnswerResult,
+    pin,
+    metrics: list[str] | None = None,
+    scale=None,
 ) -> list[MetricScore]:
-    """The chosen metrics (default: every registered one) of one answered item, each a step of the item's trace."""
-    inputs = registry.MetricInput(llm, settings, item, result, pin)
+    """The chosen metrics (default: every registered one) of one answered item, each a step of the item's trace
+    (`scale`: the embedding model's similarity scale the question was answered under, when known)."""
+    inputs = registry.MetricInput(llm, settings, item, result, pin, scale)
     scores = []
     for metric in registry.ordered_metrics():
         if metrics is not None and metric.name not in metrics:

@@ -14,6 +14,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from pipeline.answering.retriever import top_k
+from pipeline.knowledge.similarity_scale import SimilarityScale, unmeasured
 from pipeline.models.llm import LLM
 from store import kb
 from store.db import Database
@@ -22,20 +23,25 @@ from store.records import Chunk
 
 @dataclass
 class KnowledgeSnapshot:
-    """Every chunk embedded with `embed_model`: ids, their unit-normalised vectors (one row each) and texts."""
+    """Every chunk embedded with `embed_model`: ids, their unit-normalised vectors (one row each) and texts, and
+    the embedding model's similarity scale over them (the retrieval floor and the on-topic check read it)."""
 
     embed_model: str
     ids: np.ndarray
     matrix: np.ndarray
     chunks: dict[int, Chunk]
+    scale: SimilarityScale | None = None
 
     def retriever(self, llm: LLM, k: int) -> SnapshotRetriever:
         return SnapshotRetriever(llm, self, k)
 
 
-def take_snapshot(db: Database, embed_model: str) -> KnowledgeSnapshot:
+def take_snapshot(db: Database, embed_model: str, scale: SimilarityScale | None = None) -> KnowledgeSnapshot:
+    """The knowledge base as it is now, with the scale measured on it (without one the workers read
+    similarities raw and have no retrieval floor: there is no store there to measure in)."""
     ids, matrix = kb.load_embeddings(db, embed_model)
-    return KnowledgeSnapshot(embed_model, ids, matrix, kb.get_chunks(db, [int(i) for i in ids]))
+    scale = scale or unmeasured(embed_model, "the knowledge-base snapshot was taken without a scale")
+    return KnowledgeSnapshot(embed_model, ids, matrix, kb.get_chunks(db, [int(i) for i in ids]), scale)
 
 
 def chunk_node(chunk: Chunk, score: float) -> NodeWithScore:

@@ -37,6 +37,7 @@ from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import GoldenItem
 from pipeline.evaluation.item import ItemOutcome, evaluate_item, timed_out
 from pipeline.evaluation.kb_snapshot import KnowledgeSnapshot, take_snapshot
+from pipeline.knowledge import similarity_scale
 from store.db import Database
 
 POLL_S = 0.1  # how often a waiting item looks at the cancel event
@@ -60,7 +61,8 @@ def session(settings: Settings, db: Database, address: str | None, concurrency: 
             fix="leave out --ray-address to use that cluster, or run the evaluation in a new process",
         )
     try:
-        snapshot = ray.put(take_snapshot(db, settings.embed_model))
+        scale = similarity_scale.current(settings, db, origin="evaluation")  # workers have no store to measure in
+        snapshot = ray.put(take_snapshot(db, settings.embed_model, scale))
         yield lambda pin, eval_run_id, metrics, cancel, pipeline: RayItems(
             settings, snapshot, pin, eval_run_id, metrics, cancel, pipeline
         )

@@ -44,6 +44,8 @@ class MetricInput:
     item: GoldenItem
     result: AnswerResult
     pin: Any  # the evaluation's JudgePin (with its corrections, if any)
+    # the embedding model's similarity scale the question was answered under (None: looked up when needed)
+    scale: Any = None
 
 
 @dataclass(frozen=True)

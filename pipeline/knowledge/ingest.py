@@ -17,6 +17,7 @@ from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.knowledge.documents import remove_document
 from pipeline.knowledge.injection import flagged_excerpt, injection_flags
+from pipeline.knowledge.similarity_scale import scale_for
 from pipeline.models.llm import LLM
 from store import kb
 from store.db import Database
@@ -225,7 +226,10 @@ def ingest_and_record(paths: list[str], settings: Settings, db: Database, on_res
     """Ingest with a model client of its own and log its embedding calls, even when ingesting fails."""
     llm = LLM(settings, db, origin="ingest")
     try:
-        return ingest(paths, settings, db, llm, on_result)
+        results = ingest(paths, settings, db, llm, on_result)
+        if any(r.status in ("added", "replaced") for r in results):  # the knowledge base changed: one embedding call
+            scale_for(db, llm)
+        return results
     finally:
         save_calls(db, llm.take_calls(), llm.take_cache_entries())
 

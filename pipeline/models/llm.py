@@ -233,6 +233,25 @@ class LLM:
         self._remember(key, call.model, call.digest, {"vector": vector})
         return vector
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Texts embedded as queries (with the query prefix, as embed_query sends each) in one call; not cached."""
+        prefix = self.settings.embed_query_prefix
+        sent = [_prefixed(prefix, t) for t in texts]
+        call = self._embed_call("embed_queries", embed_text(sent))
+        with self.recorder.failures(call):
+            call.digest = self._ollama_digest(call.model)
+            call.restart_clock()
+            vectors = self._embedded(
+                call,  # formatted as get_query_embedding formats one query, so each vector equals embed_query's
+                lambda embedder: embedder.get_general_text_embeddings([embedder._format_query(t) for t in texts]),
+            )
+        self.recorder.finish(call, _vectors_text(vectors))
+        return vectors
+
+    def embed_digest(self) -> str:
+        """The embedding model's digest (embeddings always come from Ollama)."""
+        return self._ollama_digest(self.settings.embed_model)
+
     def _embedded(self, call: PendingCall, embed: Callable):
         """embed(the embedder of the Ollama host the pool picks), failing over like any call."""
         return self._routed(call.stage, call.model, call.digest, lambda _b, s: embed(self._embedder(s)), ollama_guard)

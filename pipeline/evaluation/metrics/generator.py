@@ -2,7 +2,8 @@
 
 - faithfulness (generator): supported claims / claims, from the verified run;
 - answer relevancy (generator/prompt): questions generated back from the answer, compared with the
-  question by embedding similarity; an evasive answer scores 0.
+  question by embedding similarity on the embedding model's calibrated scale (0: a typical unrelated pair;
+  pipeline/knowledge/similarity_scale.py), negatives as 0; an evasive answer scores 0.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pipeline.answering.events import AnswerResult
 from pipeline.answering.prompts import Prompt
 from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.registry import MetricInput, register_metric
+from pipeline.knowledge.similarity_scale import SimilarityScale
+from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.verification.claims import scored_claims
@@ -72,7 +75,10 @@ def faithfulness(result: AnswerResult) -> MetricScore:
     )
 
 
-def answer_relevancy(llm: LLM, model: str, question: str, result: AnswerResult) -> MetricScore:
+def answer_relevancy(
+    llm: LLM, model: str, question: str, result: AnswerResult, scale: SimilarityScale | None = None
+) -> MetricScore:
+    """Without a scale the cosines are read raw."""
     if result.status == "abstained":
         return MetricScore("answer_relevancy", None, NOT_APPLICABLE, "the answer abstains")
     reply = ask(
@@ -91,15 +97,18 @@ def answer_relevancy(llm: LLM, model: str, question: str, result: AnswerResult) 
     if not generated:
         return MetricScore("answer_relevancy", None, "invalid", "no questions were generated from the answer", **pin)
     target = _unit(llm.embed_query(question))
-    similarities = [max(0.0, float(_unit(llm.embed_query(q)) @ target)) for q in generated]
+    cosines = [float(_unit(llm.embed_query(q)) @ target) for q in generated]
+    relative = scale.relative if scale is not None else float
+    similarities = [max(0.0, relative(c)) for c in cosines]
     value = float(np.mean(similarities))
     listed = "; ".join(f"{q} ({s:.2f})" for q, s in zip(generated, similarities, strict=False))
+    scaled = f" (calibrated: {scale.raw_note()})" if scale is not None and scale.measured else ""
     return MetricScore(
         "answer_relevancy",
         value,
         "ok",
-        f"questions the answer answers: {listed}",
-        {"questions": generated, "similarities": similarities},
+        f"questions the answer answers{scaled}: {listed}",
+        {"questions": generated, "similarities": similarities, "cosines": cosines},
         **pin,
     )
 
@@ -116,7 +125,10 @@ def _faithfulness(inputs: MetricInput) -> MetricScore:
     options=("judge_model", "embed_model"),
 )
 def _answer_relevancy(inputs: MetricInput) -> MetricScore:
-    return answer_relevancy(inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.result)
+    scale = inputs.scale
+    if scale is None and inputs.llm.db is not None:  # the question's scale was not handed on: the store's
+        scale = current_scale(inputs.settings, inputs.llm.db, "evaluation", inputs.llm)
+    return answer_relevancy(inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.result, scale)
 
 
 def _unit(vector) -> np.ndarray:
