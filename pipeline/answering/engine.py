@@ -497,6 +497,14 @@ class QuestionRun:
             self.result.journal = str(kept) if kept else None
 
 
+def _ordinal(quantile: float) -> str:
+    """0.95 -> "95th", 0.5 -> "50th", 0.975 -> "97.5th"."""
+    number = f"{quantile * 100:.1f}".rstrip("0").rstrip(".")
+    last = int(float(number)) % 100 if "." not in number else 0
+    suffix = "th" if "." in number or 10 <= last % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(last % 10, "th")
+    return number + suffix
+
+
 def _best_attempt(attempts: list[Attempt]) -> Attempt:
     """The on-target attempt with the highest faithfulness (an unchecked or undecided one counts as on
     target); if every scored attempt is off target, the most faithful of them; without a scored attempt,
