@@ -8,9 +8,11 @@ process holds the lock, then fails with a message that says what to do.
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,6 +25,10 @@ from store.migrations import migrate, unknown_migrations
 
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "lock on file")
 CORRUPT_MARKERS = ("not a valid DuckDB database file", "Corrupt database file", "checksum", "database file is")
+# A read that may be skipped (a response-cache lookup) waits this long for the store, then is a miss; after
+# one found it locked, such reads are skipped for OPTIONAL_READ_BACKOFF_S (store/db.py: Database.optional_cursor).
+OPTIONAL_READ_WAIT_S = 0.2
+OPTIONAL_READ_BACKOFF_S = 1.0
 REQUIRED_TABLES = ("runs", "claims", "attempts", "retrievals", "chunks", "documents", "schema_migrations")
 
 
@@ -140,10 +146,12 @@ class Database:
         self._write_lock = threading.Lock()
         self._migrated = False
         self._queue = WaitQueue(self.path)
+        self._skip_optional_until = 0.0  # optional reads are skipped until then (one found the store locked)
         self.read_only_reason: str | None = None
         self.lock_wait_s = 0.0  # time spent waiting for another process's lock, in total
         self.replayed = 0  # journal entries this process wrote into the store (counted by store.journal.replay)
         self.indexes = StoreIndexes()  # which call texts and cache entries the store holds (store/key_index.py)
+        _every_database.add(self)
 
     def checkpoint(self) -> None:
         """Fold the write-ahead log into the file, so a copy of the file alone is complete."""
@@ -151,7 +159,9 @@ class Database:
             if self._con is not None and not self.read_only:
                 self._con.execute("CHECKPOINT")
 
-    def _open(self, lock_timeout_s: float | None = None) -> duckdb.DuckDBPyConnection:
+    def _open(self, lock_timeout_s: float | None = None, fair: bool = True) -> duckdb.DuckDBPyConnection:
+        """fair=False: an optional read neither steps back for other processes' waiting markers nor leaves one
+        (it gives up after a short wait; a marker would make the holder let go for nothing)."""
         if self.path != ":memory:":
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +178,8 @@ class Database:
         waited_from = time.monotonic()
         queue = self._queue
         try:
-            queue.yield_to_waiters(deadline)
+            if fair:
+                queue.yield_to_waiters(deadline)
             while True:
                 try:
                     con = duckdb.connect(self.path, read_only=self.read_only)
@@ -179,7 +190,8 @@ class Database:
                     if time.monotonic() >= deadline:
                         self.lock_wait_s += time.monotonic() - waited_from
                         raise StoreLocked(self.path, timeout) from None
-                    queue.join()
+                    if fair:
+                        queue.join()
                     time.sleep(delay)
                     delay = min(delay * 2, 0.1)
         finally:
@@ -214,6 +226,35 @@ class Database:
                 self._con = self._open(lock_timeout_s)
             self._users += 1
             cur = self._con.cursor()
+        with self._using(cur):
+            yield cur
+
+    @contextmanager
+    def optional_cursor(self, wait_s: float = OPTIONAL_READ_WAIT_S):
+        """A cursor for a read the caller can do without (a response-cache lookup): it waits at most wait_s, for
+        this process's other users of the handle as for another process's lock, and raises StoreLocked after
+        that. For OPTIONAL_READ_BACKOFF_S after one such read found the store locked, the next raise at once, so
+        a run whose reads all miss loses wait_s once, not once per read."""
+        if time.monotonic() < self._skip_optional_until:
+            raise StoreLocked(self.path, 0)
+        if not self._guard.acquire(timeout=wait_s):  # another thread is opening (waiting for the lock) or closing
+            raise StoreLocked(self.path, wait_s)
+        try:
+            if self._con is None:
+                try:
+                    self._con = self._open(wait_s, fair=False)
+                except StoreLocked:
+                    self._skip_optional_until = time.monotonic() + OPTIONAL_READ_BACKOFF_S
+                    raise
+            self._users += 1
+            cur = self._con.cursor()
+        finally:
+            self._guard.release()
+        with self._using(cur):
+            yield cur
+
+    @contextmanager
+    def _using(self, cur):
         try:
             yield cur
         except duckdb.Error as exc:
@@ -320,6 +361,8 @@ def _all_equal(values: tuple) -> bool:
 
 _databases: dict[str, Database] = {}
 _registry_guard = threading.Lock()
+_every_database: weakref.WeakSet[Database] = weakref.WeakSet()  # registered or not: each is closed at exit
+EXIT_CLOSE_WAIT_S = 5.0
 
 
 def get_database(settings) -> Database:
@@ -342,3 +385,19 @@ def close_all() -> None:
         for db in _databases.values():
             db.close()
         _databases.clear()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Close every connection before the interpreter finalizes. The idle release runs in a daemon timer thread;
+    one still inside DuckDB's close (a checkpoint of the write-ahead log) when finalization starts is ended by
+    Python with pthread_exit, whose unwinding through DuckDB's C++ frames aborts the process ("terminate called
+    after throwing an instance of '' / FATAL: exception not rethrown", exit code 134) after the command had
+    finished. atexit runs after the non-daemon threads are joined and before finalization: closing here, under
+    each handle's guard, waits for a close in flight and leaves the timers nothing to do."""
+    for db in list(_every_database):
+        if db._guard.acquire(timeout=EXIT_CLOSE_WAIT_S):  # a daemon thread may hold it, waiting for the lock
+            try:
+                db._close_now()
+            finally:
+                db._guard.release()

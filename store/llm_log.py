@@ -143,8 +143,10 @@ def save_calls(
 
 def cache_get(db: Database, key: str) -> dict | None:
     """The cached response for key: the newest entry of the key found through the store's index of cache keys,
-    read by id and checked against the full key. Cache entries are rows of llm_texts (see insert_texts)."""
-    with db.cursor() as cur:
+    read by id and checked against the full key. Cache entries are rows of llm_texts (see insert_texts). A cache
+    read can be done without: it waits only briefly for a store another process holds (Database.optional_cursor)
+    and raises StoreLocked after that, which the caller takes as a miss."""
+    with db.optional_cursor() as cur:
         db.indexes.cache.sync(cur)
         row_id = db.indexes.cache.find([key]).get(key)
         if row_id is None:

@@ -109,10 +109,10 @@ def opens_recorded(monkeypatch) -> list[tuple[float, str]]:
     opened = []
     real_open = store_db.Database._open
 
-    def recorded(self, lock_timeout_s=None):
+    def recorded(self, lock_timeout_s=None, **kwargs):
         given = self.lock_timeout_s if lock_timeout_s is None else lock_timeout_s
         try:
-            con = real_open(self, lock_timeout_s)
+            con = real_open(self, lock_timeout_s, **kwargs)
         except StoreLocked:
             opened.append((given, "locked"))
             raise
@@ -506,3 +506,25 @@ def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db,
     con = duckdb.connect(settings.store_path)
     assert con.execute("SELECT status FROM eval_runs WHERE name = 'stop'").fetchone()[0] == "cancelled"
     con.close()
+
+
+def test_a_cache_read_that_finds_the_store_locked_is_a_miss_and_the_answer_is_kept(kb_db, settings, monkeypatch):
+    """Issue 27, item 2: another process takes the store from the moment retrieval ends. The response cache's
+    reads wait a short bound, then miss; they never wait the lock timeout nor fail the run."""
+    settings = dataclasses.replace(settings, store_save_wait_s=0.3)
+    assert settings.cache_enabled and settings.store_lock_timeout_s == 2
+    run = QuestionRun(settings, kb_db, QUESTION, "chat")
+    events = run.events()
+    result = None
+    for event in events:
+        if event.kind == "retrieve":  # the passages are read; every later read finds the store locked
+            with holding(settings.store_path), monkeypatch.context() as patch:
+                opened = opens_recorded(patch)
+                result = final_result(events)
+            break
+    assert result.status == "accepted" and "21 million" in result.answer, (result.status, result.error)
+    assert result.run_id is None and result.journal  # the save waited store_save_wait_s, then kept it
+    locked = [given for given, outcome in opened if outcome == "locked"]
+    assert store_db.OPTIONAL_READ_WAIT_S in locked, opened  # the cache lookups gave up after the short bound
+    assert replay_journal(kb_db) == 1
+

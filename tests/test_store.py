@@ -184,3 +184,77 @@ def test_the_store_errors_are_the_pipelines_error_family():
 
     assert pipeline.errors.WorkbenchError is WorkbenchError and pipeline.errors.StoreLocked is StoreLocked
     assert issubclass(StoreLocked, pipeline.errors.WorkbenchError)
+
+
+def test_an_optional_read_gives_up_after_a_short_wait_and_skips_for_a_while(tmp_path):
+    """A read the caller can do without (a response-cache lookup) waits OPTIONAL_READ_WAIT_S for a store another
+    process holds, not the lock timeout; the next ones, for OPTIONAL_READ_BACKOFF_S, give up at once; and it does
+    not wait behind this process's own thread that is waiting to open the store."""
+    import threading
+    import time
+
+    from store import db as store_db
+    from store.llm_log import cache_get
+
+    path = str(tmp_path / "held.duckdb")
+    Database(path, idle_release_s=0).close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, sys; con = duckdb.connect({path!r}); print('locked', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        db = Database(path, lock_timeout_s=30, idle_release_s=0)
+        start = time.monotonic()
+        with pytest.raises(StoreLocked):
+            cache_get(db, "some key")
+        assert time.monotonic() - start < store_db.OPTIONAL_READ_WAIT_S + 1.0
+        start = time.monotonic()
+        with pytest.raises(StoreLocked):
+            cache_get(db, "some key")
+        assert time.monotonic() - start < 0.05  # skipped: it found the store locked a moment ago
+        db._skip_optional_until = 0.0
+        writer = threading.Thread(target=lambda: pytest.raises(StoreLocked, db.transaction(2).__enter__))
+        writer.start()  # a save of this process waits for the lock, holding the handle's guard
+        time.sleep(0.3)
+        start = time.monotonic()
+        with pytest.raises(StoreLocked):
+            cache_get(db, "some key")
+        assert time.monotonic() - start < store_db.OPTIONAL_READ_WAIT_S + 0.5  # not behind the save's 2 s
+        writer.join()
+    finally:
+        holder.kill()
+        holder.communicate()
+
+
+def test_a_connection_closing_in_the_idle_timer_at_exit_does_not_abort_the_process(tmp_path):
+    """Issue 27, item 4: the idle release's timer thread (a daemon) inside DuckDB's close (here a checkpoint of a
+    large write-ahead log) when the interpreter finalizes made Python end it with pthread_exit, which aborted the
+    process (exit code 134, "FATAL: exception not rethrown") after the command had finished. The store closes
+    every connection at exit, before finalization."""
+    script = textwrap.dedent("""
+        import sys, time
+        from store.db import Database
+        db = Database(sys.argv[1], idle_release_s=float(sys.argv[2]))
+        with db.transaction() as cur:
+            cur.execute("CREATE TABLE filler AS SELECT range AS x, md5(range::varchar) AS y FROM range(3000000)")
+        time.sleep(float(sys.argv[2]) + 0.005)  # the timer has begun closing: the process exits meanwhile
+    """)
+    root = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
+    codes = []
+    for n, delay in enumerate(["0.01", "0.05"]):
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / f"exit{n}.duckdb"), delay],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=120,
+        )
+        codes.append((done.returncode, done.stderr[-300:]))
+    assert codes == [(0, ""), (0, "")]

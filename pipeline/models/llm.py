@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from llama_index.embeddings.ollama import OllamaEmbedding
 
 from pipeline.config import Settings
-from pipeline.errors import ModelMissing
+from pipeline.errors import ModelMissing, StoreError
 from pipeline.models import ollama_models
 from pipeline.models.backends import StreamPiece, chat_backend
 from pipeline.models.failures import ollama_guard, with_retries
@@ -312,7 +312,12 @@ class LLM:
             return None
         with self._cache_guard:
             pending = self._pending_cache.get(key)
-        return pending.response if pending else llm_log.cache_get(self.db, key)
+        if pending:
+            return pending.response
+        try:
+            return llm_log.cache_get(self.db, key)
+        except StoreError:  # a store held by another process (or damaged): a miss, never a failed call
+            return None
 
     def _remember(self, key: str, model: str, digest: str, payload: dict) -> None:
         if self.settings.cache_enabled and self.db is not None:
