@@ -71,3 +71,17 @@ class StoreCorrupt(StoreError):
             "(`python -m pipeline ingest data/kb`); results that could not be saved are kept in the journal",
         )
         self.path = path
+
+
+class ResultNotKept(StoreError):
+    """Neither the store nor any journal folder could take a computed result: it exists only in this process."""
+
+    def __init__(self, store_error: StoreError, journal_error: OSError | None, folders: list):
+        why = f"{journal_error.strerror or journal_error}" if journal_error else "not writable"
+        super().__init__(
+            f"it could not be kept anywhere: the store could not take it ({store_error.message}), and no journal "
+            f"folder is writable ({', '.join(str(f) for f in folders)}: {why})",
+            fix="make the store or one of those folders writable (WORKBENCH_STATE_DIR names another state "
+            "directory); nothing of this result was saved",
+        )
+        self.store_error = store_error

@@ -29,7 +29,7 @@ import duckdb
 import platformdirs
 
 from store.db import _store_error
-from store.errors import StoreError, StoreReadOnly
+from store.errors import ResultNotKept, StoreError, StoreReadOnly
 from store.evals import insert_item
 from store.records import (
     AttemptRecord,
@@ -123,6 +123,7 @@ def write_entry(store_path: str, kind: str, payload: dict) -> Path:
     last: OSError | None = None
     for folder in journal_dirs(store_path):
         if not _writable_dir(folder):
+            last = last or _unwritable(folder)
             continue
         try:
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
@@ -136,6 +137,16 @@ def write_entry(store_path: str, kind: str, payload: dict) -> Path:
         except OSError as exc:
             last = exc
     raise last or OSError(f"no writable journal folder for {store_path}")
+
+
+def _unwritable(folder: Path) -> OSError:
+    """Why folder cannot hold entries (the error of creating it or a file in it)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        return exc
+    return OSError(f"{folder} is not writable")
 
 
 def pending(store_path: str) -> list[Path]:
@@ -209,16 +220,17 @@ def replay(db, lock_timeout_s: float | None = None) -> int:
 def save_or_keep(db, kind: str, payload: dict, write, lock_timeout_s: float | None = None):
     """(write's result, None) when the store takes it now, else (None, the journal file that keeps it).
     A store that is locked past lock_timeout_s, read-only, newer or damaged never loses the result; the
-    store's error is raised only when no journal folder is writable either. What the journal already keeps is
-    written first (replay), so entries reach the store in the order they were made."""
+    store's error is raised only when no journal folder is writable either, as ResultNotKept (which says both
+    why). What the journal already keeps is written first (replay), so entries reach the store in the order they
+    were made."""
     try:
         replay(db, lock_timeout_s)
         return write(lock_timeout_s), None
     except StoreError as exc:
         try:
             return None, write_entry(db.path, kind, payload)
-        except OSError:
-            raise exc from None
+        except OSError as journal_error:
+            raise ResultNotKept(exc, journal_error, journal_dirs(db.path)) from None
 
 
 def save_run(db, log: RunLog, lock_timeout_s: float | None = None):

@@ -528,3 +528,33 @@ def test_a_cache_read_that_finds_the_store_locked_is_a_miss_and_the_answer_is_ke
     assert store_db.OPTIONAL_READ_WAIT_S in locked, opened  # the cache lookups gave up after the short bound
     assert replay_journal(kb_db) == 1
 
+
+def test_an_answer_nothing_can_keep_is_printed_with_exactly_that_said(kb_db, settings, tmp_path, monkeypatch, capsys):
+    """Issue 27, item 1: a read-only store and no writable journal folder (beside the store nor the state
+    directory): `ask` still prints the answer and its --json, says it could not be kept anywhere and why, exits
+    NOT_KEPT, and claims nothing about a journal."""
+    from pipeline.cli.main import NOT_KEPT
+
+    ask(settings, kb_db)
+    kb_db.close()
+    monkeypatch.setenv("WORKBENCH_STATE_DIR", "/proc/nope")
+    path = Path(settings.store_path)
+    folder = path.parent / "ro"
+    folder.mkdir()
+    os.replace(path, folder / path.name)
+    monkeypatch.setenv("WORKBENCH_DB", str(folder / path.name))
+    with read_only(folder):
+        reset_process_state()
+        assert main(["ask", QUESTION]) == NOT_KEPT
+        out, err = capsys.readouterr()
+        assert "21 million" in out
+        assert "could not be kept anywhere" in out and "read-only" in out and "/proc/nope" in out
+        assert "kept in the journal" not in out + err and "Traceback" not in out + err
+        reset_process_state()
+        assert main(["ask", QUESTION, "--json"]) == NOT_KEPT
+        out, err = capsys.readouterr()
+        shown = json.loads(out)
+        assert "21 million" in shown["answer"] and shown["run_id"] is None and shown["journal"] is None
+        assert "could not be kept anywhere" in shown["not_kept"]
+        assert "kept in the journal" not in out + err
+    assert journal.pending(str(folder / path.name)) == []

@@ -34,6 +34,7 @@ from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, CheckedCla
 from pipeline.verification.placement import place_claim
 from pipeline.verification.registry import load_verifiers, verifier_class
 from store.db import Database
+from store.errors import ResultNotKept
 from store.journal import save_run
 from store.records import AttemptRecord, GradeRecord, RetrievalRecord, RunLog
 
@@ -493,8 +494,11 @@ class QuestionRun:
             spans=self.trace.records(),
         )
         if self.persist:  # a locked, read-only, newer or damaged store: the run is kept in the journal
-            self.result.run_id, kept = save_run(self.db, self.log, self.settings.store_save_wait_s)
-            self.result.journal = str(kept) if kept else None
+            try:
+                self.result.run_id, kept = save_run(self.db, self.log, self.settings.store_save_wait_s)
+                self.result.journal = str(kept) if kept else None
+            except ResultNotKept as exc:  # nor is any journal folder writable: the answer is still shown, and why
+                self.result.not_kept = str(exc)
 
 
 def _ordinal(quantile: float) -> str:

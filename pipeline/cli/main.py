@@ -1,7 +1,8 @@
 """Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show, export-parquet, snapshot.
 
 Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input; `gate` exits 3
-when the run is below a floor and has no regression."""
+when the run is below a floor and has no regression; `ask` exits 4 when its answer was printed but could be kept
+neither in the store nor in the journal (NOT_KEPT)."""
 
 from __future__ import annotations
 
@@ -211,6 +212,9 @@ def finish_store(db, err: Console) -> None:
         err.print(Text(f"saved {db.replayed} result(s) kept in the journal into the store", style="dim"))
 
 
+NOT_KEPT = 4  # ask: the answer was printed, but neither the store nor any journal folder could keep it
+
+
 def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
     engine = VerifiedQueryEngine(settings=settings, db=db)
     result: AnswerResult | None = follow_answer(engine.stream(args.question), err, args.quiet)
@@ -218,7 +222,9 @@ def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
         out.print_json(json.dumps(result_json(result), default=str))
     else:
         print_result(result, out)
-    return 1 if result.status == "failed" else 0
+    if result.not_kept:
+        err.print(Text(f"error: this run is not saved: {result.not_kept}", style="red"))
+    return 1 if result.status == "failed" else NOT_KEPT if result.not_kept else 0
 
 
 def result_json(result: AnswerResult) -> dict:
@@ -232,6 +238,7 @@ def result_json(result: AnswerResult) -> dict:
         "error": result.error,
         "fix": result.fix,
         "journal": result.journal,
+        "not_kept": result.not_kept,
         "claims": [
             {
                 "claim": c.text,
@@ -248,6 +255,8 @@ def result_json(result: AnswerResult) -> dict:
 
 
 def print_result(result: AnswerResult, out: Console) -> None:
+    if result.not_kept:
+        out.print(Text(f"note: this run is not saved: {result.not_kept}", style="yellow"))
     if result.journal:
         out.print(
             Text(
