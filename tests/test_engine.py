@@ -310,7 +310,9 @@ def test_an_attempt_below_the_threshold_is_flagged_like_the_run(fake, settings, 
 
 
 def test_relevant_sources_without_a_verified_answer_do_not_say_the_kb_does_not_cover_it(fake, settings, kb_db):
-    fake.enqueue("The RAG paper won the best paper award at ICML 2019 [1].", match=is_generation, times=3)
+    fake.enqueue(
+        "The RAG paper won the best paper award at ICML 2019 [1].", model="llama3.2", match=is_generation, times=3
+    )
     _, result = ask(kb_db, settings, RAG_QUESTION)
     assert result.status == "abstained"
     assert (
@@ -322,7 +324,9 @@ def test_relevant_sources_without_a_verified_answer_do_not_say_the_kb_does_not_c
 
 
 def test_when_unverified_show_best_shows_the_best_attempt_marked(fake, settings, kb_db):
-    fake.enqueue("The RAG paper won the best paper award at ICML 2019 [1].", match=is_generation, times=3)
+    fake.enqueue(
+        "The RAG paper won the best paper award at ICML 2019 [1].", model="llama3.2", match=is_generation, times=3
+    )
     _, result = ask(kb_db, dataclasses.replace(settings, when_unverified="show_best"), RAG_QUESTION)
     assert result.status == "flagged" and "ICML 2019" in result.answer
     assert [c.verdict for c in result.final_claims] == ["unsupported"]

@@ -32,7 +32,8 @@ from store import evals
 from store.runs import get_run
 
 RAG_QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
-INVENTED = "The RAG index held 21 million passages [1]. The RAG paper won the best paper award at ICML 2019 [1]."
+# its second claim holds a number no source has: a decisive pre-check signal (a year or a name would be a hint)
+INVENTED = "The RAG index held 21 million passages [1]. The RAG paper won the best paper award with 9173 votes [1]."
 DEFAULT_CHAIN = "precheck,minicheck_chunk"
 # the default chain, each registered verifier alone, and chains that put the llm verifier before and after others
 CHAINS = [DEFAULT_CHAIN, *sorted(load_verifiers()), "precheck,llm", "llm,minicheck_context"]
