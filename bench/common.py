@@ -49,7 +49,7 @@ def bench_environment(**settings_env):
             {
                 "OLLAMA_HOST": fake.url,
                 "WORKBENCH_DB": str(Path(folder) / "bench.duckdb"),
-                "WORKBENCH_CONFIG": str(Path(folder) / "none.toml"),
+                "WORKBENCH_CONFIG": "",  # no settings file
                 **settings_env,
             }
         )

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pipeline.errors import ConfigError
 
@@ -84,6 +85,13 @@ def setting(
 
 def _names_something(text: str) -> bool:
     return any(name.strip() for name in text.split(","))
+
+
+def _names_registered_verifiers(text: str) -> bool:
+    from pipeline.verification.registry import load_verifiers  # imported here: the registry imports settings
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    return bool(names) and all(name in load_verifiers() for name in names)
 
 
 def _is_floor_list(text: str) -> bool:
@@ -215,7 +223,7 @@ class Settings:
         "verification",
         "the verifiers each claim goes through in order; the first that decides wins "
         "(registered: precheck, minicheck_chunk, minicheck_context, llm)",
-        check=_names_something,
+        check=_names_registered_verifiers,
         rule="naming registered verifiers, e.g. precheck,minicheck_chunk",
     )
     verify_scope: str = setting(
@@ -568,30 +576,65 @@ CROSS_CHECKS: list[tuple[str, Callable[[Settings], bool], str]] = [
 ]
 
 
-def _out_of_range(s: Settings, name: str, rule: str) -> ConfigError:
+def _out_of_range(s: Settings, name: str, rule: str, source: str = "") -> ConfigError:
+    if source and not source.startswith("environment"):  # from the TOML file: the file is named, and its key
+        return ConfigError(
+            f"setting {name} = {getattr(s, name)!r} (from {source}) is out of range",
+            fix=f"set {name} in {source} to a value {rule}",
+        )
     return ConfigError(
         f"setting {name} = {getattr(s, name)!r} is out of range", fix=f"set {env_name(name)} to a value {rule}"
     )
 
 
-def _validate(s: Settings) -> Settings:
+def _validate(s: Settings, sources: Mapping[str, str] | None = None) -> Settings:
+    sources = sources or {}
     for d in DECLARATIONS.values():
         if not d.allows(getattr(s, d.name)):
-            raise _out_of_range(s, d.name, d.valid_values())
+            raise _out_of_range(s, d.name, d.valid_values(), sources.get(d.name, ""))
     for name, ok, _rule in CROSS_CHECKS:
         if not ok(s):
-            raise _out_of_range(s, name, DECLARATIONS[name].valid_values())
+            raise _out_of_range(s, name, DECLARATIONS[name].valid_values(), sources.get(name, ""))
     return s
 
 
-def config_path(env: Mapping[str, str], toml_path: Path | None = None) -> Path:
-    return toml_path or Path(env.get("WORKBENCH_CONFIG", "workbench.toml"))
+def _check_host(name: str, raw: str, url: str) -> None:
+    """An Ollama host that is no http(s) address is named at load time, not met as a traceback on the first call."""
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port is not None
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"{env_name(name)} = {raw!r} is not an http(s) address of a model server",
+            fix=f"set {env_name(name)} to host:port or http://host:port, e.g. 127.0.0.1:11434",
+        )
 
 
-def _raw_values(env: Mapping[str, str], toml_path: Path) -> dict[str, tuple[object, str]]:
+def config_path(env: Mapping[str, str], toml_path: Path | None = None) -> Path | None:
+    """The TOML file to read: toml_path, else the file WORKBENCH_CONFIG names (empty: none), else workbench.toml
+    in the working directory if there is one. A file WORKBENCH_CONFIG names must exist."""
+    if toml_path:
+        return toml_path
+    named = env.get("WORKBENCH_CONFIG")
+    if named is None:
+        return Path("workbench.toml")
+    if not named.strip():
+        return None
+    if not Path(named).is_file():
+        why = "is a folder" if Path(named).is_dir() else "does not exist"
+        raise ConfigError(
+            f"the settings file {named} named by WORKBENCH_CONFIG {why}",
+            fix="point WORKBENCH_CONFIG at a TOML file, or unset it (or set it empty) to use none",
+        )
+    return Path(named)
+
+
+def _raw_values(env: Mapping[str, str], toml_path: Path | None) -> dict[str, tuple[object, str]]:
     """{name: (raw value, source)} of every setting that is not left at its default; an environment variable
     wins over the file."""
-    from_file = _read_toml(toml_path)
+    from_file = _read_toml(toml_path) if toml_path else {}
     raw: dict[str, tuple[object, str]] = {}
     for f in fields(Settings):
         set_empty = DECLARATIONS[f.name].spec.empty is not None  # an empty variable sets it empty, not default
@@ -622,12 +665,14 @@ def setting_sources(
 
 def load_settings(environ: dict | None = None, toml_path: Path | None = None) -> Settings:
     env = os.environ if environ is None else environ
-    values = {
-        name: _coerce(name, value, DECLARATIONS[name].kind)
-        for name, (value, _source) in _raw_values(env, config_path(env, toml_path)).items()
-    }
+    raw = _raw_values(env, config_path(env, toml_path))
+    values = {name: _coerce(name, value, DECLARATIONS[name].kind) for name, (value, _source) in raw.items()}
     settings = dataclasses.replace(Settings(), **values)
+    _check_host("ollama_host", settings.ollama_host, normalise_host(settings.ollama_host))
+    for host in filter(str.strip, settings.ollama_hosts.split(",")):
+        _check_host("ollama_hosts", host, normalise_host(host))
     hosts = ",".join(dict.fromkeys(normalise_host(h) for h in settings.ollama_hosts.split(",") if h.strip()))
     return _validate(
-        dataclasses.replace(settings, ollama_host=normalise_host(settings.ollama_host), ollama_hosts=hosts)
+        dataclasses.replace(settings, ollama_host=normalise_host(settings.ollama_host), ollama_hosts=hosts),
+        {name: source for name, (_value, source) in raw.items()},
     )

@@ -19,12 +19,26 @@ from pathlib import Path
 import duckdb
 
 from store import key_index
-from store.errors import StoreCorrupt, StoreError, StoreLocked, StoreReadOnly, StoreTooNew, StoreUnavailable
+from store.errors import (
+    StoreCorrupt,
+    StoreError,
+    StoreForeign,
+    StoreLocked,
+    StoreReadOnly,
+    StoreTooNew,
+    StoreUnavailable,
+)
 from store.key_index import StoreIndexes
 from store.migrations import migrate, unknown_migrations
 
 LOCK_MARKERS = ("Could not set lock", "Conflicting lock", "lock on file")
-CORRUPT_MARKERS = ("not a valid DuckDB database file", "Corrupt database file", "checksum", "database file is")
+CORRUPT_MARKERS = (
+    "not a valid DuckDB database file",
+    "Corrupt database file",
+    "checksum",
+    "database file is",
+    "Could not read enough bytes",  # a file cut short
+)
 # A read that may be skipped (a response-cache lookup) waits this long for the store, then is a miss; after
 # one found it locked, such reads are skipped for OPTIONAL_READ_BACKOFF_S (store/db.py: Database.optional_cursor).
 OPTIONAL_READ_WAIT_S = 0.2
@@ -36,11 +50,13 @@ def _is_lock_error(exc: Exception) -> bool:
     return any(marker in str(exc) for marker in LOCK_MARKERS)
 
 
-def _fault(path: str, exc: Exception) -> StoreError | None:
+def _fault(path: str, exc: Exception, read_only_reason: str | None = None) -> StoreError | None:
     """The store error a duckdb error means, or None when it is a bug (bad SQL) that must raise as is."""
     text = str(exc)
     if any(marker in text for marker in CORRUPT_MARKERS) or isinstance(exc, duckdb.InternalException):
         return StoreCorrupt(path, text.splitlines()[0][:300])
+    if isinstance(exc, duckdb.InvalidInputException) and "read-only mode" in text:  # a write on a read-only open
+        return StoreReadOnly(path, read_only_reason or "it was opened read-only")
     if isinstance(exc, duckdb.IOException):
         if "read-only" in text or "Permission denied" in text or "Read-only" in text:
             return StoreReadOnly(path, text.splitlines()[0][:300])
@@ -61,9 +77,18 @@ def _read_only_reason(path: Path) -> str | None:
     return None
 
 
+def refuse_foreign(con, path: str) -> None:
+    """A file that holds tables but no schema_migrations is something else's database: StoreForeign, before
+    anything is written into it (an empty file is a new store)."""
+    tables = sorted(r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall())
+    if tables and "schema_migrations" not in tables:
+        raise StoreForeign(path, tables)
+
+
 def _check_schema(con, path: str) -> None:
     """A store opened read-only is not migrated; it must still be one this version can read."""
     try:
+        refuse_foreign(con, path)
         unknown = unknown_migrations(applied_names(con))
     except duckdb.Error as exc:
         raise _store_error(path, exc) from None
@@ -204,6 +229,7 @@ class Database:
                 _check_schema(con, self.path)
             else:
                 if not self._migrated:
+                    refuse_foreign(con, self.path)
                     migrate(con)
                     check_tables(con, self.path)
                     self._migrated = True
@@ -258,7 +284,7 @@ class Database:
         try:
             yield cur
         except duckdb.Error as exc:
-            error = _fault(self.path, exc)
+            error = _fault(self.path, exc, self.read_only_reason)
             if error is None:
                 raise
             raise error from None

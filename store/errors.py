@@ -73,6 +73,19 @@ class StoreCorrupt(StoreError):
         self.path = path
 
 
+class StoreForeign(StoreError):
+    """A DuckDB file that holds tables of something else: refused, and nothing in it is changed."""
+
+    def __init__(self, path: str, tables: list[str]):
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        super().__init__(
+            f"the file {path} is not a workbench store: it holds other tables ({shown}); it was left untouched",
+            fix="point WORKBENCH_DB at a workbench store, or at a new file to start one",
+        )
+        self.path = path
+        self.tables = tables
+
+
 class ResultNotKept(StoreError):
     """Neither the store nor any journal folder could take a computed result: it exists only in this process."""
 

@@ -158,6 +158,15 @@ def pending(store_path: str) -> list[Path]:
     return sorted(found, key=lambda p: p.name)
 
 
+def unreadable(store_path: str) -> list[Path]:
+    """Entries replay could not read, set aside as *.bad (kept, never deleted), oldest first."""
+    found = []
+    for folder in journal_dirs(store_path):
+        if folder.is_dir():
+            found += list(folder.glob("*.bad"))
+    return sorted(found, key=lambda p: p.name)
+
+
 def _apply(cur, entry: dict) -> None:
     payload = entry["payload"]
     if entry["kind"] == "run":

@@ -67,7 +67,7 @@ def app_env(store: Path, ollama_url: str, extra: dict[str, str] | None = None) -
         **TEST_ENV,
         "OLLAMA_HOST": ollama_url,
         "WORKBENCH_DB": str(store),
-        "WORKBENCH_CONFIG": str(store.parent / "workbench.toml"),
+        "WORKBENCH_CONFIG": "",  # no settings file
         **(extra or {}),
     }
 

@@ -43,6 +43,7 @@ def isolated(tmp_path, monkeypatch):
         if name.startswith("WORKBENCH_") or name == "OLLAMA_HOST":
             monkeypatch.delenv(name)
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "workbench.duckdb"))
+    (tmp_path / "workbench.toml").touch()  # an empty settings file (a file WORKBENCH_CONFIG names must exist)
     monkeypatch.setenv("WORKBENCH_CONFIG", str(tmp_path / "workbench.toml"))
     for name, value in TEST_ENV.items():
         monkeypatch.setenv(name, value)

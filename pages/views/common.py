@@ -10,7 +10,7 @@ import streamlit as st
 from pages.views.markup import escape_markdown
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
-from pipeline.models.health import Check, check_ollama
+from pipeline.models.health import UNREADABLE_FIX, Check, check_ollama, unreadable_entries
 from pipeline.regression.alerts import count_below_floor, count_open_alerts
 from pipeline.session import Database, open_workbench, replay_journal
 
@@ -79,6 +79,9 @@ def page_setup(title: str) -> tuple[Settings, Database]:
             icon=":material/lock:",
         )
     with st.sidebar:
+        bad = unreadable_entries(settings.store_path)
+        if bad:
+            st.warning(escape_markdown(f"{bad}: {UNREADABLE_FIX}"), icon=":material/warning:")
         if open_alerts:
             st.page_link(
                 "pages/trends.py",

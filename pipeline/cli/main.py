@@ -119,10 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--tag", action="append", help="only evaluation runs of items with this tag; repeatable")
     runs.add_argument("--since", type=_date, help="only runs started on or after this date (YYYY-MM-DD)")
     runs.add_argument("--until", type=_date, help="only runs started before this date (YYYY-MM-DD)")
-    runs.add_argument("--min-faithfulness", type=float, help="only runs with at least this faithfulness (0-1)")
-    runs.add_argument("--max-faithfulness", type=float, help="only runs with at most this faithfulness (0-1)")
+    runs.add_argument("--min-faithfulness", type=_share, help="only runs with at least this faithfulness (0-1)")
+    runs.add_argument("--max-faithfulness", type=_share, help="only runs with at most this faithfulness (0-1)")
     runs.add_argument("--text", default="", help="only runs whose question or answer contains this text")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=_positive, default=20, help="show at most this many runs (at least 1)")
     runs.add_argument("--json", action="store_true")
     runs.add_argument(
         "--export", metavar="FILE", help="write every matching run (unpaged) to FILE: .csv, .parquet or .jsonl"
@@ -421,6 +421,26 @@ def _date(text: str) -> datetime:
         return datetime.strptime(text, "%Y-%m-%d")
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date: write it as YYYY-MM-DD") from None
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give a share between 0 and 1") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: give a share between 0 and 1, e.g. 0.8")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: give 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: give 1 or more")
+    return value
 
 
 def runs_filter(args) -> RunFilter:

@@ -316,6 +316,11 @@ def parse_file(data: bytes, name: str) -> Dataset:
 
 def load_dataset(path: str | Path) -> Dataset:
     path = Path(path)
+    if path.is_dir():
+        raise InputError(
+            f"dataset {path} is a folder, not a file",
+            fix="give the path of a .jsonl, .csv or .parquet file in it, for example data/eval/golden.jsonl",
+        )
     if not path.is_file():
         raise InputError(
             f"dataset {path} does not exist",

@@ -155,6 +155,19 @@ def check_openai(settings: Settings, roles: dict[str, list[str]]) -> list[Check]
     return checks
 
 
+UNREADABLE_FIX = "a newer workbench may read them; delete them once nothing in them is needed"
+
+
+def unreadable_entries(store_path: str) -> str:
+    """What the journal set aside as unreadable (*.bad) and where, or "" when nothing was."""
+    bad = journal.unreadable(store_path)
+    if not bad:
+        return ""
+    folders = ", ".join(dict.fromkeys(str(p.parent) for p in bad))
+    entries = "1 journal entry" if len(bad) == 1 else f"{len(bad)} journal entries"
+    return f"{entries} could not be read and were set aside as *.bad in {folders}"
+
+
 def check_store(settings: Settings, db: Database) -> list[Check]:
     try:
         chunks = kb.count_chunks(db, settings.embed_model)
@@ -183,6 +196,9 @@ def check_store(settings: Settings, db: Database) -> list[Check]:
                 "they are saved the next time the store opens writable; fix the store check above",
             )
         )
+    bad = unreadable_entries(settings.store_path)
+    if bad:
+        checks.append(Check("journal entries", False, bad, "open them to see what they hold; " + UNREADABLE_FIX))
     if chunks:
         checks.append(
             Check(
