@@ -40,6 +40,7 @@ TABLES = {
     "llm_texts",
     "spans",
     "retired_documents",
+    "similarity_scales",
 }
 
 
