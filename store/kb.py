@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from store.db import Database, fetch_dicts, insert_rows
+from store.errors import StoreLocked
 from store.records import Chunk
 
 
@@ -159,26 +160,53 @@ def flagged_chunks(db: Database) -> list[dict]:
         )
 
 
-def fingerprint(db: Database, embed_model: str) -> tuple:
+# What this process read last, per (store, embedding model): for reads that may fall back on it (or_last_read)
+_last_fingerprints: dict[tuple[str, str], tuple] = {}
+_last_embeddings: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def fingerprint(db: Database, embed_model: str, or_last_read: bool = False) -> tuple:
     """Changes whenever the chunks embedded with this model change.
 
     A changed document is deleted and inserted again with a new id, so the documents table alone tells.
+    or_last_read: for a reader that can do with what this process read a moment ago (the similarity scale's key,
+    read after a question's retrieval has read it): once this process has read it, a read that finds the store
+    held by another process waits only briefly (Database.optional_cursor), then gives the fingerprint read last.
     """
-    with db.cursor() as cur:
-        return cur.execute(
-            "SELECT count(*), sum(n_chunks), max(id), max(ingested_at) FROM documents WHERE embed_model = ?",
-            [embed_model],
-        ).fetchone()
+    key = (db.path, embed_model)
+    if or_last_read and key in _last_fingerprints:
+        try:
+            with db.optional_cursor() as cur:
+                found = _fingerprint(cur, embed_model)
+        except StoreLocked:
+            return _last_fingerprints[key]
+    else:
+        with db.cursor() as cur:
+            found = _fingerprint(cur, embed_model)
+    _last_fingerprints[key] = found
+    return found
 
 
-def load_embeddings(db: Database, embed_model: str) -> tuple[np.ndarray, np.ndarray]:
-    """(chunk ids, unit-normalised float32 matrix) of every chunk embedded with this model."""
-    with db.cursor() as cur:
-        table = cur.sql(
-            "SELECT c.id, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id "
-            "WHERE d.embed_model = ? ORDER BY c.id",
-            params=[embed_model],
-        ).to_arrow_table()
+def _fingerprint(cur, embed_model: str) -> tuple:
+    return cur.execute(
+        "SELECT count(*), sum(n_chunks), max(id), max(ingested_at) FROM documents WHERE embed_model = ?",
+        [embed_model],
+    ).fetchone()
+
+
+def load_embeddings(db: Database, embed_model: str, or_last_read: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(chunk ids, unit-normalised float32 matrix) of every chunk embedded with this model. or_last_read: as for
+    fingerprint, the matrix this process loaded last (the retriever's) while another process holds the store."""
+    key = (db.path, embed_model)
+    if or_last_read and key in _last_embeddings:
+        try:
+            with db.optional_cursor() as cur:
+                table = _embeddings_table(cur, embed_model)
+        except StoreLocked:
+            return _last_embeddings[key]
+    else:
+        with db.cursor() as cur:
+            table = _embeddings_table(cur, embed_model)
     ids = table.column("id").to_numpy()
     if len(ids) == 0:
         return ids, np.zeros((0, 0), dtype=np.float32)
@@ -186,7 +214,16 @@ def load_embeddings(db: Database, embed_model: str) -> tuple[np.ndarray, np.ndar
     flat = lists.values.to_numpy(zero_copy_only=False).astype(np.float32)
     matrix = flat.reshape(len(ids), -1)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return ids, matrix / np.where(norms == 0, 1, norms)
+    _last_embeddings[key] = loaded = (ids, matrix / np.where(norms == 0, 1, norms))
+    return loaded
+
+
+def _embeddings_table(cur, embed_model: str):
+    return cur.sql(
+        "SELECT c.id, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "WHERE d.embed_model = ? ORDER BY c.id",
+        params=[embed_model],
+    ).to_arrow_table()
 
 
 def get_chunks(db: Database, ids: list[int]) -> dict[int, Chunk]:

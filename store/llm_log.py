@@ -134,10 +134,14 @@ def insert_calls(cur, run_id: int | None, calls: list[LLMCallRecord], cache_entr
 
 
 def save_calls(
-    db: Database, calls: list[LLMCallRecord], cache_entries: list[CacheEntry] = (), run_id: int | None = None
+    db: Database,
+    calls: list[LLMCallRecord],
+    cache_entries: list[CacheEntry] = (),
+    run_id: int | None = None,
+    lock_timeout_s: float | None = None,
 ) -> None:
     """Calls and cache entries made outside a question run."""
-    with db.transaction() as cur:
+    with db.transaction(lock_timeout_s) as cur:
         insert_calls(cur, run_id, calls, list(cache_entries))
 
 

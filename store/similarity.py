@@ -35,7 +35,9 @@ def _present(cur) -> bool:
 
 
 def get(db: Database, embed_model: str, digest: str, kb_fingerprint: str) -> StoredScale | None:
-    with db.cursor() as cur:
+    """The stored scale; a read the caller can do without (it measures anew): StoreLocked after a short wait for a
+    store another process holds (Database.optional_cursor)."""
+    with db.optional_cursor() as cur:
         if not _present(cur):
             return None
         rows = fetch_dicts(
@@ -46,9 +48,9 @@ def get(db: Database, embed_model: str, digest: str, kb_fingerprint: str) -> Sto
     return StoredScale(**rows[0]) if rows else None
 
 
-def put(db: Database, scale: StoredScale) -> None:
+def put(db: Database, scale: StoredScale, lock_timeout_s: float | None = None) -> None:
     """Store a measured scale (replacing one measured for the same model, digest and knowledge base)."""
-    with db.transaction() as cur:
+    with db.transaction(lock_timeout_s) as cur:
         cur.execute(
             "INSERT OR REPLACE INTO similarity_scales (embed_model, digest, kb_fingerprint, n_pairs, n_probes, "
             "n_chunks, median, sample, measured_at) VALUES (?,?,?,?,?,?,?,?,current_timestamp)",

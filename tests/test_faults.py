@@ -526,6 +526,7 @@ def test_a_cache_read_that_finds_the_store_locked_is_a_miss_and_the_answer_is_ke
     assert result.run_id is None and result.journal  # the save waited store_save_wait_s, then kept it
     locked = [given for given, outcome in opened if outcome == "locked"]
     assert store_db.OPTIONAL_READ_WAIT_S in locked, opened  # the cache lookups gave up after the short bound
+    assert max(locked) < settings.store_lock_timeout_s, opened  # and no read (the similarity scale's) waited longer
     assert replay_journal(kb_db) == 1
 
 

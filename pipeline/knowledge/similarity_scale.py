@@ -35,7 +35,7 @@ from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.llm import LLM
 from store import kb, similarity
-from store.db import Database
+from store.db import OPTIONAL_READ_WAIT_S, Database
 from store.errors import StoreError
 from store.llm_log import save_calls
 
@@ -147,8 +147,9 @@ def unmeasured(embed_model: str, reason: str, digest: str = "", fingerprint: str
 
 
 def kb_fingerprint(db: Database, embed_model: str) -> str:
-    """The knowledge base's state for this embedding model as a short string (store/kb.py fingerprint)."""
-    return hashlib.sha256(repr(kb.fingerprint(db, embed_model)).encode()).hexdigest()[:16]
+    """The knowledge base's state for this embedding model as a short string (store/kb.py fingerprint); while
+    another process holds the store, the state this process read last (a question's retrieval has just read it)."""
+    return hashlib.sha256(repr(kb.fingerprint(db, embed_model, or_last_read=True)).encode()).hexdigest()[:16]
 
 
 def measure(llm: LLM, db: Database, digest: str | None = None, fingerprint: str | None = None) -> SimilarityScale:
@@ -156,7 +157,7 @@ def measure(llm: LLM, db: Database, digest: str | None = None, fingerprint: str 
     model = llm.settings.embed_model
     digest = digest if digest is not None else llm.embed_digest()
     fingerprint = fingerprint if fingerprint is not None else kb_fingerprint(db, model)
-    _ids, matrix = kb.load_embeddings(db, model)
+    _ids, matrix = kb.load_embeddings(db, model, or_last_read=True)  # as retrieval last read it
     n_chunks = len(_ids)
     if n_chunks * len(PROBES) < MIN_PAIRS:
         need = -(-MIN_PAIRS // len(PROBES))
@@ -238,8 +239,8 @@ def current(settings: Settings, db: Database, origin: str, llm: LLM | None = Non
         for client in made:
             calls = client.take_calls()
             if calls and not db.read_only:
-                try:
-                    save_calls(db, calls, client.take_cache_entries())
+                try:  # a held store: the measurement's call is not logged rather than the question kept waiting
+                    save_calls(db, calls, client.take_cache_entries(), lock_timeout_s=OPTIONAL_READ_WAIT_S)
                 except StoreError:
                     pass
 
@@ -286,6 +287,7 @@ def _keep(db: Database, scale: SimilarityScale) -> None:
                 float(scale.median),
                 list(scale.sample),
             ),
+            OPTIONAL_READ_WAIT_S,  # a held store: kept in this process, stored by a later measurement
         )
     except StoreError:
         pass
