@@ -2,7 +2,8 @@
 while a fourth process takes the store for 1 s of every 4 s (BENCH_HOLD / BENCH_FREE change that).
 
 Every participant is a separate process against one DuckDB file, as a user's app, CLI asks and a CLI batch
-would be. The fake Ollama answers with its latency model (2 ms per generated token, 4 slots). Each ask
+would be: each ask is `python -m pipeline ask --json` in a process of its own (its exit code is checked), as is
+the evaluation. The fake Ollama answers with its latency model (2 ms per generated token, 4 slots). Each ask
 records how long it waited for the store's lock (reads and the final save together; Database.lock_wait_s)
 and whether its run was written at once or kept in the journal. At the end the holder stops, the store is
 opened once (which replays the journal), and every ask's question is looked up: an ask whose question is not
@@ -19,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 from bench.common import ROOT, Figure, bench_environment
@@ -28,26 +30,45 @@ from pipeline.models.llm import LLM
 from store.db import close_all, get_database
 
 LOOPS, ASKS, ITEMS = 3, 20, 20
+NOT_ANSWERED = ("failed", "cancelled", "no output")  # an ask that printed no answer
 HOLD_S, FREE_S = float(os.environ.get("BENCH_HOLD", "1")), float(os.environ.get("BENCH_FREE", "3"))
 
-ASK_LOOP = textwrap.dedent("""
+ASK_ONE = textwrap.dedent("""
     import json, sys, time
     sys.path.insert(0, {root!r})
-    from pipeline.answering.engine import VerifiedQueryEngine, final_result
-    from pipeline.session import open_workbench
-    settings, db = open_workbench()
-    questions = {questions!r}
-    for question in questions:
-        waited, start = db.lock_wait_s, time.perf_counter()
-        try:
-            result = final_result(VerifiedQueryEngine(settings=settings, db=db).stream(question))
-            row = {{"question": question, "status": result.status, "run_id": result.run_id,
-                   "journal": result.journal, "error": result.error}}
-        except Exception as exc:
-            row = {{"question": question, "status": "raised", "error": f"{{type(exc).__name__}}: {{exc}}"}}
-        row.update(wait_s=db.lock_wait_s - waited, wall_s=time.perf_counter() - start)
-        print(json.dumps(row), flush=True)
+    from pipeline.cli.main import main
+    from store import db as store_db
+    start = time.perf_counter()
+    code = main(["ask", sys.argv[1], "--json", "--quiet"])
+    waited = sum(db.lock_wait_s for db in list(store_db._every_database))
+    print(json.dumps({{"wait_s": waited, "wall_s": time.perf_counter() - start}}), file=sys.stderr, flush=True)
+    sys.exit(code)  # an ordinary exit: atexit, then finalization, as for `python -m pipeline ask`
 """)
+
+
+def ask_loop(loop: int, env: dict, rows: list) -> None:
+    """One user asking its questions one after another, each with `python -m pipeline ask --json` in a process
+    of its own: its exit code, the run it printed, and how long it waited for the store."""
+    for question in questions(loop):
+        done = subprocess.run(
+            [sys.executable, "-c", ASK_ONE.format(root=str(ROOT)), question],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        row = {"question": question, "code": done.returncode, "wait_s": float("nan"), "status": "no output"}
+        try:
+            shown = json.loads(done.stdout)
+            row.update(status=shown["status"], run_id=shown["run_id"], journal=shown["journal"], error=shown["error"])
+        except ValueError:
+            row["error"] = (done.stdout + done.stderr)[-500:]
+        for line in done.stderr.splitlines():
+            if line.startswith('{"wait_s"'):
+                row.update(json.loads(line))
+        rows.append(row)
+
 
 HOLDER = textwrap.dedent("""
     import duckdb, sys, time
@@ -93,20 +114,13 @@ def run() -> list[Figure]:
             stderr=subprocess.STDOUT,
             text=True,
         )
-        loops = [
-            subprocess.Popen(
-                [sys.executable, "-c", ASK_LOOP.format(root=str(ROOT), questions=questions(loop))],
-                env=env,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for loop in range(LOOPS)
-        ]
-        rows = []
-        for proc in loops:
-            out, _ = proc.communicate(timeout=900)
-            rows += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-        eval_output, _ = evaluation.communicate(timeout=900)
+        rows: list[dict] = []
+        loops = [threading.Thread(target=ask_loop, args=(loop, env, rows)) for loop in range(LOOPS)]
+        for thread in loops:
+            thread.start()
+        for thread in loops:
+            thread.join()
+        eval_output, _ = evaluation.communicate(timeout=1800)
         elapsed = time.monotonic() - started
         if holder:
             holder.kill()
@@ -128,15 +142,25 @@ def run() -> list[Figure]:
     waits = sorted(r["wait_s"] for r in rows)
     p95 = waits[max(0, round(0.95 * len(waits)) - 1)] if waits else float("nan")
     journaled = sum(1 for r in rows if r.get("journal"))
-    failed = sum(1 for r in rows if r["status"] in ("failed", "raised"))
+    failed = sum(1 for r in rows if r["status"] in NOT_ANSWERED)
+    codes = [r["code"] for r in rows] + [evaluation.returncode]
+    bad_codes = sorted(c for c in codes if c != 0)
+    for r in rows:
+        if r["code"] != 0 or r["status"] in NOT_ANSWERED:
+            print(f"ask exit {r['code']}, {r['status']}: {r.get('error')}", file=sys.stderr)
+    if evaluation.returncode != 0:
+        print(f"eval exit {evaluation.returncode}:\n{eval_output[-2000:]}", file=sys.stderr)
     note = (
-        f"{len(rows)} asks answered, {journaled} kept in the journal (all replayed; {replayed} at the final open), "
-        f"{failed} failed runs (stored with their error), median wait {statistics.median(waits):.2f} s, "
-        f"max {waits[-1]:.2f} s; {items_done}/{ITEMS} evaluation items done; {elapsed:.0f} s in all"
+        f"{len(rows)} asks, {journaled} kept in the journal (all replayed; {replayed} at the final open), "
+        f"median wait {statistics.median(waits):.2f} s, max {waits[-1]:.2f} s; {items_done}/{ITEMS} evaluation "
+        f"items done; exit codes other than 0: {bad_codes or 'none'}; {elapsed:.0f} s in all, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     return [
         Figure(f"answers lost, {LOOPS} loops × {ASKS} asks during a {ITEMS}-item evaluation, store held", lost, "", 0),
-        Figure("p95 wait for the store per ask", p95, "s", 5, note=note),
+        Figure("asks that failed (not answered)", failed, "", 0),
+        Figure(f"processes that exited non-zero, of {len(codes)}", len(bad_codes), "", 0),
+        Figure("p95 wait for the store per ask", p95, "s", 2, note=note),
     ]
 
 

@@ -559,3 +559,54 @@ def test_an_answer_nothing_can_keep_is_printed_with_exactly_that_said(kb_db, set
         assert "could not be kept anywhere" in shown["not_kept"]
         assert "kept in the journal" not in out + err
     assert journal.pending(str(folder / path.name)) == []
+
+
+def test_asks_and_an_evaluation_under_contention_all_exit_0(kb_db, settings, tmp_path):
+    """Issue 27, items 3 and 4: three `ask` processes and a two-item evaluation while another process takes the
+    store for 1 s of every 2 s: every process exits 0 (none aborts at exit, none fails for the lock) and every
+    ask prints its answer."""
+    kb_db.close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                import duckdb, sys, threading, time
+                threading.Thread(target=lambda: (sys.stdin.read(), __import__("os")._exit(0)), daemon=True).start()
+                while True:
+                    try:
+                        con = duckdb.connect({settings.store_path!r})
+                    except duckdb.Error:
+                        time.sleep(0.05)
+                        continue
+                    time.sleep(1)
+                    con.close()
+                    time.sleep(1)
+            """),
+        ],
+        stdin=subprocess.PIPE,
+    )
+    root = Path(__file__).parent.parent
+    golden = root / "data" / "eval" / "golden.jsonl"
+    commands = [["ask", f"{QUESTION} ({n})", "--json", "--quiet"] for n in range(3)]
+    commands.append(["eval", str(golden), "--name", "contended", "--limit", "2", "--json"])
+    env = {**os.environ, "WORKBENCH_STORE_LOCK_TIMEOUT_S": "15"}  # the default: the tests' 2 s is for waits on purpose
+    try:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "pipeline", *command],
+                cwd=root,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for command in commands
+        ]
+        outputs = [p.communicate(timeout=300) for p in procs]
+        done = [(p.returncode, out, err) for p, (out, err) in zip(procs, outputs, strict=True)]
+    finally:
+        holder.communicate(input="")
+    assert [code for code, _, _ in done] == [0, 0, 0, 0], [err[-500:] for _, _, err in done]
+    for _, out, err in done[:3]:
+        assert "21 million" in json.loads(out)["answer"] and "Traceback" not in err
