@@ -66,9 +66,12 @@ def test_comparing_two_runs_shows_the_deltas_and_the_item_that_got_worse(compare
         page, errors = new_page(browser)
         page.goto(f"{compared_app}/compare")
         expect(page.get_by_text("B: rerun", exact=True)).to_be_visible(timeout=60_000)
+        # the default A is 'after' (the baseline of 'rerun'): compare 'before' with 'after'
+        choose(page, "Run A (before)", "before")
+        expect(page.get_by_text("A: before", exact=True).first).to_be_visible(timeout=30_000)
         choose(page, "Run B (after)", "after")
         expect(page.get_by_text("B: after", exact=True).first).to_be_visible(timeout=30_000)
-        assert "b=after" in page.url
+        assert "a=before" in page.url and "b=after" in page.url
         faithfulness = page.get_by_test_id("stMetric").filter(has_text="faithfulness").first
         expect(faithfulness.get_by_test_id("stMetricValue")).to_have_text("0.50")
         expect(faithfulness.get_by_test_id("stMetricDelta")).to_contain_text("-0.50")
