@@ -258,6 +258,14 @@ class Settings:
         "the smallest estimated drop worth a regression alert (0-1 metrics; x4 for judge scores)",
         minimum=0,
     )
+    primary_metrics: str = setting(
+        "faithfulness",
+        "evaluation",
+        "the regression check's primary endpoints: metrics whose whole-run drop is tested first, with 80% of alpha",
+        check=lambda text: not text.strip() or all(name.strip() for name in text.split(",")),
+        rule="of comma-separated registered metric names, e.g. faithfulness,judge_correctness",
+        empty="no primary endpoints (every test shares alpha, 80% to the whole-run tests)",
+    )
     price_per_1k_prompt_tokens: float = setting(
         0.0,
         "evaluation",

@@ -28,24 +28,6 @@ def test_a_clear_drop_is_caught_with_its_interval_and_worst_items():
     assert result.worst_items[0]["delta"] == min(new[i][0] - base[i][0] for i in base)
 
 
-def test_equal_runs_raise_any_alert_in_at_most_five_percent_of_comparisons_slices_included():
-    """The whole family — nine metrics × the overall slice and the golden set's tag slices — on equal runs
-    under the claim-ratio noise model. Without Holm's correction (or with a zero-width interval) about half
-    of these comparisons raise an alert."""
-    from bench.regression import simulate
-
-    result = simulate("claims", drop=0.0, seeds=100)
-    assert result["tests_per_comparison"] == 45  # 9 metrics × (overall + the 4 tags with ≥ 10 items)
-    assert result["any_alert"] <= 0.07
-
-
-def test_a_true_drop_of_a_tenth_in_faithfulness_is_still_caught_after_the_correction():
-    from bench.regression import simulate
-
-    assert simulate("paired", drop=0.1, seeds=40)["faithfulness_overall_alert"] >= 0.95
-    assert simulate("claims", drop=0.1, seeds=60)["faithfulness_alert"] >= 0.4
-
-
 def test_holm_controls_the_family_and_reports_raw_and_adjusted_p():
     from pipeline.regression.family import Test, holm
 
@@ -89,14 +71,21 @@ def test_weighted_holm_keeps_the_running_maximum():
     assert [t.rejected for t in tests] == [True, True, True]
 
 
-def test_faithfulness_is_weighted_by_claim_counts():
-    from pipeline.regression.family import claim_weights, paired_test
+def test_faithfulness_is_tested_on_claims_where_every_item_has_its_count():
+    """The share of supported claims: (1 x 1 + 4 x 0.5 + 8 x 1) / 13 before, (1 x 0 + 4 x 0.5 + 8 x 1) / 13
+    after: a change of -1/13, not the item means' -1/3. An old score without its count: item means."""
+    from pipeline.regression.family import family_tests
 
-    weights = claim_weights([1, 4, 8], [1, 4, 8])
-    assert list(weights) == [0.5, 2.0, 4.0]
-    test = paired_test("faithfulness", "all", [-1.0, 0.0, 0.25], weights)
-    assert test.weighted and test.delta == pytest.approx((-0.5 + 0 + 1.0) / 6.5)
-    assert claim_weights([1, None], [2, 3]) is None  # an old score without its count: unweighted
+    def items(values, claims):
+        return {f"i{k}": (v, k, [], c) for k, (v, c) in enumerate(zip(values, claims, strict=True))}
+
+    base = {"faithfulness": items([1.0, 0.5, 1.0] * 2, [1, 4, 8] * 2)}
+    new = {"faithfulness": items([0.0, 0.5, 1.0] * 2, [1, 4, 8] * 2)}
+    [test] = family_tests(base, new)
+    assert test.claim_level and test.delta == pytest.approx(-1 / 13)
+    new["faithfulness"]["i0"] = (0.0, 0, [], None)
+    [test] = family_tests(base, new)
+    assert not test.claim_level and test.delta == pytest.approx(-1 / 3)
 
 
 def test_small_slices_stay_out_of_the_family():

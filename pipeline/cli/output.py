@@ -15,6 +15,7 @@ from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.registry import UNIT, get_metric, scale_of
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
 from pipeline.history.runs import listed_columns
+from pipeline.regression.compare import detectable as regression_detectable
 
 
 def print_mapping(dataset: Dataset, err: Console) -> None:
@@ -157,6 +158,8 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
         out.print(Text(f"REGRESSION: {c.message}", style="red"))
     for c in outcome.below_floor:
         out.print(Text(f"BELOW FLOOR: {c.message}", style="yellow"))
+    for line in outcome.detectable:
+        out.print(Text(line))
     for tag, metric, mean in weak_slices(result)[:5]:
         worst = ", ".join(f"{r['item_id']} ({r[metric]:.2f})" for r in worst_items(result, tag, metric))
         out.print(Text(f"weak slice {tag} on {metric}: {mean:.2f}; worst: {worst}", style="yellow"))
@@ -188,6 +191,7 @@ def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
         "below_floor": [
             {"metric": c.metric, "mean": c.new_value, "floor": c.baseline_value} for c in result.below_floor
         ],
+        "detectable": outcome.detectable,
     }
 
 
@@ -301,12 +305,21 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
     below = [c for c in comparisons if c.below_floor]
     family = max((c.family_size for c in comparisons), default=0)
     if family:
+        primary = [c.metric for c in comparisons if c.primary]
+        order = (
+            f"primary {', '.join(primary)} first with 80% of alpha, the rest at 20% (all of it once every "
+            "primary is rejected)"
+            if primary
+            else "Holm"
+        )
         out.print(
             Text(
-                f"drops: one-sided paired tests, {family} metric × slice tests under Holm's family-wise control "
-                "(5%); floors are checked separately"
+                f"drops: one-sided tests, {family} metric × slice tests under family-wise control (5%; {order}); "
+                "floors are checked separately"
             )
         )
+        for line in regression_detectable(comparisons):
+            out.print(Text(line))
     out.print(
         Text(
             f"{len(regressions)} regression(s)" if regressions else "no regression",

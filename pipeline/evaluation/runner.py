@@ -71,6 +71,7 @@ class EvalOutcome:
     progress: Progress
     regressions: list | str = field(default_factory=list)  # the drops found; a reason when not compared
     below_floor: list = field(default_factory=list)  # the metrics below their floors (not regressions)
+    detectable: list[str] = field(default_factory=list)  # the drops the comparison could have detected, in words
 
 
 EXECUTORS = ("local", "ray")
@@ -272,6 +273,7 @@ def run_evaluation(
         else:
             outcome.regressions = [c for c in alerted if c.regression]
             outcome.below_floor = [c for c in alerted if c.below_floor]
+            outcome.detectable = regression.detectable([c for c in alerted if c.primary])
     return outcome
 
 
@@ -343,13 +345,13 @@ def finished_status(failed: int) -> str:
 
 def check_regressions(settings: Settings, db: Database, name: str) -> list | str:
     """Compare a finished run with its baseline and store alerts; return the comparisons that opened one
-    (regressions and floor breaches, told apart by Comparison.regression and .below_floor), or a reason instead
-    when it cannot compare."""
+    (regressions and floor breaches, told apart by Comparison.regression and .below_floor) and the primary
+    endpoints' tests (Comparison.primary), or a reason instead when it cannot compare."""
     try:
         _, _, comparisons = regression.check(db, settings, name)
     except InputError as exc:
         return exc.message
-    return [c for c in comparisons if c.alert]
+    return [c for c in comparisons if c.alert or c.primary]
 
 
 @contextmanager

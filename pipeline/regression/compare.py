@@ -4,10 +4,13 @@
   none), a separate, explicit check outside the family below. A breach is "below floor" (kind floor, below_floor),
   never a regression: it is stored and shown apart, holds on a run without a baseline, and does not keep a run
   from being the next run's baseline;
-- drops: a one-sided paired test per metric × slice over the items both runs scored (claim-weighted for
-  faithfulness), the whole family under Holm's control so that equal runs raise any drop alert in at most
-  5% of comparisons; a rejected test is an alert when its change is at least min_effect × the width of the
-  metric's scale (1 on 0-1, 4 for 1-5 judge scores). The statistics are in pipeline.regression.family.
+- drops: a one-sided test per metric × slice over the items both runs scored (claim-level for faithfulness),
+  tested in a pre-declared order: the primary metrics' whole-run drops first (setting primary_metrics, default
+  faithfulness) with 80% of alpha, every other test at the rest, and at the full alpha once every primary is
+  rejected, so that equal runs raise any drop alert in at most 5% of comparisons; a rejected test is an alert
+  when its change is at least min_effect × the width of the metric's scale (1 on 0-1, 4 for 1-5 judge scores).
+  Each test reports the drop it could have detected (80% power). The statistics are in
+  pipeline.regression.family.
 Only drops are regressions. Every metric the run measured is compared (pipeline.evaluation.registry). Runs under
 different judge pins are never compared, nor a judge criterion's scores under different prompt versions of its own.
 """
@@ -55,10 +58,14 @@ class Comparison:
     message: str = ""
     worst_items: list[dict] = field(default_factory=list)
     p_value: float | None = None  # one-sided, of a drop
-    p_adjusted: float | None = None  # Holm-adjusted over the comparison's family
+    p_adjusted: float | None = None  # adjusted over the comparison's family (gatekeeping, Holm within)
     adjusted_high: float | None = None  # the change's one-sided upper bound at the test's share of alpha
     family_size: int = 0
     below_floor: bool = False  # the run's mean is below the metric's floor (kind floor): not a regression
+    primary: bool = False  # a primary endpoint (setting primary_metrics), tested first
+    level: float | None = None  # the share of alpha it is first tested at
+    mde: float | None = None  # the drop it could have detected with 80% power (its level, its standard error)
+    claim_level: bool = False  # tested on claims (the share of supported claims), not on item means
 
     @property
     def alert(self) -> bool:
@@ -80,6 +87,18 @@ def parse_floors(text: str) -> dict[str, float]:
         except ValueError:
             raise InputError(f"floor {part!r} is not metric=number", fix="e.g. faithfulness=0.70") from None
     return floors
+
+
+def parse_primary(text: str) -> tuple[str, ...]:
+    """The primary endpoints (setting primary_metrics): registered metric names, comma-separated."""
+    names = tuple(dict.fromkeys(filter(None, (p.strip() for p in text.split(",")))))
+    unknown = [n for n in names if n not in METRICS]
+    if unknown:
+        raise InputError(
+            f"primary metric {unknown[0]!r} is not a registered metric",
+            fix=f"WORKBENCH_PRIMARY_METRICS takes a comma list of {', '.join(metric_names())}",
+        )
+    return names
 
 
 def _worst(items: list[str], base: dict, new: dict) -> list[dict]:
@@ -105,11 +124,12 @@ def _comparison(test: family.Test, base: dict, new: dict, min_effect: float) -> 
     new_mean = float(np.mean([new[i][0] for i in items]))
     effect = min_effect * span_of(test.metric)
     dropped = test.rejected and test.delta is not None and test.delta <= -effect
-    what = "claim-weighted mean change" if test.weighted else "mean change"
+    what = "change in the share of supported claims" if test.claim_level else "mean change"
     message = (
         f"{test.metric} on {test.slice}: {what} {test.delta:+.3f} over {test.n} shared items, "
         f"95% interval [{test.ci_low:+.3f}, {test.ci_high:+.3f}]; p = {test.p_raw:.4f}, "
-        f"Holm-adjusted p = {test.p_adjusted:.4f} over {test.family_size} tests"
+        f"adjusted p = {test.p_adjusted:.4f} over {test.family_size} tests"
+        + (" (primary)" if test.primary else "")
         + (f", change beyond -{effect:g}" if dropped else "")
     )
     return Comparison(
@@ -129,14 +149,20 @@ def _comparison(test: family.Test, base: dict, new: dict, min_effect: float) -> 
         test.p_adjusted,
         test.adjusted_high,
         test.family_size,
+        primary=test.primary,
+        level=test.level,
+        mde=family.detectable(test, effect),
+        claim_level=test.claim_level,
     )
 
 
-def compare_family(base: dict[str, dict], new: dict[str, dict], min_effect: float) -> list[Comparison]:
+def compare_family(
+    base: dict[str, dict], new: dict[str, dict], min_effect: float, primary=("faithfulness",)
+) -> list[Comparison]:
     """Every metric × slice of two runs' item scores (metric -> item id -> (value, run id, tags, claims)),
-    tested together under Holm's control (pipeline.regression.family). Overall slices with too few shared
-    items are reported as too_few; tag slices below family.MIN_SLICE are not tested."""
-    tests = family.family_tests(base, new, min_overall=MIN_PAIRS)
+    tested together, the primary metrics' whole-run tests first (pipeline.regression.family). Overall slices
+    with too few shared items are reported as too_few; tag slices below family.MIN_SLICE are not tested."""
+    tests = family.family_tests(base, new, primary=primary, min_overall=MIN_PAIRS)
     tested = {t.metric for t in tests if t.slice == family.OVERALL}
     results = []
     for metric in new:
@@ -157,6 +183,23 @@ def compare_family(base: dict[str, dict], new: dict[str, dict], min_effect: floa
     for test in tests:
         results.append(_comparison(test, base[test.metric], new[test.metric], min_effect))
     return results
+
+
+def detectable(comparisons: list[Comparison]) -> list[str]:
+    """What drops the comparison could have detected (80% power, each test at the share of alpha it is first
+    tested at), in words: one sentence per primary endpoint, then one line for the other whole-run tests."""
+    whole = [c for c in comparisons if c.slice == family.OVERALL and c.mde is not None]
+    lines = [
+        f"this run could have detected a {c.metric} drop of {c.mde:.3f} or more "
+        f"({family.POWER:.0%} power, {c.n} items" + (", claim level" if c.claim_level else "") + ")"
+        for c in whole
+        if c.primary
+    ]
+    others = [f"{c.metric} {c.mde:.3f}" for c in whole if not c.primary]
+    if others:
+        share = " at their fallback share of alpha" if lines else ""
+        lines.append(f"the other metrics' detectable drops ({family.POWER:.0%} power{share}): " + ", ".join(others))
+    return lines
 
 
 def _mean(scores: dict) -> float | None:
@@ -270,7 +313,7 @@ def compare(db: Database, settings: Settings, run: evals.EvalRun, baseline: eval
     differ = {m: pair for m, pair in versions.items() if pair[0] != pair[1] and base[m] and new[m]}
     for m in differ:
         del base[m], new[m]
-    results += compare_family(base, new, settings.min_effect)
+    results += compare_family(base, new, settings.min_effect, parse_primary(settings.primary_metrics))
     results += [
         Comparison(
             m,
