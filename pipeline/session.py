@@ -11,6 +11,7 @@ from __future__ import annotations
 from pipeline.config import Settings, load_settings
 from pipeline.errors import WorkbenchError
 from pipeline.trace_export import export_traces
+from pipeline.verification import registry as _verifier_registry  # noqa: F401 - settings check chains against it
 from store import journal
 from store.db import Database, get_database
 

@@ -69,8 +69,9 @@ def test_runs_takes_the_runs_pages_filters_and_export_writes_every_match_unpaged
     rows = json.loads(capsys.readouterr().out)
     assert rows and all(r["kind"] == "eval" and r["status"] == "accepted" for r in rows)
     assert len(rows) == sum(1 for i in range(30) if i % 2 and i % 3)
-    assert main(["runs", "--min-faithfulness", "1.5", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    with pytest.raises(SystemExit) as refused:  # a share above 1 is refused, not an empty table
+        main(["runs", "--min-faithfulness", "1.5", "--json"])
+    assert refused.value.code == 2 and "between 0 and 1" in capsys.readouterr().err
     assert main(["runs", "--min-faithfulness", "0.5", "--max-faithfulness", "0.7", "--json", "--limit", "100"]) == 0
     assert sorted(r["faithfulness"] for r in json.loads(capsys.readouterr().out)) == [0.5] * 3 + [0.6] * 3 + [0.7] * 3
     assert main(["runs", "--since", "2026-01-29", "--text", "QUESTION 2", "--json"]) == 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from pipeline import config
 from pipeline.answering.prompts import Prompt
 from pipeline.declarations import declared
 from pipeline.errors import ConfigError
@@ -61,3 +62,6 @@ def verifier_class(name: str) -> type[Verifier]:
             fix=f"name registered verifiers in WORKBENCH_VERIFIER_CHAIN: {', '.join(registered)}",
         )
     return registered[name]
+
+
+config.registered_verifiers = lambda: load_verifiers().keys()  # settings check a verifier chain against these
