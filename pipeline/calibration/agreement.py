@@ -80,25 +80,92 @@ def qwk_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 AGREE = 1 - WEIGHTS / 16  # agreement weights of the quadratic kappa on 1-5
 
 
+def pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The 5 x 5 table of counts of each row pair of a and b (shape ... x n): shape ... x 5 x 5."""
+    a, b = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
+    lead = a.shape[:-1]
+    rows = int(np.prod(lead))
+    codes = (a.reshape(rows, -1) - 1) * 5 + (b.reshape(rows, -1) - 1) + 25 * np.arange(rows)[:, None]
+    return np.bincount(codes.ravel(), minlength=25 * rows).reshape(*lead, 5, 5)
+
+
 def qwk_with_se(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Quadratic-weighted kappa and its large-sample standard error (Fleiss, Cohen & Everitt 1969) of each row
     pair of a and b (shape resamples x n), all at once; NaN where kappa is undefined."""
-    rows, n = a.shape
-    p = np.zeros((rows, 5, 5))
-    np.add.at(p, (np.arange(rows)[:, None], a - 1, b - 1), 1)
-    p /= n
-    p_row, p_col = p.sum(2), p.sum(1)
-    observed = (AGREE * p).sum((1, 2))
-    expected = (AGREE * p_row[:, :, None] * p_col[:, None, :]).sum((1, 2))
+    return table_kappa_se(pair_counts(a, b))
+
+
+ROW_OF_CELL = np.repeat(np.eye(5), 5, axis=0)  # 25 x 5: cell (i, j) -> i, the judge's score
+COL_OF_CELL = np.tile(np.eye(5), (5, 1))  # 25 x 5: cell (i, j) -> j, the people's score
+
+
+def table_kappa_se(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Quadratic-weighted kappa and its large-sample standard error (Fleiss, Cohen & Everitt 1969) of each 5 x 5
+    table of counts (shape ... x 5 x 5); NaN where kappa is undefined. Written as products with the 25 cells
+    flattened, as a bootstrap calls it on tens of thousands of tables."""
+    counts = np.asarray(counts, dtype=float)
+    p = counts.reshape(*counts.shape[:-2], 25)
+    n = p @ np.ones(25)
+    p = p / n[..., None]
+    p_row, p_col = p @ ROW_OF_CELL, p @ COL_OF_CELL
+    mean_row = p_col @ AGREE.T  # w̄_i. = Σ_j p_.j w_ij
+    mean_col = p_row @ AGREE  # w̄_.j = Σ_i p_i. w_ij
+    observed = p @ AGREE.ravel()
+    expected = (mean_col * p_col) @ np.ones(5)  # Σ_ij p_i. p_.j w_ij
     with np.errstate(divide="ignore", invalid="ignore"):
         kappa = np.where(expected < 1, (observed - expected) / (1 - expected), np.nan)
-        mean_row = (AGREE[None] * p_col[:, None, :]).sum(2)  # w̄_i. = Σ_j p_.j w_ij
-        mean_col = (AGREE[None] * p_row[:, :, None]).sum(1)  # w̄_.j = Σ_i p_i. w_ij
-        spread = (
-            p * (AGREE[None] - (mean_row[:, :, None] + mean_col[:, None, :]) * (1 - kappa)[:, None, None]) ** 2
-        ).sum((1, 2))
+        cell_mean = mean_row @ ROW_OF_CELL.T + mean_col @ COL_OF_CELL.T  # w̄_i. + w̄_.j of each cell
+        deviation = AGREE.ravel() - cell_mean * (1 - kappa)[..., None]
+        spread = (p * deviation * deviation) @ np.ones(25)
         variance = (spread - (kappa - expected * (1 - kappa)) ** 2) / (n * (1 - expected) ** 2)
     return kappa, np.sqrt(np.maximum(variance, 0))
+
+
+# Where the calibrated interval is withheld (`interval_withheld`), measured on simulated judge-human data sets
+# (`python -m bench kappa`, docs/benchmarks.md): with fewer than MIN_OFF_MODE items a rater did not give its most
+# common score, or fewer than MIN_DISAGREEING pairs that disagree, a 95% interval covered the true kappa far less
+# than 95% of the time, and no other interval tried (BCa, percentile, jackknife, Fisher-z) did much better.
+MIN_OFF_MODE = 5
+MIN_DISAGREEING = 3
+
+
+def interval_withheld(a, b) -> str | None:
+    """Why the kappa interval of these pairs is not reliable enough to show, or None when it is.
+
+    - Fewer than MIN_OFF_MODE items a rater scored other than its most common score (any n < 6; n = 20 with
+      80% fives): the sample says next to nothing about the rare scores that, under quadratic weights, move
+      kappa most; such intervals covered the true kappa about 80% of the time (56% with one such item).
+    - Fewer than MIN_DISAGREEING pairs that disagree: resampling cannot show how variable the disagreement is;
+      the interval is too narrow (zero-width when every pair agrees) and covered about 70% of the time.
+    """
+    a, b = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
+    n = len(a)
+    off = []
+    for who, scores in (("judge", a), ("people", b)):
+        counts = np.bincount(scores, minlength=6)[1:]
+        off.append((n - int(counts.max()), who, int(counts.argmax()) + 1, counts.max() / n))
+    fewest, who, mode, share = min(off)
+    if n <= MIN_OFF_MODE:
+        return (
+            f"only {n} pair{'s' if n > 1 else ''}: intervals from so few covered the true kappa 25-85% of the time,"
+            " not 95% (python -m bench kappa); rate more items"
+        )
+    if fewest < MIN_OFF_MODE:
+        return (
+            f"n = {n} with {share:.0%} of the {who}'s scores at {mode}, only {fewest} otherwise (fewer than"
+            f" {MIN_OFF_MODE}): on such samples a 95% interval covered the true kappa only about 80% of the time"
+            f" (python -m bench kappa); rate more items, especially ones not scored {mode}"
+        )
+    disagreeing = int((a != b).sum())
+    if disagreeing < MIN_DISAGREEING:
+        return (
+            f"{'none' if not disagreeing else f'only {disagreeing}'} of the {n} pairs"
+            f" {'disagrees' if disagreeing == 1 else 'disagree'} (fewer than {MIN_DISAGREEING}): resampling cannot"
+            f" show how variable the disagreement is, so an interval would be"
+            f" {'zero-width' if not disagreeing else 'too narrow'} (such intervals covered the true kappa about 70%"
+            " of the time, python -m bench kappa); rate more items"
+        )
+    return None
 
 
 # Candidate nominal levels for the calibrated interval; 0.95 is never narrowed.
@@ -108,49 +175,78 @@ CALIBRATION_LEVELS = np.array([0.95, 0.96, 0.97, 0.98, 0.985, 0.99, 0.995])
 def qwk_interval(
     a: np.ndarray, b: np.ndarray, resamples: int = 2000, seed: int = 0, outer: int = 200, inner: int = 200
 ) -> tuple:
-    """95% calibrated (double) bootstrap-t interval of the weighted kappa. The pairs are resampled and each
-    resample's kappa studentised by its own standard error (bootstrap-t); then a second level of resampling
+    """95% calibrated (double) bootstrap-t interval of the weighted kappa; (None, None) where there is none (kappa
+    undefined, or every resample gives the same kappa: never a zero-width interval). The pairs are resampled and
+    each resample's kappa studentised by its own standard error (bootstrap-t); then a second level of resampling
     finds the nominal level at which such intervals, built on resamples, cover this sample's kappa 95% of the
-    time, and that level is used. On simulated judge-like data sets of 40 pairs (skewed, mostly 4-5) the plain
-    bootstrap-t covered the true kappa in 91.6-94.1% of them, because a sample of 40 rarely holds the rare
-    scores; the calibrated one covers it in the 93-97% the Calibration page promises (`python -m bench kappa`)."""
-    a, b = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
-    kappa, se = (x[0] for x in qwk_with_se(a[None], b[None]))
-    if np.isnan(kappa):
+    time, and that level is used. It covers the true kappa 93-97% of the time where `interval_withheld` lets it
+    be shown, and far less where it does not (small n, a rater's scores nearly all at one value, almost no
+    disagreements): agreement() withholds it there (`python -m bench kappa`, docs/benchmarks.md)."""
+    counts = pair_counts(a, b)
+    kappa, se = (float(x) for x in table_kappa_se(counts))
+    if np.isnan(kappa) or se == 0:  # se 0: every pair agrees (or all disagree alike), so every resample does too
         return None, None
-    if se == 0:  # every pair agrees: every resample does too
-        return float(kappa), float(kappa)
     rng = np.random.default_rng(seed)
-    index = rng.integers(0, len(a), size=(resamples, len(a)))
-    kappas, ses = qwk_with_se(a[index], b[index])
+    kappas, ses = table_kappa_se(resample(counts[None], resamples, rng)[:, 0])
     usable = ~np.isnan(kappas) & (ses > 0)
     if not usable.any():
         return None, None
-    level = _calibrated_level(a, b, float(kappa), rng, outer, inner)
+    level = _calibrated_level(counts, kappa, rng, outer, inner)
     low_t, high_t = np.percentile((kappas[usable] - kappa) / ses[usable], [50 * (1 - level), 50 * (1 + level)])
     return float(max(-1.0, kappa - high_t * se)), float(min(1.0, kappa - low_t * se))
 
 
-def _calibrated_level(a: np.ndarray, b: np.ndarray, kappa: float, rng, outer: int, inner: int) -> float:
+RESAMPLE_PAIRS_UP_TO = 100  # n up to which resampling draws the pairs themselves; above, a multinomial table
+
+
+def resample(tables: np.ndarray, times: int, rng) -> np.ndarray:
+    """Bootstrap resamples of each table of counts (shape m x 5 x 5, all of the same n): shape times x m x 5 x 5.
+    Resampling n pairs with replacement gives a table with the multinomial distribution on the table's cell
+    proportions; small samples draw the pairs (cost grows with n), larger ones the multinomial (it does not)."""
+    m, n = len(tables), int(tables[0].sum())
+    flat = tables.reshape(m, 25).astype(np.int64)
+    if n > RESAMPLE_PAIRS_UP_TO:
+        cells = np.flatnonzero(flat.any(0))  # a cell no table holds cannot appear
+        out = np.zeros((times, m, 25))
+        out[..., cells] = rng.multinomial(n, flat[:, cells] / n, size=(times, m))
+        return out.reshape(times, m, 5, 5)
+    pairs = np.repeat(np.tile(np.arange(25), m), flat.ravel()).reshape(m, n)  # each table's pairs as cell codes
+    drawn = pairs[np.arange(m)[None, :, None], rng.integers(0, n, size=(times, m, n))]
+    drawn += 25 * np.arange(times * m).reshape(times, m, 1)
+    return np.bincount(drawn.ravel(), minlength=25 * times * m).reshape(times, m, 5, 5)
+
+
+def _row_percentiles(t: np.ndarray, qs: list[float]) -> list[np.ndarray]:
+    """Per-row percentiles (linear, as np.nanpercentile) of t (rows x k), ignoring NaN; NaN for an empty row."""
+    ordered = np.sort(t, axis=1)  # NaN last
+    m = np.isfinite(t).sum(1)
+    out = []
+    for q in qs:
+        position = np.maximum(m - 1, 0) * q / 100
+        below = np.floor(position).astype(int)
+        above = np.minimum(below + 1, np.maximum(m - 1, 0))
+        low = np.take_along_axis(ordered, below[:, None], 1)[:, 0]
+        high = np.take_along_axis(ordered, above[:, None], 1)[:, 0]
+        out.append(np.where(m > 0, low + (position - below) * (high - low), np.nan))
+    return out
+
+
+def _calibrated_level(counts: np.ndarray, kappa: float, rng, outer: int, inner: int) -> float:
     """The smallest candidate level whose bootstrap-t intervals on `outer` resamples (each from `inner`
     resamples of its own) cover `kappa` at least 95% of the time; a resample with too few usable inner
     resamples counts as not covering."""
-    n = len(a)
-    first = rng.integers(0, n, size=(outer, n))
-    a1, b1 = a[first], b[first]
-    k1, se1 = qwk_with_se(a1, b1)
-    second = rng.integers(0, n, size=(outer, inner, n))
-    rows = np.arange(outer)[:, None, None]
-    k2, se2 = qwk_with_se(a1[rows, second].reshape(-1, n), b1[rows, second].reshape(-1, n))
+    first = resample(counts[None], outer, rng)[:, 0]
+    k1, se1 = table_kappa_se(first)
+    k2, se2 = table_kappa_se(resample(first, inner, rng))
     with np.errstate(divide="ignore", invalid="ignore"):
-        t2 = (k2.reshape(outer, inner) - k1[:, None]) / se2.reshape(outer, inner)
-    t2[~np.isfinite(t2) | (se2.reshape(outer, inner) <= 0)] = np.nan
+        t2 = ((k2 - k1) / se2).T  # outer x inner
+    t2[~np.isfinite(t2) | (se2.T <= 0)] = np.nan
     enough = (np.isfinite(t2).sum(1) >= 20) & np.isfinite(k1) & (se1 > 0)
-    for level in CALIBRATION_LEVELS:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            low_t, high_t = np.nanpercentile(t2, [50 * (1 - level), 50 * (1 + level)], axis=1)
-        covers = enough & (k1 - high_t * se1 <= kappa) & (kappa <= k1 - low_t * se1)
+    bounds = _row_percentiles(t2, [q for level in CALIBRATION_LEVELS for q in (50 * (1 - level), 50 * (1 + level))])
+    for i, level in enumerate(CALIBRATION_LEVELS):
+        low_t, high_t = bounds[2 * i], bounds[2 * i + 1]
+        with np.errstate(invalid="ignore"):
+            covers = enough & (k1 - high_t * se1 <= kappa) & (kappa <= k1 - low_t * se1)
         if covers.mean() >= 0.95:
             return float(level)
     return float(CALIBRATION_LEVELS[-1])
@@ -160,7 +256,8 @@ def agreement(judge_scores: list[int], human_scores: list[int], seed: int = 0) -
     """Agreement of two raters on 1-5. A statistic that is undefined is None with its reason in `reasons`:
     no pairs; one pair (kappa, its interval and Spearman need two); a rater who gave every item the same score
     (kappa is then 0 by construction, whatever the other rater did, and Spearman is undefined) — a figure
-    that would read as "no agreement" when it says nothing."""
+    that would read as "no agreement" when it says nothing. Kappa's interval alone is also withheld, with its
+    reason, where it would not cover the true kappa about 95% of the time (`interval_withheld`)."""
     a, b = np.asarray(judge_scores, dtype=int), np.asarray(human_scores, dtype=int)
     n = len(a)
     if n == 0:
@@ -193,9 +290,13 @@ def agreement(judge_scores: list[int], human_scores: list[int], seed: int = 0) -
         result.reasons = {"kappa": reason, "kappa_low": reason, "kappa_high": reason, "spearman": reason}
         return result
     result.kappa = qwk(a, b)
-    result.kappa_low, result.kappa_high = qwk_interval(a, b, seed=seed)
-    if result.kappa_low is None:
-        result.reasons["kappa_low"] = result.reasons["kappa_high"] = "no bootstrap resample had a defined kappa"
+    withheld = interval_withheld(a, b)
+    if withheld is None:
+        result.kappa_low, result.kappa_high = qwk_interval(a, b, seed=seed)
+        if result.kappa_low is None:
+            withheld = "no interval: the resamples of these pairs give no defined kappa, or all the same one"
+    if withheld:
+        result.reasons["kappa_low"] = result.reasons["kappa_high"] = withheld
     result.spearman = float(spearmanr(a, b).statistic)
     return result
 
