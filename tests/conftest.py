@@ -34,6 +34,12 @@ def reset_process_state() -> None:
     store_db.close_all()
     llm.forget_digests()
     retriever._indexes.clear()
+    # the app's cached resources (settings, the store, health) belong to one test: a page run later in the same
+    # process must not meet an earlier test's Ollama address or store
+    import streamlit as st
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
 
 
 @pytest.fixture(autouse=True)
