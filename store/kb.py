@@ -174,17 +174,23 @@ def fingerprint(db: Database, embed_model: str, or_last_read: bool = False) -> t
     held by another process waits only briefly (Database.optional_cursor), then gives the fingerprint read last.
     """
     key = (db.path, embed_model)
-    if or_last_read and key in _last_fingerprints:
+    fresh, found = _read_or_last(db, _last_fingerprints, key, or_last_read, lambda cur: _fingerprint(cur, embed_model))
+    if fresh:
+        _last_fingerprints[key] = found
+    return found
+
+
+def _read_or_last(db: Database, last: dict, key, or_last_read: bool, read):
+    """(True, read(cursor)); with or_last_read, once this process has read `key` (it is in `last`), a store held by
+    another process is waited on only briefly (Database.optional_cursor) and gives (False, what was read last)."""
+    if or_last_read and key in last:
         try:
             with db.optional_cursor() as cur:
-                found = _fingerprint(cur, embed_model)
+                return True, read(cur)
         except StoreLocked:
-            return _last_fingerprints[key]
-    else:
-        with db.cursor() as cur:
-            found = _fingerprint(cur, embed_model)
-    _last_fingerprints[key] = found
-    return found
+            return False, last[key]
+    with db.cursor() as cur:
+        return True, read(cur)
 
 
 def _fingerprint(cur, embed_model: str) -> tuple:
@@ -198,15 +204,11 @@ def load_embeddings(db: Database, embed_model: str, or_last_read: bool = False) 
     """(chunk ids, unit-normalised float32 matrix) of every chunk embedded with this model. or_last_read: as for
     fingerprint, the matrix this process loaded last (the retriever's) while another process holds the store."""
     key = (db.path, embed_model)
-    if or_last_read and key in _last_embeddings:
-        try:
-            with db.optional_cursor() as cur:
-                table = _embeddings_table(cur, embed_model)
-        except StoreLocked:
-            return _last_embeddings[key]
-    else:
-        with db.cursor() as cur:
-            table = _embeddings_table(cur, embed_model)
+    fresh, table = _read_or_last(
+        db, _last_embeddings, key, or_last_read, lambda cur: _embeddings_table(cur, embed_model)
+    )
+    if not fresh:
+        return table
     ids = table.column("id").to_numpy()
     if len(ids) == 0:
         return ids, np.zeros((0, 0), dtype=np.float32)
