@@ -23,6 +23,7 @@ from store.errors import (
     StoreCorrupt,
     StoreError,
     StoreForeign,
+    StoreFull,
     StoreLocked,
     StoreReadOnly,
     StoreTooNew,
@@ -43,6 +44,9 @@ CORRUPT_MARKERS = (
 # one found it locked, such reads are skipped for OPTIONAL_READ_BACKOFF_S (store/db.py: Database.optional_cursor).
 OPTIONAL_READ_WAIT_S = 0.2
 OPTIONAL_READ_BACKOFF_S = 1.0
+# a write that found no room on the disk (DuckDB raises it as an IOException, or a TransactionException when the
+# commit's write-ahead log cannot be written): the store's earlier contents are intact
+FULL_MARKERS = ("No space left on device", "Disk quota exceeded")
 REQUIRED_TABLES = ("runs", "claims", "attempts", "retrievals", "chunks", "documents", "schema_migrations")
 
 
@@ -53,6 +57,8 @@ def _is_lock_error(exc: Exception) -> bool:
 def _fault(path: str, exc: Exception, read_only_reason: str | None = None) -> StoreError | None:
     """The store error a duckdb error means, or None when it is a bug (bad SQL) that must raise as is."""
     text = str(exc)
+    if any(marker in text for marker in FULL_MARKERS):
+        return StoreFull(path, text.splitlines()[0][:300])
     if any(marker in text for marker in CORRUPT_MARKERS) or isinstance(exc, duckdb.InternalException):
         return StoreCorrupt(path, text.splitlines()[0][:300])
     if isinstance(exc, duckdb.InvalidInputException) and "read-only mode" in text:  # a write on a read-only open
@@ -182,7 +188,10 @@ class Database:
         """Fold the write-ahead log into the file, so a copy of the file alone is complete."""
         with self._guard:
             if self._con is not None and not self.read_only:
-                self._con.execute("CHECKPOINT")
+                try:
+                    self._con.execute("CHECKPOINT")
+                except duckdb.Error as exc:  # a full disk: the write-ahead log keeps what the file cannot take yet
+                    raise _fault(self.path, exc, self.read_only_reason) or _store_error(self.path, exc) from None
 
     def _open(self, lock_timeout_s: float | None = None, fair: bool = True) -> duckdb.DuckDBPyConnection:
         """fair=False: an optional read neither steps back for other processes' waiting markers nor leaves one

@@ -52,6 +52,18 @@ class StoreReadOnly(StoreError):
         self.path = path
 
 
+class StoreFull(StoreError):
+    """The disk that holds the store has no room left for a write (ENOSPC): what was stored before is intact."""
+
+    def __init__(self, path: str, detail: str):
+        super().__init__(
+            f"the disk holding the store {path} is full ({detail})",
+            fix="free space on that disk, or point WORKBENCH_DB at a file on another disk; what was stored before "
+            "is intact, and results computed meanwhile are kept in the journal and saved on the next open with room",
+        )
+        self.path = path
+
+
 class StoreTooNew(StoreError):
     def __init__(self, path: str, unknown: list[str]):
         super().__init__(

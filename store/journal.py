@@ -20,7 +20,7 @@ import json
 import os
 import tempfile
 import uuid
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -125,6 +125,7 @@ def write_entry(store_path: str, kind: str, payload: dict) -> Path:
         if not _writable_dir(folder):
             last = last or _unwritable(folder)
             continue
+        tmp = None
         try:
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -134,8 +135,10 @@ def write_entry(store_path: str, kind: str, payload: dict) -> Path:
             final = folder / f"{entry['created_at'][:19].replace(':', '')}-{entry['id']}.json"
             os.replace(tmp, final)
             return final
-        except OSError as exc:
+        except OSError as exc:  # a full disk: the part written goes, the next folder is tried
             last = exc
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
     raise last or OSError(f"no writable journal folder for {store_path}")
 
 
@@ -226,8 +229,24 @@ def replay(db, lock_timeout_s: float | None = None) -> int:
     return written
 
 
+@dataclass(frozen=True)
+class Kept:
+    """Where the journal keeps a result the store could not take, and why the store could not: str() and
+    os.fspath() give the entry's path."""
+
+    path: Path
+    because: StoreError
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+
 def save_or_keep(db, kind: str, payload: dict, write, lock_timeout_s: float | None = None):
-    """(write's result, None) when the store takes it now, else (None, the journal file that keeps it).
+    """(write's result, None) when the store takes it now, else (None, Kept: the journal file that keeps it and
+    the store's error).
     A store that is locked past lock_timeout_s, read-only, newer or damaged never loses the result; the
     store's error is raised only when no journal folder is writable either, as ResultNotKept (which says both
     why). What the journal already keeps is written first (replay), so entries reach the store in the order they
@@ -237,13 +256,13 @@ def save_or_keep(db, kind: str, payload: dict, write, lock_timeout_s: float | No
         return write(lock_timeout_s), None
     except StoreError as exc:
         try:
-            return None, write_entry(db.path, kind, payload)
+            return None, Kept(write_entry(db.path, kind, payload), exc)
         except OSError as journal_error:
             raise ResultNotKept(exc, journal_error, journal_dirs(db.path)) from None
 
 
 def save_run(db, log: RunLog, lock_timeout_s: float | None = None):
-    """A question's run written now, or kept in the journal: (run id or None, journal file or None)."""
+    """A question's run written now, or kept in the journal: (run id or None, Kept or None)."""
 
     def write(timeout):
         with db.transaction(timeout) as cur:
@@ -253,7 +272,7 @@ def save_run(db, log: RunLog, lock_timeout_s: float | None = None):
 
 
 def save_item(db, eval_run_id, item, status, log, scores, error, wall_ms, replace=True, lock_timeout_s=None):
-    """An evaluation item written now, or kept in the journal: (run id or None, journal file or None)."""
+    """An evaluation item written now, or kept in the journal: (run id or None, Kept or None)."""
 
     def write(timeout):
         with db.transaction(timeout) as cur:

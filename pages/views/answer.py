@@ -92,9 +92,14 @@ def follow_live(events, steps) -> AnswerResult | None:
 
 def show_answer(result: AnswerResult) -> None:
     if result.journal:
+        because = f" ({result.kept_because})" if result.kept_because else ""
+        fix = f"  \nFix: {escape_keeping_code(result.kept_fix)}" if result.kept_fix else ""
         st.info(
-            "The store could not take this run just now: it is kept in the local journal and saved the next "
-            "time the store opens.",
+            escape_markdown(
+                f"The store could not take this run just now{because}: it is kept in the local journal "
+                "and saved the next time the store opens."
+            )
+            + fix,
             icon=":material/save:",
         )
     if result.status == "failed":

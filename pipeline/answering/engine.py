@@ -497,6 +497,8 @@ class QuestionRun:
             try:
                 self.result.run_id, kept = save_run(self.db, self.log, self.settings.store_save_wait_s)
                 self.result.journal = str(kept) if kept else None
+                if kept:
+                    self.result.kept_because, self.result.kept_fix = kept.because.message, kept.because.fix
             except ResultNotKept as exc:  # nor is any journal folder writable: the answer is still shown, and why
                 self.result.not_kept = str(exc)
 

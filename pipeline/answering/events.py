@@ -52,6 +52,8 @@ class AnswerResult(RunRecord):
     passages: list[Passage] = field(default_factory=list)  # the final round's retrieved chunks
     fix: str | None = None  # how to fix what failed; not stored
     journal: str | None = None  # the journal file that keeps the run when the store could not take it
+    kept_because: str | None = None  # why the store could not take it then (locked, full disk, read-only...)
+    kept_fix: str | None = None  # what to do about that
     not_kept: str | None = None  # why neither the store nor the journal could keep the run (it is not saved)
 
     @property

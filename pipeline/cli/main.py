@@ -238,6 +238,7 @@ def result_json(result: AnswerResult) -> dict:
         "error": result.error,
         "fix": result.fix,
         "journal": result.journal,
+        "kept_because": result.kept_because,
         "not_kept": result.not_kept,
         "claims": [
             {
@@ -258,13 +259,16 @@ def print_result(result: AnswerResult, out: Console) -> None:
     if result.not_kept:
         out.print(Text(f"note: this run is not saved: {result.not_kept}", style="yellow"))
     if result.journal:
+        because = f" ({result.kept_because})" if result.kept_because else ""
         out.print(
             Text(
-                f"note: the store could not take this run now; it is kept in the journal ({result.journal}) "
-                "and saved the next time the store opens",
+                f"note: the store could not take this run now{because}; it is kept in the journal "
+                f"({result.journal}) and saved the next time the store opens",
                 style="yellow",
             )
         )
+        if result.kept_fix:
+            out.print(Text(f"fix: {result.kept_fix}", style="yellow"))
     if result.status == "failed":
         out.print(Text(f"run {result.run_id} failed: {result.error}", style="red"))
         if result.fix:
