@@ -34,6 +34,7 @@ GROUPS = {
     "verification": "Verification",
     "evaluation": "Evaluation",
     "store": "Store",
+    "collect": "Traces in (collect)",
     "advanced": "Advanced thresholds",
 }
 
@@ -312,6 +313,24 @@ class Settings:
         "store",
         "how long a final save waits for a locked store before keeping the result in the journal",
         minimum=0,
+    )
+    # Traces in (collect)
+    collect_host: str = setting(
+        "127.0.0.1", "collect", "the address `collect` listens on for OTLP traces (127.0.0.1: this machine only)"
+    )
+    collect_port: int = setting(
+        4318, "collect", "the port `collect` listens on (OTLP over HTTP)", minimum=1, maximum=65535
+    )
+    collect_max_body_mb: float = setting(
+        16.0, "collect", "the largest trace request `collect` accepts, in MB (larger: 413)", above=0
+    )
+    collect_sample_rate: float = setting(
+        1.0,
+        "collect",
+        "the share of received question-and-answer traces the online worker verifies (chosen by trace id, so a "
+        "restart chooses the same); 1: all",
+        minimum=0,
+        maximum=1,
     )
     # Advanced thresholds
     precheck_novel_share: float = setting(

@@ -37,12 +37,14 @@ from store.records import (
     ClaimRecord,
     GradeRecord,
     LLMCallRecord,
+    ReceivedSpan,
     RetrievalRecord,
     RunLog,
     RunRecord,
     SpanRecord,
 )
 from store.runs import insert_run
+from store.traces import insert_received
 
 APP_NAME = "rag-quality-workbench"
 
@@ -188,6 +190,9 @@ def _apply(cur, entry: dict) -> None:
             payload["wall_ms"],
             payload["replace"],
         )
+    elif entry["kind"] == "spans":
+        payload = _decode(payload)
+        insert_received(cur, [ReceivedSpan(**s) for s in payload["spans"]], payload["received_at"])
     else:
         raise ValueError(f"unknown journal entry kind {entry['kind']!r}")
 
@@ -289,3 +294,13 @@ def save_item(db, eval_run_id, item, status, log, scores, error, wall_ms, replac
         "replace": replace,
     }
     return save_or_keep(db, "eval_item", payload, write, lock_timeout_s)
+
+
+def save_received(db, spans: list[ReceivedSpan], received_at: datetime, lock_timeout_s: float | None = None):
+    """Spans received over OpenTelemetry written now, or kept in the journal: (None, journal file or None)."""
+
+    def write(timeout):
+        with db.transaction(timeout) as cur:
+            insert_received(cur, spans, received_at)
+
+    return save_or_keep(db, "spans", {"spans": spans, "received_at": received_at}, write, lock_timeout_s)

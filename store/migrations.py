@@ -597,3 +597,28 @@ def m021_similarity_scales(con: duckdb.DuckDBPyConnection) -> None:
             PRIMARY KEY (embed_model, digest, kb_fingerprint)
         );
     """)
+
+
+@migration
+def m022_received_traces(con: duckdb.DuckDBPyConnection) -> None:
+    """Traces received from other applications over OpenTelemetry (`collect`): every span as it arrived, keyed by
+    trace and span id so a batch sent twice is stored once; and, on runs, the trace a traced run was made from
+    (one run per trace: the online worker skips a trace that has one)."""
+    con.execute("""
+        CREATE TABLE received_spans (
+            trace_id VARCHAR NOT NULL,
+            span_id VARCHAR NOT NULL,
+            parent_id VARCHAR,
+            name VARCHAR NOT NULL,
+            span_kind VARCHAR,
+            service VARCHAR NOT NULL,
+            started_at TIMESTAMPTZ NOT NULL,
+            ended_at TIMESTAMPTZ,
+            status_code VARCHAR,
+            status_message VARCHAR,
+            attributes JSON,
+            received_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (trace_id, span_id)
+        );
+        ALTER TABLE runs ADD COLUMN trace_id VARCHAR;
+    """)

@@ -50,6 +50,24 @@ class SpanRecord:
 
 
 @dataclass
+class ReceivedSpan:
+    """A span received from another application over OpenTelemetry, as it arrived (ids in hex; ended_at None
+    while the span is still open)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    span_kind: str | None  # OpenInference's openinference.span.kind: CHAIN, RETRIEVER, LLM, ...
+    service: str
+    started_at: datetime
+    ended_at: datetime | None
+    status_code: str | None = None  # OK | ERROR | None (unset)
+    status_message: str | None = None
+    attributes: dict = field(default_factory=dict)
+
+
+@dataclass
 class CacheEntry:
     key: str
     model: str
@@ -135,6 +153,7 @@ class RunRecord:
     finished_at: datetime | None = None
     latency_ms: float | None = None
     pipeline: str | None = None  # who wrote the answer, for an imported or traced run (None: this workbench)
+    trace_id: str | None = None  # a traced run: the received trace it was made from (hex, as OpenTelemetry writes it)
 
 
 @dataclass

@@ -42,6 +42,10 @@ REFERENCES: dict[str, str | tuple[str, ...]] = {
     "correction_version": "correction_sets.version",
     "span_id": "spans.span_id",
     "parent_id": "spans.span_id",
+    "trace_id": "received_spans.trace_id",
+    # a "table.column" key overrides the column's rule in that table
+    "received_spans.span_id": (),  # part of the table's own key: a span id as the application sent it
+    "received_spans.parent_id": "received_spans.span_id",
 }
 # columns named like references that refer to no table: why
 NOT_REFERENCES = {
@@ -84,9 +88,9 @@ def schema(con) -> dict:
     }
 
 
-def targets(column: str) -> tuple[str, ...]:
-    """The "table.column"s a column refers to (none when it is no reference)."""
-    target = REFERENCES.get(column, ())
+def targets(column: str, table: str = "") -> tuple[str, ...]:
+    """The "table.column"s a column (of `table`) refers to (none when it is no reference)."""
+    target = REFERENCES.get(f"{table}.{column}", REFERENCES.get(column, ()))
     return (target,) if isinstance(target, str) else target
 
 
@@ -95,7 +99,7 @@ def references(columns: dict[str, list[str]]) -> list[tuple[str, str, str]]:
     found = []
     for table, names in columns.items():
         for column in names:
-            found += [(table, column, t) for t in targets(column) if t != f"{table}.{column}"]
+            found += [(table, column, t) for t in targets(column, table) if t != f"{table}.{column}"]
     return sorted(found)
 
 
@@ -105,9 +109,10 @@ def problems(found: dict) -> list[str]:
     every_column = {c for names in columns.values() for c in names}
     out = []
     for column in REFERENCES:
-        if column not in every_column:
+        owner, dot, name = column.rpartition(".")
+        if (name not in columns.get(owner, [])) if dot else (column not in every_column):
             out.append(f"REFERENCES names {column!r}, which no table has")
-        for target in targets(column):
+        for target in REFERENCES[column] if isinstance(REFERENCES[column], tuple) else (REFERENCES[column],):
             table, _, key = target.partition(".")
             if key not in columns.get(table, []):
                 out.append(f"REFERENCES points {column!r} at {target}, which does not exist")

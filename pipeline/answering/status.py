@@ -11,6 +11,8 @@ from __future__ import annotations
 ACCEPTED, FLAGGED, NO_CLAIMS, UNVERIFIED = "accepted", "flagged", "no_claims", "unverified"
 ABSTAINED, FAILED, CANCELLED, RUNNING = "abstained", "failed", "cancelled", "running"
 NO_CONTEXTS = "no_contexts"  # an imported answer given without contexts: nothing to check it against
+# a received trace kept as it came (no question-and-answer, or sampled out); why, in abstain_reason
+NOT_EVALUATED = "not_evaluated"
 OFF_TOPIC = "off_topic"  # the run's best attempt, shown, does not address the question (off_topic_final = mark)
 
 STATUS_TEXT = {
@@ -20,6 +22,7 @@ STATUS_TEXT = {
     OFF_TOPIC: "🎯 does not address the question: no attempt answered what was asked; the best one is shown",
     NO_CLAIMS: "ℹ️ no checkable claims",
     NO_CONTEXTS: "ℹ️ no contexts given: nothing to check the answer against",
+    NOT_EVALUATED: "ℹ️ not evaluated: a received trace kept as it came",
     UNVERIFIED: "❔ could not be verified",
     FAILED: "🚫 failed",
     CANCELLED: "⏹️ cancelled",

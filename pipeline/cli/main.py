@@ -1,4 +1,4 @@
-"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show, export-parquet, snapshot.
+"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show, export-parquet, snapshot, collect.
 
 Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input; `gate` exits 3
 when the run is below a floor and has no regression; `ask` exits 4 when its answer was printed but could be kept
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from dataclasses import asdict
 from datetime import datetime
@@ -32,6 +33,7 @@ from pipeline.cli.output import (
     report_json,
 )
 from pipeline.cli.terminal import SafeConsole
+from pipeline.collect import serve as collect
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import load_dataset
@@ -151,6 +153,21 @@ def build_parser() -> argparse.ArgumentParser:
         "snapshot", help="copy the store, checkpointed, to a read-only file that many app processes can browse"
     )
     snap.add_argument("path", help="the snapshot file; an earlier snapshot there is replaced")
+    col = sub.add_parser(
+        "collect",
+        help="receive any application's OpenTelemetry traces (OTLP/HTTP) and verify its answers online",
+    )
+    col.add_argument("--host", default=None, help="address to listen on (default: setting collect_host, 127.0.0.1)")
+    col.add_argument("--port", type=_positive, default=None, help="port (default: setting collect_port, 4318)")
+    col.add_argument(
+        "--token",
+        default=os.environ.get("WORKBENCH_COLLECT_TOKEN") or None,
+        help="require Authorization: Bearer TOKEN on every request (default: WORKBENCH_COLLECT_TOKEN; unset: none)",
+    )
+    col.add_argument("--no-evaluate", action="store_true", help="receive and keep traces; verify none now")
+    col.add_argument(
+        "--drain", action="store_true", help="do not listen: verify every trace waiting in the store, then exit"
+    )
     det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
     det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
     det.add_argument(
@@ -478,6 +495,22 @@ def export_to(db, run_filter: RunFilter, target: str, out: Console) -> int:
     return 0
 
 
+def cmd_collect(args, settings, db, out: Console, err: Console) -> int:
+    if args.drain:
+        worker = collect.drain(settings, db)
+        state = worker.state
+        out.print(Text(f"{state.evaluated} trace(s) verified, {state.kept} kept without verdicts"))
+        if state.journaled:
+            out.print(Text(f"{len(state.journaled)} run(s) kept in the journal: the store was busy"))
+        if state.last_error:
+            err.print(Text(f"error: traces are still waiting: {state.last_error}", style="red"))
+            return 1
+        return 0
+    host, port = args.host or settings.collect_host, args.port or settings.collect_port
+    collect.serve(settings, db, host, port, args.token, not args.no_evaluate, lambda line: err.print(Text(line)))
+    return 0
+
+
 def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
     run_filter = runs_filter(args)
     if args.export:
@@ -586,4 +619,5 @@ COMMANDS = {
     "doctor": cmd_doctor,
     "eval": cmd_eval,
     "bench-detector": cmd_bench_detector,
+    "collect": cmd_collect,
 }

@@ -32,6 +32,7 @@ from pipeline.verification.registry import load_verifiers, verifier_class
 from store.records import AttemptRecord, RetrievalRecord, RunLog
 
 KIND = "imported"
+TRACED = "traced"  # a run made from a trace received from another application (pipeline/collect)
 OWN_PIPELINE = "this workbench"  # how a run whose answer this workbench wrote is named beside other pipelines
 # The settings a given answer's verdicts depend on (the generator's and the retriever's play no part).
 OPTIONS = ("faithfulness_threshold", "llm_backend", "model_revision", "context_window", "temperature")
@@ -40,6 +41,12 @@ OPTIONS = ("faithfulness_threshold", "llm_backend", "model_revision", "context_w
 def origin_line(kind: str, pipeline: str | None) -> str | None:
     """What a run's drilldown says of who wrote its answer: for an imported run, the pipeline that wrote it, and
     that it was only checked here; None for a run this workbench answered."""
+    if kind == TRACED:
+        return (
+            f"Answer written by service {pipeline or 'unknown'} and received as a trace: its question, answer and "
+            "retrieved contexts come from the application's spans; its claims were verified here against those "
+            "contexts."
+        )
     if kind != KIND:
         return None
     return (
@@ -50,7 +57,7 @@ def origin_line(kind: str, pipeline: str | None) -> str | None:
 
 def contexts_heading(kind: str) -> str:
     """The heading of a run's contexts: those given with an imported answer, else the chunks retrieved for it."""
-    return "Given contexts" if kind == KIND else "Retrieved chunks"
+    return {KIND: "Given contexts", TRACED: "Retrieved contexts (from the trace)"}.get(kind, "Retrieved chunks")
 
 
 def given_prompts(settings: Settings) -> list:
@@ -99,13 +106,15 @@ def check_given(
     answer: str,
     contexts: Sequence[GivenContext | str] | None,
     pipeline: str,
+    kind: str = KIND,
 ) -> GivenRun:
     """Verify a given answer against its contexts; the calls are `llm`'s (taken into the log here). Raises the
-    model layer's WorkbenchError as a failed run (with the calls made); unreadable replies leave it unverified."""
+    model layer's WorkbenchError as a failed run (with the calls made); unreadable replies leave it unverified.
+    `kind`: imported, or traced for an answer received in a trace."""
     started, t0 = datetime.now(timezone.utc), time.perf_counter()
     passages = given_passages(contexts)
     result = AnswerResult(
-        kind=KIND,
+        kind=kind,
         question=question,
         status=status.RUNNING,
         started_at=started,
@@ -114,7 +123,7 @@ def check_given(
         pipeline=pipeline,
         passages=passages,
     )
-    with tracing.recording("imported answer", pipeline=pipeline, contexts=len(passages)) as trace:
+    with tracing.recording(f"{kind} answer", pipeline=pipeline, contexts=len(passages)) as trace:
         try:
             attempt = _checked_attempt(settings, llm, question, answer, passages)
             tracing.annotate(status=attempt.record.status, faithfulness=attempt.record.faithfulness)

@@ -1,0 +1,136 @@
+"""The online worker: every received trace whose root span has ended becomes one run of kind `traced`, oldest
+first. A question-and-answer trace that the sampling rate chooses is verified claim by claim against its
+retrieved contexts, as an imported answer is; any other is kept as a trace with the reason it was not evaluated.
+
+Resumable and never twice: what is waiting is read from the store (traces with no run), the run is written with
+its trace id in one transaction (store/runs.insert_run writes no second run for a trace, journal replay
+included), and a trace whose run is kept in the journal is not taken again. When the models cannot be reached
+the trace is left waiting and the worker backs off; nothing is stored as failed for an outage."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from pipeline.answering import status
+from pipeline.answering.events import AnswerResult
+from pipeline.collect.assemble import TracedRequest, assemble
+from pipeline.config import Settings
+from pipeline.evaluation.given import TRACED, check_given, given_config
+from pipeline.models.llm import LLM
+from store.journal import replay, save_run
+from store.records import RetrievalRecord, RunLog
+from store.traces import trace_spans, waiting_traces
+
+BATCH = 20  # traces read per look at the store
+
+
+def sampled(trace_id: str, rate: float) -> bool:
+    """Whether the sampling rate chooses this trace; by its id, so every restart chooses the same traces."""
+    if rate >= 1:
+        return True
+    return int(hashlib.sha256(trace_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF < rate
+
+
+@dataclass
+class WorkerState:
+    evaluated: int = 0  # runs with verdicts
+    kept: int = 0  # runs of traces not evaluated (no question-and-answer, or sampled out)
+    journaled: list[str] = field(default_factory=list)  # traces whose run waits in the journal
+    last_error: str | None = None  # why the worker is waiting (the models could not be reached)
+
+
+class OnlineWorker:
+    def __init__(self, settings: Settings, db, settle_s: float = 1.0):
+        """settle_s: how long after its root span arrived a trace is taken, so that spans of the same request
+        sent in a later batch are in the store first."""
+        self.settings, self.db, self.settle_s = settings, db, settle_s
+        self.state = WorkerState()
+
+    def run_once(self, limit: int = BATCH) -> int:
+        """Turn up to `limit` waiting traces into runs; how many were stored (or journaled). Stops at the first
+        trace the models could not check (it stays waiting)."""
+        replay(self.db, self.settings.store_save_wait_s)  # spans the receiver journaled while the store was busy
+        before = datetime.now(timezone.utc) - timedelta(seconds=self.settle_s)
+        done = 0
+        for trace_id in waiting_traces(self.db, before, limit, self.state.journaled):
+            log = self.run_of(assemble(trace_spans(self.db, trace_id)))
+            if log is None:
+                return done
+            run_id, journal = save_run(self.db, log, self.settings.store_save_wait_s)
+            if journal is not None:
+                self.state.journaled.append(trace_id)
+            done += 1
+        return done
+
+    def run_of(self, request: TracedRequest) -> RunLog | None:
+        """The run of one trace; None when its check failed because a model could not be reached."""
+        reason = request.not_evaluated
+        if reason is None and not sampled(request.trace_id, self.settings.collect_sample_rate):
+            reason = f"not sampled (collect_sample_rate {self.settings.collect_sample_rate:g})"
+        if reason is not None:
+            self.state.kept += 1
+            return kept_run(self.settings, request, reason)
+        llm = LLM(self.settings, self.db, origin="online")
+        given = check_given(
+            self.settings, llm, request.question, request.answer, request.contexts, request.service, kind=TRACED
+        )
+        if given.result.status == status.FAILED:
+            self.state.last_error = given.result.error
+            return None
+        self.state.last_error = None
+        self.state.evaluated += 1
+        return with_trace(given.log, request)
+
+    def run_forever(self, stop: threading.Event, poll_s: float = 0.5, backoff_s: float = 10.0) -> None:
+        while not stop.is_set():
+            try:
+                done = self.run_once()
+            except Exception as exc:  # noqa: BLE001 - a store or model fault: said, and tried again later
+                self.state.last_error = str(exc)
+                done = 0
+            stop.wait(backoff_s if self.state.last_error else (0 if done else poll_s))
+
+
+def with_trace(log: RunLog, request: TracedRequest) -> RunLog:
+    """A checked answer's run as the traced run: the application's trace, calls, model, start and latency first,
+    the check's own spans and calls after them."""
+    run = log.run
+    run.trace_id, run.generator_model = request.trace_id, request.model
+    run.started_at, run.latency_ms = request.started_at, request.latency_ms
+    log.calls = [*request.calls, *log.calls]
+    log.spans = [*request.spans, *log.spans]
+    return log
+
+
+def kept_run(settings: Settings, request: TracedRequest, reason: str) -> RunLog:
+    """A trace kept without verdicts: its question and answer if any, its contexts, calls and spans."""
+    result = AnswerResult(
+        kind=TRACED,
+        question=request.question or "",
+        status=status.NOT_EVALUATED,
+        started_at=request.started_at,
+        answer=request.answer,
+        abstain_reason=reason,
+        generator_model=request.model,
+        config=given_config(settings, request.service),
+        pipeline=request.service,
+        trace_id=request.trace_id,
+        latency_ms=request.latency_ms,
+    )
+    retrievals = [
+        RetrievalRecord(1, request.question or "", n, -n, c.score, context_text=c.text, context_source=c.source)
+        for n, c in enumerate(request.contexts, start=1)
+    ]
+    finished = request.started_at + timedelta(milliseconds=request.latency_ms or 0)
+    return result.to_log([], retrievals, finished, request.calls, [], request.spans)
+
+
+def wait_idle(worker: OnlineWorker, timeout_s: float) -> None:
+    """Run until nothing is waiting (for the CLI's --once)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and worker.run_once():
+        pass

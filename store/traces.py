@@ -1,0 +1,86 @@
+"""Spans received from other applications (`collect`), and the traces waiting for the online worker."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from store.db import Database, fetch_dicts, insert_rows
+from store.records import ReceivedSpan
+
+RECEIVED_COLUMNS = [
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "name",
+    "span_kind",
+    "service",
+    "started_at",
+    "ended_at",
+    "status_code",
+    "status_message",
+    "attributes",
+    "received_at",
+]
+
+
+def insert_received(cur, spans: list[ReceivedSpan], received_at: datetime) -> None:
+    """Store spans as they arrived; a span already stored (a batch sent again) is kept as it was."""
+    rows = [
+        [
+            s.trace_id,
+            s.span_id,
+            s.parent_id,
+            s.name,
+            s.span_kind,
+            s.service,
+            s.started_at,
+            s.ended_at,
+            s.status_code,
+            s.status_message,
+            json.dumps(s.attributes),
+            received_at,
+        ]
+        for s in spans
+    ]
+    insert_rows(cur, "received_spans", RECEIVED_COLUMNS, rows, verb="INSERT OR IGNORE")
+
+
+def waiting_traces(db: Database, received_before: datetime, limit: int, skip: list[str] | None = None) -> list[str]:
+    """Trace ids whose root span has ended (received before `received_before`) and that have no run yet, the
+    oldest root first."""
+    with db.cursor() as cur:
+        rows = cur.execute(
+            "SELECT s.trace_id FROM received_spans s "
+            "WHERE s.parent_id IS NULL AND s.ended_at IS NOT NULL AND s.received_at <= ? "
+            "AND NOT list_contains(?::VARCHAR[], s.trace_id) "
+            "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.trace_id = s.trace_id) "
+            "ORDER BY s.ended_at, s.trace_id LIMIT ?",
+            [received_before, list(skip or []), limit],
+        ).fetchall()
+    return list(dict.fromkeys(r[0] for r in rows))
+
+
+def trace_spans(db: Database, trace_id: str) -> list[ReceivedSpan]:
+    """Every span received for one trace, in the order they started."""
+    with db.cursor() as cur:
+        rows = fetch_dicts(
+            cur,
+            f"SELECT {', '.join(RECEIVED_COLUMNS[:-1])} FROM received_spans WHERE trace_id = ? "
+            "ORDER BY started_at, span_id",
+            [trace_id],
+        )
+    for row in rows:
+        row["attributes"] = json.loads(row["attributes"]) if row["attributes"] else {}
+    return [ReceivedSpan(**row) for row in rows]
+
+
+def received_counts(db: Database) -> dict:
+    """How much has arrived: spans, traces, traces whose root has ended, and traces made into runs."""
+    with db.cursor() as cur:
+        spans, traces, ended = cur.execute(
+            "SELECT count(*), count(DISTINCT trace_id), "
+            "count(DISTINCT trace_id) FILTER (WHERE parent_id IS NULL AND ended_at IS NOT NULL) FROM received_spans"
+        ).fetchone()
+        runs = cur.execute("SELECT count(*) FROM runs WHERE trace_id IS NOT NULL").fetchone()[0]
+    return {"spans": spans, "traces": traces, "ended": ended, "runs": runs}
