@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from store.db import Database, fetch_dicts
+from store.errors import RecordRefused
 
 # the judge's criteria (pipeline.evaluation.judge.CRITERIA), one ratings column each; grounding and topicality
 # came later: their columns take NULL, as in every rating saved before them
@@ -34,12 +36,21 @@ def save_rating(
     comment: str = "",
     claim_verdicts: dict[tuple[int, int], str] | None = None,
 ) -> None:
-    """Save (or update) one annotator's rating of a run and their claim verdicts (validated by the caller)."""
+    """Save (or update) one annotator's rating of a run and their claim verdicts. The caller validates them for
+    its user (pipeline.calibration.annotations); the store refuses what it cannot hold as given (RecordRefused),
+    before anything is written: a score that is not a whole number from 1 to 5 (DuckDB would round 4.5 to 5 and
+    read "3" as 3), a criterion or claim verdict it does not know."""
+    _check_rating(scores, claim_verdicts)
     with db.transaction() as cur:
         cur.execute(
             f"INSERT OR REPLACE INTO ratings (run_id, annotator, {', '.join(CRITERIA)}, comment, rated_at) "
             f"VALUES (?, ?, {', '.join('?' * len(CRITERIA))}, ?, current_timestamp)",
-            [run_id, annotator, *(scores.get(c) for c in CRITERIA), comment or None],
+            [
+                run_id,
+                annotator,
+                *(None if scores.get(c) is None else int(scores[c]) for c in CRITERIA),
+                comment or None,
+            ],
         )
         for (attempt_no, claim_no), verdict in (claim_verdicts or {}).items():
             cur.execute(
@@ -47,6 +58,24 @@ def save_rating(
                 "rated_at) VALUES (?, ?, ?, ?, ?, current_timestamp)",
                 [run_id, attempt_no, claim_no, annotator, verdict],
             )
+
+
+def _check_rating(scores: dict, claim_verdicts: dict | None) -> None:
+    unknown = sorted(str(c) for c in set(scores) - set(CRITERIA))
+    if unknown:
+        raise RecordRefused(f"a rating has an unknown criterion ({', '.join(unknown)})", f"rate {', '.join(CRITERIA)}")
+    for criterion in CRITERIA:
+        value = scores.get(criterion)
+        if value is None and criterion in OPTIONAL:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 1 <= value <= 5:
+            raise RecordRefused(
+                f"a rating's {criterion} must be a whole number from 1 to 5, not {value!r}",
+                "choose a score from 1 to 5",
+            )
+    for verdict in (claim_verdicts or {}).values():
+        if verdict not in VERDICTS:
+            raise RecordRefused(f"unknown claim verdict {verdict!r}", f"use one of {', '.join(VERDICTS)}")
 
 
 def ratings_for(db: Database, run_ids: list[int]) -> list[dict]:

@@ -64,6 +64,13 @@ class StoreFull(StoreError):
         self.path = path
 
 
+class RecordRefused(StoreError):
+    """A value the store will not take (out of its range or of its kind): nothing was written."""
+
+    def __init__(self, what: str, fix: str):
+        super().__init__(f"{what}; nothing was saved", fix=fix)
+
+
 class StoreTooNew(StoreError):
     def __init__(self, path: str, unknown: list[str]):
         super().__init__(

@@ -14,11 +14,12 @@ import json
 import os
 import shutil
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import TEST_ENV, reset_process_state
+from conftest import ROOT, TEST_ENV, reset_process_state
 from test_faults import QUESTION
 
 from pipeline.cli.main import main
@@ -137,3 +138,117 @@ def test_a_full_disk_during_a_save_keeps_the_answer_names_the_disk_and_damages_n
     assert journal.pending(str(store)) == []
     after = rows_of(store)
     assert after["runs"][0] == before["runs"][0]
+
+
+# ------------------------------------------------------------------------------- f. out-of-range annotation scores
+
+OUT_OF_RANGE = [0, 6, 9, -1, 4.5, "3", True, None, float("nan")]
+
+
+def five(**changed) -> dict:
+    return {"correctness": 3, "helpfulness": 3, "faithfulness": 3, "grounding": 3, "topicality": 3, **changed}
+
+
+def ratings_count(db) -> int:
+    with db.cursor() as cur:
+        return cur.execute("SELECT (SELECT count(*) FROM ratings) + (SELECT count(*) FROM claim_ratings)").fetchone()[0]
+
+
+@pytest.mark.parametrize("value", OUT_OF_RANGE, ids=repr)
+def test_an_out_of_range_score_is_refused_by_the_store_and_by_the_pipeline_and_nothing_is_stored(
+    kb_db, settings, value
+):
+    from test_faults import ask
+
+    from pipeline.calibration import annotations
+    from pipeline.errors import InputError
+    from store import annotations as store_annotations
+    from store.errors import RecordRefused
+
+    run_id = ask(settings, kb_db).run_id
+    with pytest.raises(InputError) as refused:
+        annotations.save_rating(kb_db, run_id, "ana", five(correctness=value))
+    assert "correctness must be a whole number from 1 to 5" in refused.value.message and refused.value.fix
+    with pytest.raises(RecordRefused) as refused:  # the store function itself, called as another caller would
+        store_annotations.save_rating(kb_db, run_id, "ana", five(correctness=value))
+    assert "correctness must be a whole number from 1 to 5" in refused.value.message
+    assert "nothing was saved" in refused.value.message and "from 1 to 5" in refused.value.fix
+    assert ratings_count(kb_db) == 0
+
+
+def test_the_store_refuses_an_unknown_criterion_or_claim_verdict(kb_db, settings):
+    from test_faults import ask
+
+    from store import annotations as store_annotations
+    from store.errors import RecordRefused
+
+    run_id = ask(settings, kb_db).run_id
+    with pytest.raises(RecordRefused, match="unknown criterion"):
+        store_annotations.save_rating(kb_db, run_id, "ana", five(style=4))
+    with pytest.raises(RecordRefused, match="unknown claim verdict 'maybe'"):
+        store_annotations.save_rating(kb_db, run_id, "ana", five(), claim_verdicts={(1, 1): "maybe"})
+    assert ratings_count(kb_db) == 0
+    store_annotations.save_rating(kb_db, run_id, "ana", five(), claim_verdicts={(1, 1): "supported"})
+    assert ratings_count(kb_db) == 2  # in range: kept
+
+
+@contextmanager
+def forged_radio(monkeypatch, key: str, posted: str):
+    """The browser posts `posted` as the value of the radio keyed `key`, as a hand-made request can: Streamlit
+    hands a value that is none of the radio's options to the page as the string it received."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+    from streamlit.testing.v1.element_tree import Radio
+
+    real = Radio._widget_state
+
+    def state(self):
+        if self.key != key:
+            return real.fget(self)
+        forged = WidgetState()
+        forged.id = self.id
+        forged.string_value = posted
+        return forged
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Radio, "_widget_state", property(state))
+        yield
+
+
+@pytest.mark.parametrize("posted", ["9", "0", "-1", "4.5", "<b>5</b>"])
+def test_an_out_of_range_score_posted_to_the_annotate_page_is_refused_with_a_message(
+    kb_db, settings, monkeypatch, posted
+):
+    """The radio offers 1-5 only; a hand-made post of another value is refused with a message and stores nothing."""
+    from test_faults import ask
+
+    from pages.views.annotate import radio_key
+    from pages.views.markup import escape_markdown
+
+    run_id = ask(settings, kb_db).run_id
+    at = page("pages/annotate.py")
+    at.text_input(key="annotator").set_value("ana").run()
+    for criterion in ("correctness", "helpfulness", "faithfulness", "grounding", "topicality"):
+        at.radio(key=radio_key(criterion, run_id)).set_value(3)
+    with forged_radio(monkeypatch, radio_key("correctness", run_id), posted):
+        next(b for b in at.button if b.label == "Save rating").click().run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    # Streamlit reads a posted value that is none of the options as no choice, so the page asks for the score; a
+    # value that got through would meet save_rating's range check: either way a message that names the criterion
+    said = ("Give a score for correctness before saving.", escape_markdown("correctness must be a whole number"))
+    assert any(any(s in e for s in said) for e in errors), errors
+    assert not any(s.value.startswith("Saved run") for s in at.success)
+    assert ratings_count(kb_db) == 0
+
+
+def page(name: str | None = None):
+    from streamlit.testing.v1 import AppTest
+
+    reset_process_state()
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    at.run()
+    if name:
+        at.switch_page(name)
+        at.run()
+    assert not at.exception, at.exception
+    return at
