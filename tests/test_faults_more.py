@@ -13,7 +13,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import textwrap
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -252,3 +256,133 @@ def page(name: str | None = None):
         at.run()
     assert not at.exception, at.exception
     return at
+
+
+# ------------------------------------------------------------------------------- b. Ollama killed mid-answer
+
+OLLAMA_PROCESS = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    from fake_ollama import FakeOllama
+    fake = FakeOllama().start()
+    print(fake.url, flush=True)
+    # the first streamed answer whose request holds `needle` stops after a few words, until this process is killed
+    gate = fake.hold(match=lambda body: {needle!r} in json.dumps(body), after_chunks=3, times=1, timeout_s=600)
+    fake.wait_until(lambda f: gate.waiting >= 1, timeout_s=600)
+    print("held", flush=True)
+    sys.stdin.read()
+""")
+
+
+@contextmanager
+def ollama_to_kill(needle: str):
+    """A fake Ollama in a process of its own: (its URL, a function that waits until the first streamed answer whose
+    request holds `needle` is mid-stream, then kill -9s the process)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", OLLAMA_PROCESS.format(tests=str(ROOT / "tests"), needle=needle)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def kill_mid_answer() -> None:
+        assert process.stdout.readline().strip() == "held", "no answer reached the fake Ollama"
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+
+    try:
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        yield url, kill_mid_answer
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def test_ollama_killed_mid_answer_ask_says_so_and_keeps_the_failed_run(ingested_store, tmp_path):
+    store = tmp_path / "workbench.duckdb"
+    shutil.copy(ingested_store, store)
+    with ollama_to_kill("Wikipedia index") as (url, kill_mid_answer):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", "ask", QUESTION],
+            cwd=ROOT,
+            env=child_env(store, url, tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        kill_mid_answer()
+        out, err = child.communicate(timeout=300)
+    assert child.returncode == 1, (out, err)
+    assert "Ollama is not reachable" in out + err or "Ollama failed" in out + err, (out, err)
+    assert "ollama serve" in out + err and "Traceback" not in out + err
+    [(run_id, question, status, answer)] = rows_of(store)["runs"]
+    assert (question, status, answer) == (QUESTION, "failed", None)  # the run is kept, with why it failed
+    assert journal.pending(str(store)) == []
+
+
+def test_ollama_killed_mid_answer_in_the_app_chat_says_so_without_a_traceback(kb_db, settings, monkeypatch):
+    with ollama_to_kill("Wikipedia index") as (url, kill_mid_answer):
+        monkeypatch.setenv("OLLAMA_HOST", url)
+        at = page()
+        killer = threading.Thread(target=kill_mid_answer, daemon=True)
+        killer.start()
+        at.chat_input[0].set_value(QUESTION).run()
+        killer.join(timeout=120)
+    assert not killer.is_alive()
+    assert not at.exception, at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "Ollama" in errors and "ollama serve" in errors, errors
+    result = at.session_state["conversation"][0]["result"]
+    assert result.status == "failed" and result.run_id is not None
+    assert [(r[1], r[2]) for r in rows_of(Path(settings.store_path))["runs"]] == [(QUESTION, "failed")]
+
+
+def test_ollama_killed_mid_evaluation_then_resume_completes_it_exactly(ingested_store, fake, tmp_path):
+    store = tmp_path / "workbench.duckdb"
+    shutil.copy(ingested_store, store)
+    golden = tmp_path / "g.jsonl"
+    golden.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "question": f"{QUESTION} ({i})", "reference": "21 million"}) + "\n"
+            for i in range(4)
+        )
+    )
+    command = [sys.executable, "-m", "pipeline", "eval", str(golden), "--name", "killed", "--concurrency", "1"]
+    with ollama_to_kill(f"{QUESTION} (1)") as (url, kill_mid_answer):  # the second item, mid-answer
+        child = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=child_env(store, url, tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        kill_mid_answer()
+        out, err = child.communicate(timeout=300)
+    assert child.returncode == 1, (out, err)
+    assert "3 of 4 items failed; run the same command to retry them" in err and "Traceback" not in out + err
+    con = duckdb.connect(str(store))
+    first = dict(con.execute("SELECT item_id, run_id FROM eval_items WHERE status = 'done'").fetchall())
+    con.close()
+    assert list(first) == ["q0"]  # the item before the kill was done and saved
+
+    fake.clear()
+    resumed = subprocess.run(
+        command, cwd=ROOT, env=child_env(store, fake.url, tmp_path), capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "3 items run now, 1 already done, 0 failed" in resumed.stdout
+    asked = " ".join(json.dumps(r) for r in fake.requests)
+    assert f"{QUESTION} (0)" not in asked  # the done item was not asked again
+    assert all(f"{QUESTION} ({i})" in asked for i in (1, 2, 3))
+    con = duckdb.connect(str(store))
+    items = con.execute("SELECT item_id, status, run_id FROM eval_items ORDER BY item_id").fetchall()
+    runs = con.execute("SELECT id, status FROM runs ORDER BY id").fetchall()
+    status = con.execute("SELECT status FROM eval_runs WHERE name = 'killed'").fetchone()[0]
+    con.close()
+    assert [(i, s) for i, s, _ in items] == [(f"q{i}", "done") for i in range(4)] and status == "finished"
+    assert items[0][2] == first["q0"]  # the first item's run is the one saved before the kill
+    assert sorted(r for _, _, r in items) == [r for r, _ in runs]  # no run of a failed attempt left over
+    assert all(s == "accepted" for _, s in runs)
