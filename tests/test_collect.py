@@ -242,3 +242,14 @@ def test_two_receivers_on_one_store_keep_every_span(fake, settings, db):
 def test_bad_spans_never_raise_out_of_decode():
     with pytest.raises(BadRequest):
         decode(b"\x0a\x05garbage", PROTOBUF)
+
+
+def test_a_traced_run_saved_twice_is_stored_once(fake, settings, db):
+    """The journal may replay a traced run that another worker also wrote: the trace keeps one run."""
+    from pipeline.collect.worker import kept_run
+    from store.journal import save_run
+
+    request = assemble(decode(protobuf_body(rag_trace(QUESTION, ANSWER, DOCS)), PROTOBUF))
+    first, _ = save_run(db, kept_run(settings, request, "test"))
+    again, _ = save_run(db, kept_run(settings, request, "test"))
+    assert first == again and len(traced_runs(db)) == 1

@@ -55,7 +55,7 @@ def assemble(spans: list[ReceivedSpan]) -> TracedRequest:
     question = _question(root, spans)
     answer = _text_value(root.attributes.get("output.value"), root.attributes.get("output.mime_type"), _ANSWER_KEYS)
     retrievers = [s for s in spans if s.span_kind in ("RETRIEVER", "RERANKER")]
-    calls = [_call(s) for s in spans if s.span_kind == "LLM"]
+    calls = [_call(s) for s in _model_calls(spans)]
     request = TracedRequest(
         trace_id=root.trace_id,
         service=root.service,
@@ -71,6 +71,23 @@ def assemble(spans: list[ReceivedSpan]) -> TracedRequest:
     )
     request.not_evaluated = _why_not(request, retrievers)
     return request
+
+
+def _model_calls(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
+    """The LLM spans that are model calls: an LLM span around another (LlamaIndex's predict around its chat)
+    describes the same call, so only the innermost counts."""
+    by_id = {s.span_id: s for s in spans}
+    outer = set()
+    for span in spans:
+        if span.span_kind != "LLM":
+            continue
+        parent, seen = by_id.get(span.parent_id or ""), set()
+        while parent is not None and parent.span_id not in seen:
+            seen.add(parent.span_id)
+            if parent.span_kind == "LLM":
+                outer.add(parent.span_id)
+            parent = by_id.get(parent.parent_id or "")
+    return [s for s in spans if s.span_kind == "LLM" and s.span_id not in outer]
 
 
 def _root(spans: list[ReceivedSpan]) -> ReceivedSpan:
