@@ -33,11 +33,16 @@ TABLES = ("runs", "attempts", "claims", "retrievals", "llm_calls", "spans", "eva
 
 
 def rows_of(store: Path) -> dict:
-    """What the store holds, table by table (row counts) and the runs themselves, read by a connection of its own
-    (read-only: a file that cannot be opened fails here)."""
+    """What the store holds of runs, table by table (row counts of rows that belong to a run) and the runs
+    themselves, read by a connection of its own (read-only: a file that cannot be opened fails here)."""
     con = duckdb.connect(str(store), read_only=True)
     try:
-        counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+        counts = {
+            t: con.execute(
+                f"SELECT count(*) FROM {t}" + ("" if t == "runs" else " WHERE run_id IS NOT NULL")
+            ).fetchone()[0]
+            for t in TABLES
+        }
         runs = con.execute("SELECT id, question, status, answer FROM runs ORDER BY id").fetchall()
     finally:
         con.close()
@@ -386,3 +391,172 @@ def test_ollama_killed_mid_evaluation_then_resume_completes_it_exactly(ingested_
     assert items[0][2] == first["q0"]  # the first item's run is the one saved before the kill
     assert sorted(r for _, _, r in items) == [r for r, _ in runs]  # no run of a failed attempt left over
     assert all(s == "accepted" for _, s in runs)
+
+
+# ------------------------------------------------------------------------------- c. kill -9 during a save
+
+# Run in the process to kill, before the command: the save stops at `point` and says so (a line on stdout and, for
+# a process whose output is not read, a file holding its pid), until it is killed.
+PAUSE_AT = textwrap.dedent("""
+    import os, sys, threading
+    sys.path.insert(0, {root!r})
+    from store import db as store_db, journal
+    from store.errors import StoreLocked
+
+    def pause(what):
+        marker = os.environ.get("PAUSED_MARKER")
+        if marker:
+            with open(marker + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(marker + ".tmp", marker)
+        print(what, flush=True)
+        threading.Event().wait()
+
+    point = {point!r}
+    real_insert, real_replace, real_write = journal.insert_run, os.replace, journal.write_entry
+    if point == "inside":  # the run's rows are written in the open transaction, not committed
+        def insert_run(cur, log):
+            real_insert(cur, log)
+            pause(point)
+        journal.insert_run = insert_run
+    elif point == "committed":  # committed into the write-ahead log, the file not yet checkpointed
+        store_db.Database.checkpoint = lambda self: pause(point)
+    else:  # the store is busy: the run goes to the journal
+        def busy(cur, log):
+            raise StoreLocked(cur and "store", 0.3)
+        journal.insert_run = busy
+        if point == "journal-part":  # the entry written to its temporary file, not yet renamed into place
+            def replace(src, dst, *args, **kwargs):
+                if os.path.basename(str(src)).startswith(".entry-"):
+                    pause(point)
+                return real_replace(src, dst, *args, **kwargs)
+            journal.os.replace = replace
+        elif point == "journal-whole":  # the entry in place, nothing after it done
+            def write_entry(*args, **kwargs):
+                path = real_write(*args, **kwargs)
+                pause(point)
+                return path
+            journal.write_entry = write_entry
+""")
+
+
+def run_counts(store: Path) -> dict:
+    """Rows per table of each run (as they hang off its id), by question."""
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        counts = {}
+        for run_id, question in con.execute("SELECT id, question FROM runs").fetchall():
+            counts[question] = {
+                t: con.execute(f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id]).fetchone()[0]
+                for t in ("attempts", "claims", "retrievals", "llm_calls", "spans")
+            }
+        return counts
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def whole_run(ingested_store, tmp_path_factory):
+    """The rows a whole run of QUESTION leaves in a store, asked without a fault (the fake is deterministic)."""
+    from fake_ollama import FakeOllama
+
+    store = tmp_path_factory.mktemp("whole") / "workbench.duckdb"
+    shutil.copy(ingested_store, store)
+    with FakeOllama() as server:
+        env = child_env(store, server.url, store.parent)
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline", "ask", QUESTION], cwd=ROOT, env=env, capture_output=True
+        )
+    assert done.returncode == 0, done.stderr
+    [counts] = run_counts(store).values()
+    assert all(counts.values()), counts
+    return counts
+
+
+@pytest.mark.parametrize("point", ["inside", "committed", "journal-part", "journal-whole"])
+def test_kill_9_of_ask_during_its_save_leaves_the_run_whole_or_absent(ingested_store, fake, tmp_path, whole_run, point):
+    store = tmp_path / "workbench.duckdb"
+    shutil.copy(ingested_store, store)
+    before = rows_of(store)
+    script = PAUSE_AT.format(root=str(ROOT), point=point) + "\nfrom pipeline.cli.main import main\nmain(sys.argv[1:])\n"
+    env = child_env(store, fake.url, tmp_path, WORKBENCH_STORE_IDLE_RELEASE_S="60")  # the file stays open
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, "ask", QUESTION, "--quiet"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        lines = iter(child.stdout.readline, "")  # the answer may be printed first ("committed": the save is done)
+        assert any(line.strip() == point for line in lines), "the save never reached the point"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+
+    kept = journal.pending(str(store))
+    if point == "committed":
+        assert run_counts(store) == {QUESTION: whole_run}  # the write-ahead log replays it whole
+    else:
+        assert rows_of(store) == before  # nothing half-written came in
+    if point == "journal-whole":
+        assert len(kept) == 1 and json.loads(kept[0].read_text())["kind"] == "run"
+    else:
+        assert kept == []  # a part of an entry is never taken for one
+    reset_process_state()
+    from store.db import Database
+
+    db = Database(str(store), 10, 0)  # opens, migrates, replays the journal
+    from pipeline.session import replay_journal
+
+    replay_journal(db)
+    db.close()
+    expected = {} if point in ("inside", "journal-part") else {QUESTION: whole_run}
+    assert run_counts(store) == expected
+    assert journal.pending(str(store)) == []
+
+
+def test_kill_9_of_the_app_during_a_save_leaves_the_store_whole_and_no_half_run(kb_db, settings, tmp_path):
+    from browser_server import CHROMIUM, app_env, chromium, new_page, serving
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")
+    kb_db.close()
+    store = Path(settings.store_path)
+    before = rows_of(store)
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(PAUSE_AT.format(root=str(ROOT), point="inside"))
+    marker = tmp_path / "paused"
+    env = app_env(
+        store, settings.ollama_host, {"PYTHONPATH": f"{hooks}{os.pathsep}{ROOT}", "PAUSED_MARKER": str(marker)}
+    )
+    with serving(env) as url, chromium() as browser:
+        page = new_page(browser)
+        page.goto(url)
+        box = page.get_by_test_id("stChatInputTextArea")
+        box.wait_for()
+        box.fill(QUESTION)
+        box.press("Enter")
+        paused = wait_for_file(marker, timeout_s=180)
+        assert paused, "the app's save never reached the point"
+        os.kill(int(marker.read_text()), signal.SIGKILL)  # the streamlit process itself
+    assert rows_of(store) == before  # opens, and no half-written run
+    reset_process_state()
+    from pipeline.history.runs import RunFilter, list_runs
+    from store.db import Database
+
+    db = Database(str(store), 10, 0)
+    assert list_runs(db, RunFilter(), 10) == []
+    db.close()
+
+
+def wait_for_file(path: Path, timeout_s: float) -> bool:
+    """Whether path appeared within timeout_s (a generous bound: the file is the event, the clock only a limit)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
