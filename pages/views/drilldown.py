@@ -22,7 +22,7 @@ from pages.views.markup import (
     status_markdown,
 )
 from pipeline.answering.events import AnswerResult
-from pipeline.answering.status import status_label
+from pipeline.answering.status import NOT_EVALUATED, status_label
 from pipeline.evaluation.given import contexts_heading, origin_line
 from pipeline.history.present import invalid_line, invalid_replies
 from pipeline.history.runs import RunColumn, StoredRun, listed_columns
@@ -58,6 +58,8 @@ def show_drilldown(stored: StoredRun) -> None:
         st.text(column.show(getattr(result, column.name)))
     if result.error:
         st.error(escape_markdown(result.error))
+    if result.status == NOT_EVALUATED:
+        st.info(escape_markdown(f"Not evaluated: {result.abstain_reason}"), icon=":material/info:")
     st.subheader("Answer")
     if result.status == "abstained":
         st.markdown(escape_markdown(f"{result.answer} ({result.abstain_reason})"))
