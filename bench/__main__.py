@@ -7,6 +7,7 @@ import sys
 from bench import (
     answer_cost,
     answer_vs_seed,
+    collect,
     detector,
     evaluation,
     hosts,
@@ -38,6 +39,7 @@ SUITES = {
     "contention": store_contention.run,
     "scale": scale.run,
     "hosts": hosts.run,
+    "collect": collect.run,
     "imported": lambda: imported.run(1000, "fast"),  # `gpu` at 1,000 rows takes ~80 min: python -m bench.imported
 }
 
