@@ -546,3 +546,19 @@ def test_pinning_a_baseline_says_so_with_the_run_name_as_text(db):
     next(b for b in at.button if b.label == "Pin as baseline").click().run()
     message = next(s.value for s in at.success if "is now the baseline" in s.value)
     assert "\\*bold\\*" in message and "\\[log in\\]" in message
+
+
+def test_evaluate_report_says_what_drop_the_comparison_with_its_baseline_could_have_detected(db):
+    import numpy as np
+    from test_regression import store_run
+
+    rng = np.random.default_rng(12)
+    base = rng.uniform(0.6, 1.0, 40)
+    store_run(db, "before", {"faithfulness": base, "context_recall": base})
+    store_run(db, "after", {"faithfulness": base + rng.normal(0, 0.05, 40), "context_recall": base})
+    at = app("pages/evaluate.py")
+    assert next(s for s in at.selectbox if s.label == "Evaluation").value == "after"
+    captions = [c.value.replace("\\", "") for c in at.caption if "could have detected" in c.value]  # unescaped
+    assert len(captions) == 1
+    assert captions[0].startswith("Against the baseline before: this run could have detected a faithfulness drop")
+    assert "(80% power, 40 items)" in captions[0] and "context_recall 0." in captions[0]

@@ -18,47 +18,62 @@ def family(p_faithfulness: float) -> list[FamilyTest]:
         ("judge_correctness", "all", 0.012),
         ("context_recall", "all", 0.004),
         ("answer_relevancy", "all", 0.02),
-        ("faithfulness", "numeric", 0.0005),
+        ("faithfulness", "numeric", 0.0004),
         ("context_recall", "numeric", 0.03),
     ]
     return [FamilyTest(m, s, 68, delta=-0.1, se=0.04, p_raw=p) for m, s, p in rows]
 
 
 def test_gatekeeping_against_a_hand_computed_reference():
-    """By hand. Shares of alpha: primaries 0.8 / 2 = 0.4 each; the others 0.2, of it 80% to the two whole-run
-    tests (0.08 each) and 20% to the two slices (0.02 each).
+    """By hand. Shares of alpha: primaries 0.8 / 2 = 0.4 each; the others 0.1 (0.1 of alpha held back), of it 80%
+    to the two whole-run tests (0.04 each) and 20% to the two slices (0.01 each).
 
     Primaries, Holm among themselves: 0.012 x 2 = 0.024 (correctness), max(0.024, 0.03 x 1) = 0.03
     (faithfulness); over the primaries' 0.8: 0.03 and 0.0375, both <= 0.05: rejected, so every primary is
     rejected from alpha = 0.0375 on (g).
-    Others, weighted Holm (order p / w: slice 0.0005/0.02, recall 0.004/0.08, relevancy 0.02/0.08, recall slice
-    0.03/0.02): 0.0005 x 0.2/0.02 = 0.005; 0.004 x 0.18/0.08 = 0.009; 0.02 x 0.10/0.08 = 0.025; 0.03 x
-    0.02/0.02 = 0.03. Adjusted: min(h / 0.2, max(g, h)) = 0.025, 0.0375, 0.0375, 0.0375: all rejected —
-    at their own 20% only the first two would be (0.025 and 0.045).
+    Others, weighted Holm (order p / w: slice 0.0004/0.01, recall 0.004/0.04, relevancy 0.02/0.04, recall slice
+    0.03/0.01): 0.0004 x 0.1/0.01 = 0.004; 0.004 x 0.09/0.04 = 0.009; 0.02 x 0.05/0.04 = 0.025; 0.03 x
+    0.01/0.01 = 0.03. Adjusted: min(h / 0.1, max(g, h / 0.9)) = max(0.0375, 0.0044, 0.01, 0.0278, 0.0333) =
+    0.0375 for all four: all rejected — at their own 10% only the slice would be (0.04).
 
     With faithfulness at p = 0.045 its adjusted p is max(0.024, 0.045) / 0.8 = 0.05625: not rejected, so the
-    others keep their 20% (g = 0.05625): 0.025 and 0.045 rejected, relevancy and the recall slice (0.05625)
-    not."""
+    others keep their 10% (g = 0.05625): the slice min(0.04, 0.05625) = 0.04 is rejected; recall min(0.09,
+    0.05625), relevancy min(0.25, 0.05625) and the recall slice min(0.3, 0.05625) are 0.05625, not rejected."""
     tests = gatekeeping(family(0.03), primary=("faithfulness", "judge_correctness"))
-    assert [t.weight for t in tests] == pytest.approx([0.4, 0.4, 0.08, 0.08, 0.02, 0.02])
-    assert [t.level for t in tests] == pytest.approx([0.02, 0.02, 0.004, 0.004, 0.001, 0.001])
+    assert [t.weight for t in tests] == pytest.approx([0.4, 0.4, 0.04, 0.04, 0.01, 0.01])
+    assert sum(t.weight for t in tests) == pytest.approx(0.9)  # a tenth of alpha held back
+    assert [t.level for t in tests] == pytest.approx([0.02, 0.02, 0.002, 0.002, 0.0005, 0.0005])
     assert [t.primary for t in tests] == [True, True, False, False, False, False]
-    assert [t.p_adjusted for t in tests] == pytest.approx([0.0375, 0.03, 0.0375, 0.0375, 0.025, 0.0375])
+    assert [t.p_adjusted for t in tests] == pytest.approx([0.0375, 0.03, 0.0375, 0.0375, 0.0375, 0.0375])
     assert all(t.rejected for t in tests) and all(t.family_size == 6 for t in tests)
 
     tests = gatekeeping(family(0.045), primary=("faithfulness", "judge_correctness"))
-    assert [t.p_adjusted for t in tests] == pytest.approx([0.05625, 0.03, 0.045, 0.05625, 0.025, 0.05625])
-    assert [t.rejected for t in tests] == [False, True, True, False, True, False]
+    assert [t.p_adjusted for t in tests] == pytest.approx([0.05625, 0.03, 0.05625, 0.05625, 0.04, 0.05625])
+    assert [t.rejected for t in tests] == [False, True, False, False, True, False]
+
+
+def test_the_family_spends_ninety_percent_of_alpha_in_every_shape():
+    """Primaries and others, others alone, primaries alone: the weights (shares of alpha at first test) sum to
+    0.9, and a test is rejected at alpha only where its Holm adjusted p is within the 0.9 alpha spent."""
+    tests = gatekeeping(family(0.03), primary=())
+    assert sum(t.weight for t in tests) == pytest.approx(0.9)
+    tests = gatekeeping(family(0.03)[:1], primary=("faithfulness",))
+    assert tests[0].weight == pytest.approx(0.9) and tests[0].p_adjusted == pytest.approx(0.03 / 0.9)
+    single = gatekeeping([FamilyTest("faithfulness", "all", 68, delta=-0.1, se=0.04, p_raw=0.046)])
+    assert single[0].p_adjusted == pytest.approx(0.046 / 0.9) and not single[0].rejected  # 0.046 > 0.045
 
 
 def test_without_a_primary_the_family_is_the_weighted_holm_of_before():
-    """No primary tested (none declared): 80% of alpha to the whole-run tests, 20% to the slices, Holm."""
+    """No primary tested (none declared): 80% of the 0.9 alpha spent to the whole-run tests, 20% to the
+    slices, Holm."""
     tests = gatekeeping(family(0.03), primary=())
-    assert [t.weight for t in tests] == pytest.approx([0.2, 0.2, 0.2, 0.2, 0.1, 0.1])
-    # order by p / w: 0.0005/0.1, 0.004/0.2, 0.012/0.2, 0.02/0.2, 0.03/0.2, 0.03/0.1; by hand, p times the weight
-    # left over its own: 0.0005 x 1/0.1 = 0.005, 0.004 x 0.9/0.2 = 0.018, 0.012 x 0.7/0.2 = 0.042, 0.02 x 0.5/0.2
-    # = 0.05, then 0.03 x 0.3/0.2 = 0.045 and 0.03 x 0.1/0.1 = 0.03, both raised to 0.05 by the running maximum
-    assert [t.p_adjusted for t in tests] == pytest.approx([0.05, 0.042, 0.018, 0.05, 0.005, 0.05])
+    assert [t.weight for t in tests] == pytest.approx([0.18, 0.18, 0.18, 0.18, 0.09, 0.09])
+    # order by p / w: 0.0004/0.1, 0.004/0.2, 0.012/0.2, 0.02/0.2, 0.03/0.2, 0.03/0.1 (relative weights); by
+    # hand, p times the weight left over its own: 0.0004 x 1/0.1 = 0.004, 0.004 x 0.9/0.2 = 0.018, 0.012 x
+    # 0.7/0.2 = 0.042, 0.02 x 0.5/0.2 = 0.05, then 0.03 x 0.3/0.2 = 0.045 and 0.03 x 0.1/0.1 = 0.03, both raised
+    # to 0.05 by the running maximum; each over the 0.9 spent
+    expected = np.array([0.05, 0.042, 0.018, 0.05, 0.004, 0.05]) / 0.9
+    assert [t.p_adjusted for t in tests] == pytest.approx(list(expected))
 
 
 def holm_reject(p, alpha):
@@ -74,8 +89,8 @@ def holm_reject(p, alpha):
 
 def test_gatekeeping_matches_holm_from_statsmodels_and_from_its_definition_on_random_families(monkeypatch):
     """Equal weights within each group (primaries; three other whole-run tests, no slices): the procedure is
-    Holm at 0.8 alpha among the primaries, then Holm among the others at alpha if every primary is rejected,
-    else at 0.2 alpha. Families with non-monotone raw step-down values are among them."""
+    Holm at 0.8 alpha among the primaries, then Holm among the others at 0.9 alpha if every primary is rejected,
+    else at 0.1 alpha. Families with non-monotone raw step-down values are among them."""
     import gc
 
     from statsmodels.stats.multitest import multipletests
@@ -91,7 +106,7 @@ def test_gatekeeping_matches_holm_from_statsmodels_and_from_its_definition_on_ra
             gatekeeping(tests, primary=names[:k], alpha=alpha)
             first = multipletests(p[:k], alpha=0.8 * alpha, method="holm")[0]
             assert list(first) == list(holm_reject(p[:k], 0.8 * alpha))
-            level = alpha if first.all() else 0.2 * alpha
+            level = 0.9 * alpha if first.all() else 0.1 * alpha
             others = multipletests(p[k:], alpha=level, method="holm")[0]
             assert list(others) == list(holm_reject(p[k:], level))
             assert [t.rejected for t in tests] == [*first, *others]
@@ -202,3 +217,45 @@ def test_a_true_drop_of_a_tenth_in_faithfulness_is_caught_with_the_power_the_ben
     from bench.regression import simulate
 
     assert simulate("claims", 0.1, 100)["faithfulness_overall_alert"]["rate"] >= 0.75  # the bench: 0.88
+
+
+def test_gate_and_eval_text_and_the_alert_say_what_drop_the_run_could_have_detected(db, settings, capsys):
+    """The minimum detectable drop is where a person reads the result: the gate's text, the report of eval (and
+    the Evaluate page, test_app), and each comparison's message, so an alert on Trends carries it too."""
+    from test_regression import store_run
+
+    from pipeline.cli.main import main
+    from pipeline.evaluation.runner import report
+    from store import alerts as alert_store
+
+    rng = np.random.default_rng(12)
+    base = rng.uniform(0.6, 1.0, 40)
+    store_run(db, "before", {"faithfulness": base, "context_recall": base})
+    store_run(db, "same", {"faithfulness": base + rng.normal(0, 0.05, 40), "context_recall": base})
+    assert main(["gate", "--run", "same"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "this run could have detected a faithfulness drop of 0." in out and "(80% power, 40 items)" in out
+    assert "the other metrics' detectable drops" in out and "context_recall 0." in out
+    lines = report(settings, db, "same").detectable  # what eval prints after its report, and the Evaluate page
+    assert lines[0].startswith("this run could have detected a faithfulness drop of 0.")
+    store_run(db, "worse", {"faithfulness": base - 0.3, "context_recall": base})
+    assert main(["gate", "--run", "worse", "--baseline", "same"]) == 1
+    capsys.readouterr()
+    drop = next(a for a in alert_store.list_alerts(db, "open") if a["kind"] == "drop" and a["slice"] == "all")
+    assert "the smallest drop it could detect: 0." in drop["message"] and "(80% power)" in drop["message"]
+
+
+def test_eval_prints_the_drop_its_comparison_could_have_detected(fake, kb_db, tmp_path, capsys):
+    from conftest import ROOT
+
+    from pipeline.cli.main import main
+
+    golden = tmp_path / "five.jsonl"
+    lines = (ROOT / "data" / "eval" / "golden.jsonl").read_text().splitlines()
+    golden.write_text("\n".join(lines[:5]) + "\n")
+    assert main(["eval", str(golden), "--name", "first"]) == 0
+    first = capsys.readouterr().out
+    assert "could have detected" not in first  # no baseline: nothing was compared
+    assert main(["eval", str(golden), "--name", "second"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "this run could have detected a faithfulness drop of 0." in out and "(80% power, 5 items" in out

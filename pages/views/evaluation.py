@@ -233,6 +233,12 @@ def show_report(result: EvalReport) -> None:
         )
     if result.cause is not None:  # what changed since the baseline comes first: levels alone mislead
         st.warning(escape_markdown(f"Since the baseline {result.baseline}: {result.cause.sentence}"))
+    if result.detectable:  # what the comparison could have seen: "no regression" means little without it
+        st.caption(
+            escape_markdown(f"Against the baseline {result.baseline}: " + "; ".join(result.detectable)),
+            help="The minimum detectable drop: the true drop the regression check would alert on with 80% "
+            "probability, for this run's number of shared items and their variance (`python -m pipeline gate`).",
+        )
     st.info(f"Diagnosis: {escape_markdown(result.diagnosis.sentence)}")
     usage, rate = result.usage, result.judge_invalid_rate
     st.caption(

@@ -307,10 +307,10 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
     if family:
         primary = [c.metric for c in comparisons if c.primary]
         order = (
-            f"primary {', '.join(primary)} first with 80% of alpha, the rest at 20% (all of it once every "
-            "primary is rejected)"
+            f"primary {', '.join(primary)} first with 80% of alpha, the rest at 10% (90% once every "
+            "primary is rejected; 10% held back)"
             if primary
-            else "Holm"
+            else "Holm at 90% of alpha, 10% held back"
         )
         out.print(
             Text(

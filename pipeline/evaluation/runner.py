@@ -451,6 +451,7 @@ class EvalReport:
     baseline: str | None = None  # the run it is compared with (the one baseline rule)
     cause: regression.Cause | None = None  # what changed since the baseline that explains the metrics that dropped
     below_floor: list = field(default_factory=list)  # the metrics below their floors (setting floors): not regressions
+    detectable: list[str] = field(default_factory=list)  # the drops the comparison with the baseline could detect
 
     @property
     def judge_invalid_rate(self) -> float | None:
@@ -492,7 +493,22 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
         evals.extraction_errors(db, eval_run.id),
         *what_changed(settings, db, eval_run, means),
         below_floor=floor_breaches(settings, means),
+        detectable=detectable_drops(settings, db, eval_run),
     )
+
+
+def detectable_drops(settings: Settings, db: Database, run: evals.EvalRun) -> list[str]:
+    """The drops the comparison of a run with its baseline could have detected (80% power), in words, the
+    primary endpoints first (regression.detectable); none without a baseline or when the runs cannot be compared
+    (another judge pin, a setting the check refuses: the regression check reports those)."""
+    baseline_id = regression.baseline_of(db, run)
+    baseline = evals.get_eval_run_by_id(db, baseline_id) if baseline_id else None
+    if baseline is None or not regression.same_pin(run, baseline):
+        return []
+    try:
+        return regression.detectable(regression.compare(db, settings, run, baseline))
+    except InputError:
+        return []
 
 
 def floor_breaches(settings: Settings, means: dict[str, float | None]) -> list:

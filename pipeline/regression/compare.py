@@ -125,12 +125,14 @@ def _comparison(test: family.Test, base: dict, new: dict, min_effect: float) -> 
     effect = min_effect * span_of(test.metric)
     dropped = test.rejected and test.delta is not None and test.delta <= -effect
     what = "change in the share of supported claims" if test.claim_level else "mean change"
+    mde = family.detectable(test, effect)
     message = (
         f"{test.metric} on {test.slice}: {what} {test.delta:+.3f} over {test.n} shared items, "
         f"95% interval [{test.ci_low:+.3f}, {test.ci_high:+.3f}]; p = {test.p_raw:.4f}, "
         f"adjusted p = {test.p_adjusted:.4f} over {test.family_size} tests"
         + (" (primary)" if test.primary else "")
         + (f", change beyond -{effect:g}" if dropped else "")
+        + (f"; the smallest drop it could detect: {mde:.3f} ({family.POWER:.0%} power)" if mde is not None else "")
     )
     return Comparison(
         test.metric,
@@ -151,7 +153,7 @@ def _comparison(test: family.Test, base: dict, new: dict, min_effect: float) -> 
         test.family_size,
         primary=test.primary,
         level=test.level,
-        mde=family.detectable(test, effect),
+        mde=mde,
         claim_level=test.claim_level,
     )
 

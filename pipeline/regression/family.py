@@ -14,23 +14,32 @@ pre-declared order (primary endpoints first), the family-wise error rate control
   claim counts (older scores) faithfulness falls back to the paired t-test on item scores.
 - Slices (tags) enter the family only with at least MIN_SLICE shared items; smaller ones are not tested.
 - The testing strategy (declared before any data: setting `primary_metrics`, default faithfulness) is a
-  gatekeeping procedure with a fallback:
+  gatekeeping procedure with a fallback that spends SPENT (90%) of alpha and holds the rest back:
   1. the primary endpoints — the whole-run tests of the primary metrics — are tested first, with
      PRIMARY_SHARE (80%) of alpha, by Holm's step-down procedure among themselves (equal weights);
-  2. every other test (the other metrics' whole-run tests, with SECONDARY_OVERALL_SHARE of the rest, and every
-     metric's tag slices with the remainder; weighted Holm among them) is tested at the remaining 20% of alpha,
-     and at the full alpha once every primary endpoint is rejected.
-  It controls the family-wise error rate (the chance of any false alert) at alpha under any dependence: if a
-  primary hypothesis is true, a false rejection needs a false rejection among the primaries (at most 0.8 alpha)
-  or one among the others at 0.2 alpha (the full alpha needs every primary rejected, the true one among them):
-  at most alpha together; if every primary hypothesis is false, only the others can err, and they are tested
-  at alpha at most. Holm rather than Benjamini-Hochberg because a gate that fails a CI job needs the family-wise
-  guarantee, not a bound on the share of false discoveries. The others keep a fallback share of their own so
-  that a drop in a metric that is not primary (context recall after a retriever change) is still seen when the
-  primaries hold; that share is small, so the primary question keeps its power.
+  2. every other test (the other metrics' whole-run tests, with SECONDARY_OVERALL_SHARE of their share, and
+     every metric's tag slices with the remainder; weighted Holm among them) is tested at FALLBACK_SHARE (10%)
+     of alpha, and at SPENT (90%) once every primary is rejected. Without primaries the others get SPENT, and
+     primaries without others get SPENT too.
+  It controls the family-wise error rate (the chance of any false alert) at 0.9 alpha under any dependence: if
+  a primary hypothesis is true, a false rejection needs a false rejection among the primaries (at most 0.8
+  alpha) or one among the others at 0.1 alpha (0.9 alpha needs every primary rejected, the true one among
+  them): at most 0.9 alpha together; if every primary hypothesis is false, only the others can err, and they
+  are tested at 0.9 alpha at most. Why a tenth of alpha is held back: no test is liberal (the claim-level
+  jackknife t rejected 3.8-4.1% at 4% on 10,000 or more equal runs of 10-68 items, the others at or below
+  their levels), but the tests of
+  a family are nearly independent, so the union bound is nearly tight and a procedure that spends all of alpha
+  makes a false alarm on about alpha of equal runs — at alpha = 0.05 it measured 4.92% [4.51, 5.36] on 10,000
+  equal pairs of the bench's missing-items model (the primary 4.1% at its 4%, the others 0.8% at their 1%), a
+  rate that a promise of "at most 5%" cannot be checked against. Held back, the same pairs gave 4.53% [4.14,
+  4.96]: the promise has a margin, the primary's level, and so its power, is unchanged, and the others' fallback
+  level is half what it was. Holm rather than Benjamini-Hochberg because a gate that fails a CI job needs the
+  family-wise guarantee, not a bound on the share of false discoveries. The others keep a fallback share of
+  their own so that a drop in a metric that is not primary (context recall after a retriever change) is still
+  seen when the primaries hold; that share is small, so the primary question keeps its power.
 - Adjusted p: the smallest alpha at which the procedure rejects the test. Primary: min(1, h / 0.8), h its Holm
-  adjusted p among the primaries; other: min(1, h' / 0.2, max(g, h')), h' its Holm adjusted p among the others,
-  g the largest adjusted p of the primaries.
+  adjusted p among the primaries; other: min(1, h' / 0.1, max(g, h' / 0.9)), h' its Holm adjusted p among the
+  others, g the largest adjusted p of the primaries.
 - A drop is an alert when the family rejects its test AND its estimated change is at least min_effect × the
   width of the metric's scale: a significant but negligible change is not worth an alert.
 - The minimum detectable effect (mde) of a test: the true drop it would alert on with POWER (80%) probability,
@@ -49,6 +58,8 @@ from scipy.special import stdtr, stdtrit
 ALPHA = 0.05
 MIN_SLICE = 10
 PRIMARY_SHARE = 0.8  # of alpha to the primary endpoints, tested first
+FALLBACK_SHARE = 0.1  # of alpha to every other test until every primary is rejected
+SPENT = PRIMARY_SHARE + FALLBACK_SHARE  # of alpha spent in all; the rest is a margin (module docstring)
 SECONDARY_OVERALL_SHARE = 0.8  # of the others' share to the other metrics' whole-run tests; the rest to tag slices
 POWER = 0.8
 OVERALL = "all"
@@ -155,24 +166,27 @@ def gatekeeping(
     alpha: float = ALPHA,
     primary_share: float = PRIMARY_SHARE,
     overall_share: float = SECONDARY_OVERALL_SHARE,
+    fallback_share: float = FALLBACK_SHARE,
 ) -> list[Test]:
     """The pre-declared testing strategy (module docstring): the whole-run tests of the primary metrics first,
-    at primary_share of alpha (Holm among them); the others at the rest, and at the full alpha once every
-    primary is rejected. Sets weight (the share of alpha each is first tested at), primary, p_adjusted,
-    rejected and adjusted_high."""
+    at primary_share of alpha (Holm among them); the others at fallback_share, and at primary_share +
+    fallback_share (all that is spent) once every primary is rejected. Sets weight (the share of alpha each is
+    first tested at), primary, p_adjusted, rejected and adjusted_high."""
+    spent = primary_share + fallback_share
     tested = [t for t in tests if t.p_raw is not None]
     first = [t for t in tested if t.slice == OVERALL and t.metric in primary]
     others = [t for t in tested if not (t.slice == OVERALL and t.metric in primary)]
-    share = primary_share if first and others else (1.0 if first else 0.0)
+    share = primary_share if first and others else (spent if first else 0.0)
+    rest = fallback_share if first else spent  # the others' share until every primary is rejected
     overall = [t for t in others if t.slice == OVERALL]
     tags = [t for t in others if t.slice != OVERALL]
     split = overall_share if overall and tags else (1.0 if overall else 0.0)
     for t in first:
         t.primary, t.weight = True, share / len(first)
     for t in overall:
-        t.weight = (1 - share) * split / len(overall)
+        t.weight = rest * split / len(overall)
     for t in tags:
-        t.weight = (1 - share) * (1 - split) / len(tags)
+        t.weight = rest * (1 - split) / len(tags)
     gate = 0.0  # the smallest alpha at which every primary is rejected
     if first:
         for t, h in zip(first, holm_adjusted([t.p_raw for t in first], [1.0] * len(first)), strict=True):
@@ -181,7 +195,7 @@ def gatekeeping(
     if others:
         held = holm_adjusted([t.p_raw for t in others], [t.weight for t in others])
         for t, h in zip(others, held, strict=True):
-            t.p_adjusted = min(1.0, float(h) / (1 - share), max(gate, float(h)))
+            t.p_adjusted = min(1.0, float(h) / rest, max(gate, float(h) / spent))
     _finish(tested, alpha)
     return tests
 
