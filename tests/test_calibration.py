@@ -39,7 +39,7 @@ def test_agreement_on_known_pairs():
     assert a.kappa == pytest.approx(hand_qwk(judge, human))
     assert a.kappa == pytest.approx(97 / 121)  # 1 - 0.375 / 1.890625 (weighted observed / expected)
     assert a.spearman == pytest.approx(spearmanr(judge, human).statistic)
-    assert a.kappa_low <= a.kappa <= a.kappa_high
+    assert a.kappa_low is None and a.why_not("kappa_low").startswith("only 8 pairs")  # too few for an interval
     assert a.matrix[4][2] == 1 and sum(map(sum, a.matrix)) == 8
     assert not a.reliable
 
