@@ -92,11 +92,18 @@ def mark_eval_run(
 ) -> None:
     finished = datetime.now(timezone.utc) if status != "running" else None
     with db.cursor() as cur:
-        cur.execute(
-            "UPDATE eval_runs SET status = ?, wall_s = wall_s + ?, finished_at = ?, "
-            "n_items = coalesce(?, n_items) WHERE id = ?",
-            [status, add_wall_s, finished, n_items, eval_run_id],
-        )
+        set_eval_status(cur, eval_run_id, status, add_wall_s, finished, n_items)
+
+
+def set_eval_status(
+    cur, eval_run_id: int, status: str, add_wall_s: float, finished_at: datetime | None, n_items: int | None = None
+) -> None:
+    """mark_eval_run with an open cursor (the journal replays an evaluation's final status through it)."""
+    cur.execute(
+        "UPDATE eval_runs SET status = ?, wall_s = wall_s + ?, finished_at = ?, n_items = coalesce(?, n_items) "
+        "WHERE id = ?",
+        [status, add_wall_s, finished_at, n_items, eval_run_id],
+    )
 
 
 def extraction_errors(db: Database, eval_run_id: int) -> tuple[int, int]:

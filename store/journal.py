@@ -30,7 +30,7 @@ import platformdirs
 
 from store.db import _store_error
 from store.errors import ResultNotKept, StoreError, StoreReadOnly
-from store.evals import insert_item
+from store.evals import insert_item, set_eval_status
 from store.records import (
     AttemptRecord,
     CacheEntry,
@@ -193,6 +193,9 @@ def _apply(cur, entry: dict) -> None:
     elif entry["kind"] == "spans":
         payload = _decode(payload)
         insert_received(cur, [ReceivedSpan(**s) for s in payload["spans"]], payload["received_at"])
+    elif entry["kind"] == "eval_status":
+        payload = _decode(payload)
+        set_eval_status(cur, payload["eval_run_id"], payload["status"], payload["add_wall_s"], payload["finished_at"])
     else:
         raise ValueError(f"unknown journal entry kind {entry['kind']!r}")
 
@@ -304,3 +307,15 @@ def save_received(db, spans: list[ReceivedSpan], received_at: datetime, lock_tim
             insert_received(cur, spans, received_at)
 
     return save_or_keep(db, "spans", {"spans": spans, "received_at": received_at}, write, lock_timeout_s)
+
+
+def save_eval_status(db, eval_run_id: int, status: str, add_wall_s: float, lock_timeout_s: float | None = None):
+    """An evaluation's final status written now, or kept in the journal after its items: (None, Kept or None)."""
+    finished_at = datetime.now(timezone.utc)
+
+    def write(timeout):
+        with db.transaction(timeout) as cur:
+            set_eval_status(cur, eval_run_id, status, add_wall_s, finished_at)
+
+    payload = {"eval_run_id": eval_run_id, "status": status, "add_wall_s": add_wall_s, "finished_at": finished_at}
+    return save_or_keep(db, "eval_status", payload, write, lock_timeout_s)

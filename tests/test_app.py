@@ -562,3 +562,21 @@ def test_evaluate_report_says_what_drop_the_comparison_with_its_baseline_could_h
     assert len(captions) == 1
     assert captions[0].startswith("Against the baseline before: this run could have detected a faithfulness drop")
     assert "(80% power, 40 items)" in captions[0] and "context_recall 0." in captions[0]
+
+
+def test_a_drop_alert_on_trends_says_the_smallest_drop_its_test_could_detect(db):
+    import numpy as np
+    from test_regression import store_run
+
+    from pipeline.config import load_settings
+    from pipeline.regression.compare import check
+
+    rng = np.random.default_rng(5)
+    base = rng.uniform(0.8, 1.0, 20)
+    store_run(db, "mon", {"faithfulness": base})
+    store_run(db, "tue", {"faithfulness": base - 0.3 + rng.normal(0, 0.05, 20)})
+    check(db, load_settings(), "tue")
+    at = app("pages/trends.py")
+    drop = next(e for e in at.expander if "regression (drop)" in e.label.replace("\\", ""))
+    message = " ".join(m.value.replace("\\", "") for m in drop.markdown)
+    assert "the smallest drop it could detect: 0." in message and "(80% power)" in message

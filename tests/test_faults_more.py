@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import ROOT, TEST_ENV, reset_process_state
-from test_faults import QUESTION
+from test_faults import QUESTION, holding
 
 from pipeline.cli.main import main
 from store import journal
@@ -560,3 +560,130 @@ def wait_for_file(path: Path, timeout_s: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+# ------------------------------------------------------------------- d. the app while another process holds the store
+
+
+class Holder:
+    """Another process that takes the store when told and keeps it until stopped (test_faults.holding, split in
+    two so that a test thread can start it at the moment it needs)."""
+
+    def __init__(self, path: str):
+        self.path, self._held = path, None
+
+    def start(self) -> None:
+        self._held = holding(self.path)
+        self._held.__enter__()
+
+    def stop(self) -> None:
+        if self._held is not None:
+            self._held.__exit__(None, None, None)
+            self._held = None
+
+
+@contextmanager
+def held_once_answering(fake, path: str, needle: str):
+    """The store is taken by another process the moment an answer to a question holding `needle` starts streaming
+    (retrieval is done), and kept until the block ends; the answer goes on once it is taken."""
+    holder = Holder(path)
+    gate = fake.hold(match=lambda body: needle in json.dumps(body), after_chunks=1, times=1, timeout_s=300)
+
+    def take_then_release() -> None:
+        if fake.wait_until(lambda f: gate.waiting >= 1, timeout_s=300):
+            holder.start()
+        gate.release()
+
+    taker = threading.Thread(target=take_then_release, daemon=True)
+    taker.start()
+    try:
+        yield holder
+    finally:
+        gate.release()
+        taker.join(timeout=300)
+        holder.stop()
+
+
+def test_chat_in_the_app_while_another_process_holds_the_store_shows_the_answer_and_keeps_the_run(
+    fake, kb_db, settings, monkeypatch
+):
+    monkeypatch.setenv("WORKBENCH_STORE_SAVE_WAIT_S", "0.3")
+    at = page()
+    with held_once_answering(fake, settings.store_path, "Wikipedia index") as holder:
+        at.chat_input[0].set_value(QUESTION).run()
+        assert holder._held is not None, "the store was never taken"
+        assert not at.exception, at.exception
+        result = at.session_state["conversation"][0]["result"]
+        assert result.status == "accepted" and "21 million" in result.answer and result.run_id is None
+        assert any("21 million passages" in m.value for m in at.markdown)
+        notes = " ".join(i.value for i in at.info)
+        assert "could not take this run just now" in notes and "stayed locked by another process" in notes, notes
+        assert "kept in the local journal" in notes
+        assert len(journal.pending(settings.store_path)) == 1
+    at.run()  # the next run of the page, the store free again: the journal is saved
+    assert not at.exception, at.exception
+    assert journal.pending(settings.store_path) == []
+    assert [(r[1], r[2]) for r in rows_of(Path(settings.store_path))["runs"]] == [(QUESTION, "accepted")]
+
+
+def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_every_item_and_says_so(
+    fake, kb_db, settings, monkeypatch
+):
+    """The store is taken mid-way through the first item's answer: that item is kept in the journal; the second
+    cannot retrieve (the chunks are read from the store) and is kept as failed, with why; the evaluation's status
+    waits in the journal too, and the page says all that once it can read the store. Run again under its name, the
+    evaluation completes without asking the done item again."""
+    from test_app import wait_for_jobs
+
+    monkeypatch.setenv("WORKBENCH_STORE_SAVE_WAIT_S", "0.3")
+    at = page("pages/evaluate.py")
+    at.text_input(key="eval_name").set_value("held")
+    at.number_input(key="eval_limit").set_value(2)
+    at.number_input(key="eval_concurrency").set_value(1)  # the first item is held: the second starts after the take
+    first, second = [
+        json.loads(line)["question"] for line in (ROOT / "data/eval/golden.jsonl").read_text().splitlines()[:2]
+    ]
+    with held_once_answering(fake, settings.store_path, first) as holder:
+        at.button[0].click().run()
+        wait_for_jobs(300)
+        at.run()
+        assert holder._held is not None, "the store was never taken"
+        assert not at.exception, at.exception
+        errors = [e.value for e in at.error]
+        assert any("stayed locked by another process" in e for e in errors), errors  # the page cannot read it
+        kept = [json.loads(p.read_text())["kind"] for p in journal.pending(settings.store_path)]
+        assert kept == ["eval_item", "eval_item", "eval_status"], kept
+    at.run()  # the store free again: the page's next run saves the journal and tells how the evaluation went
+    assert not at.exception, at.exception
+    shown = [e.value for e in at.error] + [w.value for w in at.warning] + [s.value for s in at.success]
+    notices = [" ".join(s.replace("\\", "").split()) for s in shown if s.startswith("Evaluation held")]
+    assert len(notices) == 1, shown
+    assert "finished with 1 failure · 1 done, 1 failed of 2 items" in notices[0], notices
+    assert "stayed locked by another process" in notices[0] and "kept in the journal" in notices[0], notices
+    assert "run it again under the same name" in notices[0]
+    assert journal.pending(settings.store_path) == []
+
+    def stored():
+        con = duckdb.connect(settings.store_path, read_only=True)
+        try:
+            status = con.execute("SELECT status FROM eval_runs WHERE name = 'held'").fetchone()[0]
+            items = con.execute("SELECT question, status, error FROM eval_items ORDER BY question").fetchall()
+            return status, {q: (s, e) for q, s, e in items}
+        finally:
+            con.close()
+
+    status, items = stored()
+    assert status == "finished with 1 failure"
+    assert items[first] == ("done", None) and items[second][0] == "failed"
+    assert "stayed locked by another process" in items[second][1]
+
+    fake.clear()
+    at.text_input(key="eval_name").set_value("held")
+    at.button[0].click().run()  # again under its name: only the failed item runs
+    wait_for_jobs(300)
+    at.run()
+    assert not at.exception, at.exception
+    status, items = stored()
+    assert status == "finished" and {s for s, _ in items.values()} == {"done"}
+    asked = " ".join(json.dumps(r) for r in fake.requests)
+    assert second in asked and first not in asked

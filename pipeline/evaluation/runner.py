@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -262,11 +262,18 @@ def run_evaluation(
             status = "cancelled"
             raise
         finally:
-            with suppress(WorkbenchError):  # items kept in the journal while the store was busy, saved before the end
-                journal.replay(db, settings.store_save_wait_s)
-            evals.mark_eval_run(db, eval_run_id, status, add_wall_s=time.monotonic() - started)
+            # items kept in the journal while the store was busy are saved first (save_or_keep replays), then the
+            # status; a store another process holds still: the status waits in the journal after the items
+            _, kept = journal.save_eval_status(
+                db, eval_run_id, status, time.monotonic() - started, settings.store_save_wait_s
+            )
     outcome = EvalOutcome(eval_run_id, name, status, progress)
-    if status == "finished":
+    if kept is not None:
+        outcome.regressions = (
+            f"{kept.because.message}; its items and status are kept in the journal and saved the next time the "
+            "store opens; run it again under the same name to compare it (no item runs again)"
+        )
+    elif status == "finished":
         alerted = check_regressions(settings, db, name)
         if isinstance(alerted, str):
             outcome.regressions = alerted
