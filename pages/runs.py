@@ -61,10 +61,15 @@ with st.expander("Filters", expanded=True):
     kinds = c2.multiselect("Kind", choices["kinds"])
     statuses = c3.multiselect("Status", choices["statuses"])
     models = c4.multiselect("Model", choices["models"])
-    c5, c6, c7 = st.columns([2, 2, 3])
+    c5, c6, c7, c8 = st.columns([2, 2, 2, 3])
     low, high = c5.slider("Faithfulness", 0.0, 1.0, (0.0, 1.0), step=0.05)
-    tags = c6.multiselect("Tag", choices["tags"])
-    text = c7.text_input("Text in question or answer")
+    pipelines = c6.multiselect(
+        "Pipeline / service",
+        choices["pipelines"],
+        help="An imported run's pipeline; a traced run's service (its OpenTelemetry service.name).",
+    )
+    tags = c7.multiselect("Tag", choices["tags"])
+    text = c8.text_input("Text in question or answer")
 scored_only = (low, high) != (0.0, 1.0)
 run_filter = RunFilter(
     since=datetime.combine(days[0], time.min) if len(days) >= 1 else None,
@@ -74,6 +79,7 @@ run_filter = RunFilter(
     models=models,
     tags=tags,
     text=text,
+    pipelines=pipelines,
     faithfulness_min=low if scored_only else None,
     faithfulness_max=high if scored_only else None,
 )

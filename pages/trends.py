@@ -1,5 +1,6 @@
 """Metrics over evaluation runs, floors drawn in, one series per judge pin, dataset and size; the pinned
-baseline; regression alerts, and apart from them the metrics below their floors."""
+baseline; traced runs' daily faithfulness per service; regression alerts, and apart from them the metrics below
+their floors."""
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -19,6 +20,7 @@ from pipeline.regression.alerts import (
     pinned_baseline,
 )
 from pipeline.regression.compare import BASELINE_RULE, METRICS, config_diff, parse_floors
+from pipeline.regression.traced import check_day, daily_series, faithfulness_floor, latest_complete_day
 
 settings, db = page_setup("Trends")
 st.title("Trends")
@@ -128,6 +130,73 @@ else:
     if right.button("Pin as baseline"):
         pin_baseline(db, dataset, int(runs[runs["name"] == chosen]["eval_run_id"].iloc[0]))
         st.success(f"{escape_markdown(chosen)} is now the baseline for {escape_markdown(dataset)}.")
+
+st.subheader("Traced runs: daily faithfulness per service")
+daily = pd.DataFrame(daily_series(db))
+if daily.empty:
+    st.info(
+        "No verified traced runs yet. `python -m pipeline collect` receives an application's OpenTelemetry traces "
+        "and verifies them as they arrive."
+    )
+else:
+    services = sorted(daily["service"].unique())
+    chosen_services = st.multiselect("Services", services, default=services)
+    floor = faithfulness_floor(settings)
+    traced_chart = go.Figure()
+    for name, group in daily[daily["service"].isin(chosen_services)].groupby("service"):
+        traced_chart.add_trace(
+            go.Scatter(
+                x=group["day"],
+                y=group["mean"],
+                mode="lines+markers",
+                name=name,
+                customdata=group[["n"]].values,
+                hovertemplate="%{x}<br>mean faithfulness %{y:.2f} (n=%{customdata[0]})<extra></extra>",
+            )
+        )
+    if floor is not None:
+        traced_chart.add_hline(y=floor, line_dash="dash", line_color="red", annotation_text=f"floor {fmt_score(floor)}")
+    traced_chart.update_layout(xaxis_title="day", yaxis_title="faithfulness (mean of the day)", legend_title="service")
+    st.plotly_chart(traced_chart, width="stretch")
+    day = latest_complete_day()
+    checks = [c for c in check_day(db, settings, day) if c.service in chosen_services]
+    st.markdown(f"**{day}** (the latest complete day) against the day before")
+    if not checks:
+        st.caption(f"No verified traced runs on {day}.")
+    else:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "service": c.service,
+                        "mean": c.mean,
+                        "n": c.n,
+                        "day before": c.previous_mean,
+                        "n before": c.previous_n,
+                        "change": c.delta,
+                        "adjusted p": c.p_adjusted,
+                        "verdict": ", ".join(
+                            v for v, hit in (("drop", c.regression), ("below floor", c.below_floor)) if hit
+                        )
+                        or (c.note or "no drop"),
+                    }
+                    for c in checks
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                name: st.column_config.NumberColumn(format="%.3f")
+                for name in ("mean", "day before", "change", "adjusted p")
+            },
+        )
+    st.caption(
+        "Each point is a service's mean faithfulness over its verified traced runs of that day (n in the hover); "
+        "a day is compared with the day before by Welch's test, the services one family (Holm, as evaluations' "
+        "primary endpoints), an alert when the "
+        "drop is significant and at least `min_effect`, or when the mean is below the faithfulness floor. The "
+        "online worker opens these alerts (listed below, named service · day), each once."
+    )
 
 KIND_LABEL = {"drop": "regression (drop)", FLOOR: "below floor"}
 

@@ -1,12 +1,13 @@
 """Regression alerts, baseline pins, and the per-run metric series the Trends page draws.
 
 An alert's kind says what it is: "drop" a regression (a tested drop against the baseline), "floor" a metric's
-mean below its floor (shown as "below floor", counted apart, and no reason to skip a run as a baseline)."""
+mean below its floor (shown as "below floor", counted apart, and no reason to skip a run as a baseline).
+An alert belongs to an evaluation run (eval_run_id), or to one service's day of traced runs (service, day)."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 
 from store.db import Database, fetch_dicts, insert_rows
 
@@ -61,13 +62,17 @@ def replace_open_alerts(db: Database, eval_run_id: int, baseline_run_id: int | N
 
 
 def list_alerts(db: Database, status: str | None = None) -> list[dict]:
-    sql = (
-        "SELECT a.*, e.name AS run_name, b.name AS baseline_name FROM alerts a "
-        "JOIN eval_runs e ON e.id = a.eval_run_id LEFT JOIN eval_runs b ON b.id = a.baseline_run_id"
-    )
+    """Alerts, newest first. An evaluation run's alert is named by its run and baseline; a traced day's by its
+    service and day, its baseline the day before (a drop) or none (a floor)."""
+    sql = f"""
+        SELECT a.*, coalesce(e.name, a.service || ' · ' || strftime(a.day, '%Y-%m-%d')) AS run_name,
+               coalesce(b.name, CASE WHEN a.day IS NOT NULL AND a.kind <> '{FLOOR}'
+                   THEN a.service || ' · ' || strftime(a.day - 1, '%Y-%m-%d') END) AS baseline_name
+        FROM alerts a LEFT JOIN eval_runs e ON e.id = a.eval_run_id LEFT JOIN eval_runs b ON b.id = a.baseline_run_id
+        WHERE (e.id IS NOT NULL OR a.day IS NOT NULL)"""
     params = []
     if status:
-        sql += " WHERE a.status = ?"
+        sql += " AND a.status = ?"
         params.append(status)
     with db.cursor() as cur:
         rows = fetch_dicts(cur, sql + " ORDER BY a.id DESC", params)
@@ -127,3 +132,55 @@ def metric_series(db: Database) -> list[dict]:
     for row in rows:
         row["config"] = json.loads(row["config"])
     return rows
+
+
+TRACED = "traced"  # the kind of a run made from a received trace (pipeline.evaluation.given.TRACED)
+TRACED_ALERT_COLUMNS = ["service", "day", *ALERT_COLUMNS[2:]]
+
+
+def traced_daily(db: Database, since: date | None = None) -> list[dict]:
+    """Traced runs' faithfulness per service (the run's pipeline: its OpenTelemetry service name) and day (the day
+    of started_at as stored): the mean over the runs with a faithfulness (verified, with claims), and n. Oldest
+    day first."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            "SELECT pipeline AS service, started_at::DATE AS day, avg(faithfulness) AS mean, count(*) AS n "
+            "FROM runs WHERE kind = ? AND faithfulness IS NOT NULL AND pipeline IS NOT NULL "
+            "AND started_at >= ? GROUP BY ALL ORDER BY day, service",
+            [TRACED, since or date.min],
+        )
+
+
+def traced_day_runs(db: Database, day: date) -> dict[str, list[tuple[int, float, str]]]:
+    """The traced runs of one day with a faithfulness, per service: (run id, faithfulness, question), by id."""
+    start = datetime.combine(day, datetime.min.time())
+    with db.cursor() as cur:
+        rows = cur.execute(
+            "SELECT pipeline, id, faithfulness, question FROM runs WHERE kind = ? AND faithfulness IS NOT NULL "
+            "AND pipeline IS NOT NULL AND started_at >= ? AND started_at < ? ORDER BY id",
+            [TRACED, start, start + timedelta(days=1)],
+        ).fetchall()
+    out: dict[str, list] = {}
+    for service, run_id, value, question in rows:
+        out.setdefault(service, []).append((run_id, value, question))
+    return out
+
+
+def open_traced_alerts(db: Database, alerts: list[dict]) -> int:
+    """Store the alerts of traced days (each with service and day) that are not stored yet: one alert of a kind
+    per service, day and metric, open or acknowledged, so a check repeated over the same day opens nothing new.
+    Returns how many were opened."""
+    opened = 0
+    with db.transaction() as cur:
+        for a in alerts:
+            found = cur.execute(
+                "SELECT 1 FROM alerts WHERE service = ? AND day = ? AND kind = ? AND metric = ? LIMIT 1",
+                [a["service"], a["day"], a["kind"], a["metric"]],
+            ).fetchone()
+            if found:
+                continue
+            values = [json.dumps(a[c]) if c in ("config_diff", "worst_items") else a[c] for c in TRACED_ALERT_COLUMNS]
+            insert_rows(cur, "alerts", TRACED_ALERT_COLUMNS, [values])
+            opened += 1
+    return opened

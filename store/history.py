@@ -79,6 +79,7 @@ class RunFilter:
     models: list[str] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     text: str = ""
+    pipelines: list[str] = field(default_factory=list)  # the pipeline or service (a traced run's service name)
 
     def where(self) -> tuple[str, list]:
         clauses, params = [], []
@@ -88,7 +89,12 @@ class RunFilter:
         if self.until:
             clauses.append("r.started_at < ?")
             params.append(self.until)
-        for column, values in (("r.kind", self.kinds), ("r.status", self.statuses), ("r.generator_model", self.models)):
+        for column, values in (
+            ("r.kind", self.kinds),
+            ("r.status", self.statuses),
+            ("r.generator_model", self.models),
+            ("r.pipeline", self.pipelines),
+        ):
             if values:
                 clauses.append(f"list_contains(?::VARCHAR[], {column})")
                 params.append(list(values))
@@ -174,6 +180,7 @@ def filter_choices(db: Database) -> dict[str, list[str]]:
             "kinds": distinct("SELECT DISTINCT kind FROM runs ORDER BY 1"),
             "statuses": distinct("SELECT DISTINCT status FROM runs ORDER BY 1"),
             "models": distinct("SELECT DISTINCT generator_model FROM runs ORDER BY 1"),
+            "pipelines": distinct("SELECT DISTINCT pipeline FROM runs ORDER BY 1"),
             "tags": distinct("SELECT DISTINCT unnest(tags) FROM eval_items ORDER BY 1"),
         }
 

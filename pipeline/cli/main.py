@@ -116,7 +116,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runs = sub.add_parser("runs", help="list runs, newest first, filtered as on the Runs page; or export them")
     runs.add_argument("--status", action="append", help="only runs with this status (accepted, flagged...); repeatable")
-    runs.add_argument("--kind", action="append", help="only runs of this kind (chat, eval, imported); repeatable")
+    runs.add_argument(
+        "--kind", action="append", help="only runs of this kind (chat, eval, imported, traced); repeatable"
+    )
+    runs.add_argument(
+        "--pipeline",
+        action="append",
+        metavar="NAME",
+        help="only runs of this pipeline or service (an imported run's pipeline, a traced run's OpenTelemetry "
+        "service name); repeatable",
+    )
     runs.add_argument("--model", action="append", help="only runs answered by this generator model; repeatable")
     runs.add_argument("--tag", action="append", help="only evaluation runs of items with this tag; repeatable")
     runs.add_argument("--since", type=_date, help="only runs started on or after this date (YYYY-MM-DD)")
@@ -475,6 +484,7 @@ def runs_filter(args) -> RunFilter:
         models=args.model or [],
         tags=args.tag or [],
         text=args.text,
+        pipelines=args.pipeline or [],
     )
 
 
@@ -500,6 +510,8 @@ def cmd_collect(args, settings, db, out: Console, err: Console) -> int:
         worker = collect.drain(settings, db)
         state = worker.state
         out.print(Text(f"{state.evaluated} trace(s) verified, {state.kept} kept without verdicts"))
+        if state.alerts_opened:
+            out.print(Text(f"{state.alerts_opened} alert(s) opened on traced runs' daily faithfulness: see Trends"))
         if state.journaled:
             out.print(Text(f"{len(state.journaled)} run(s) kept in the journal: the store was busy"))
         if state.last_error:
