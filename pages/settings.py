@@ -6,6 +6,7 @@ from pages.views.common import escape_keeping_code, page_setup
 from pages.views.hosts import show_hosts
 from pages.views.markup import escape_markdown
 from pages.views.settings_table import show_settings
+from pipeline.collect.summary import traces_in
 from pipeline.config import setting_sources
 from pipeline.knowledge.similarity_scale import scale_rows
 from pipeline.models.health import health
@@ -47,3 +48,17 @@ else:
     st.info("No scale measured yet: it is measured on the first question, or after an ingest.")
 
 show_hosts(hosts)
+
+st.subheader("Traces in")
+st.caption(
+    "Traces another application sends with OpenTelemetry to `python -m pipeline collect` (OTLP/HTTP on "
+    f"{settings.collect_host}:{settings.collect_port}); its online worker verifies each ended question-and-answer "
+    "trace into a run of kind traced. See `docs/traces-in.md`."
+)
+received = traces_in(db)
+if received is None:
+    st.info("The store cannot be read now; the counts show again once it can.")
+elif received.traces:
+    st.markdown(escape_markdown(received.line()))
+else:
+    st.info("No traces received yet. Start `python -m pipeline collect` and point your exporter at it.")

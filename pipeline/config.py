@@ -332,6 +332,12 @@ class Settings:
         minimum=0,
         maximum=1,
     )
+    collect_metrics: str = setting(
+        "",
+        "collect",
+        "metrics the online worker also scores on each verified trace, comma-separated registry names such as "
+        "judge_faithfulness,judge_topicality; empty: claims and verdicts only",
+    )
     # Advanced thresholds
     precheck_novel_share: float = setting(
         0.75,

@@ -162,6 +162,12 @@ def insert_item(cur, eval_run_id, item, status, log, scores, error, wall_ms, rep
         "error, wall_ms) VALUES (?,?,?,?,?,?,?,?,?)",
         [eval_run_id, item.id, run_id, status, item.question, item.reference, item.tags, error, wall_ms],
     )
+    insert_scores(cur, eval_run_id, item.id, run_id, scores)
+    return run_id
+
+
+def insert_scores(cur, eval_run_id: int | None, item_id: str | None, run_id: int | None, scores) -> None:
+    """Metric scores of one run (an evaluation item's, or a traced run's with no evaluation)."""
     insert_rows(
         cur,
         "scores",
@@ -169,7 +175,7 @@ def insert_item(cur, eval_run_id, item, status, log, scores, error, wall_ms, rep
         [
             [
                 eval_run_id,
-                item.id,
+                item_id,
                 run_id,
                 s.metric,
                 s.value,
@@ -183,7 +189,6 @@ def insert_item(cur, eval_run_id, item, status, log, scores, error, wall_ms, rep
             for s in scores
         ],
     )
-    return run_id
 
 
 RUN_CHILD_TABLES = ("retrievals", "attempts", "claims", "spans")

@@ -44,7 +44,7 @@ from store.records import (
     SpanRecord,
 )
 from store.runs import insert_run
-from store.traces import insert_received
+from store.traces import insert_received, insert_traced
 
 APP_NAME = "rag-quality-workbench"
 
@@ -175,7 +175,11 @@ def unreadable(store_path: str) -> list[Path]:
 def _apply(cur, entry: dict) -> None:
     payload = entry["payload"]
     if entry["kind"] == "run":
-        insert_run(cur, decode_log(payload["log"]))
+        log, scores = decode_log(payload["log"]), [SimpleNamespace(**s) for s in _decode(payload.get("scores") or [])]
+        if scores:
+            insert_traced(cur, log, scores)
+        else:
+            insert_run(cur, log)
     elif entry["kind"] == "eval_item":
         payload = _decode(payload)
         log = decode_log(payload["log"]) if payload["log"] is not None else None
@@ -269,14 +273,16 @@ def save_or_keep(db, kind: str, payload: dict, write, lock_timeout_s: float | No
             raise ResultNotKept(exc, journal_error, journal_dirs(db.path)) from None
 
 
-def save_run(db, log: RunLog, lock_timeout_s: float | None = None):
-    """A question's run written now, or kept in the journal: (run id or None, Kept or None)."""
+def save_run(db, log: RunLog, lock_timeout_s: float | None = None, scores=()):
+    """A question's run written now, or kept in the journal: (run id or None, Kept or None). `scores`: metric
+    scores of a traced run, written with it (store/traces.insert_traced)."""
 
     def write(timeout):
         with db.transaction(timeout) as cur:
-            return insert_run(cur, log)
+            return insert_traced(cur, log, scores) if scores else insert_run(cur, log)
 
-    return save_or_keep(db, "run", {"log": log}, write, lock_timeout_s)
+    payload = {"log": log, "scores": list(scores)} if scores else {"log": log}
+    return save_or_keep(db, "run", payload, write, lock_timeout_s)
 
 
 def save_item(db, eval_run_id, item, status, log, scores, error, wall_ms, replace=True, lock_timeout_s=None):

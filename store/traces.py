@@ -6,7 +6,9 @@ import json
 from datetime import datetime
 
 from store.db import Database, fetch_dicts, insert_rows
-from store.records import ReceivedSpan
+from store.evals import insert_scores
+from store.records import ReceivedSpan, RunLog
+from store.runs import insert_run
 
 RECEIVED_COLUMNS = [
     "trace_id",
@@ -44,6 +46,17 @@ def insert_received(cur, spans: list[ReceivedSpan], received_at: datetime) -> No
         for s in spans
     ]
     insert_rows(cur, "received_spans", RECEIVED_COLUMNS, rows, verb="INSERT OR IGNORE")
+
+
+def insert_traced(cur, log: RunLog, scores) -> int:
+    """A traced run and its metric scores in the caller's transaction; a trace that has its run keeps it as it
+    is (the scores are not added twice)."""
+    found = cur.execute("SELECT id FROM runs WHERE trace_id = ? LIMIT 1", [log.run.trace_id]).fetchone()
+    if found:
+        return found[0]
+    run_id = insert_run(cur, log)
+    insert_scores(cur, None, None, run_id, scores)
+    return run_id
 
 
 def waiting_traces(db: Database, received_before: datetime, limit: int, skip: list[str] | None = None) -> list[str]:

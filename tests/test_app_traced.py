@@ -58,3 +58,16 @@ def test_a_trace_kept_without_verdicts_says_why_and_its_text_stays_text(fake, se
     assert any(i.value.startswith(escape_markdown("Not evaluated: no retriever span")) for i in at.info)
     question = next(t.value for t in at.text if "script" in t.value)
     assert question == hostile  # shown as text, not as markup
+
+
+def test_settings_and_health_says_what_collect_received_and_what_waits(fake, settings, db):
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/settings.py").run()
+    assert any("No traces received yet" in i.value for i in at.info)
+    client = TestClient(create_app(db, 1_000_000))
+    for spans in (rag_trace("Q1?", "A.", [(TOWER, "tower.md", 0.8)]), rag_trace("Q2?", "A.", [(TOWER, "t.md", 0.8)])):
+        client.post("/v1/traces", content=protobuf_body(spans), headers={"content-type": "application/x-protobuf"})
+    at.run()
+    line = escape_markdown("6 spans in 2 traces received; 0 made into runs, 2 waiting for the online worker")
+    assert any(line in m.value for m in at.markdown), [m.value for m in at.markdown]

@@ -4,6 +4,7 @@ turns each ended trace into one traced run, verified or kept with the reason, ne
 from __future__ import annotations
 
 import gzip
+import json
 import threading
 
 import pytest
@@ -18,7 +19,7 @@ from pipeline.config import load_settings
 from pipeline.history.runs import load_result, load_run
 from store import db as store_db
 from store.history import RunFilter, find_runs
-from store.journal import pending
+from store.journal import pending, save_run
 from store.traces import received_counts, trace_spans
 
 QUESTION = "How tall is the Eiffel Tower?"
@@ -62,7 +63,7 @@ def test_a_trace_reads_as_question_answer_contexts_and_calls():
     assert [(c.text, c.source, c.score) for c in request.contexts] == DOCS
     (call,) = request.calls
     assert (call.model, call.prompt_tokens, call.completion_tokens, call.origin) == ("llama3.2", 120, 20, "traced")
-    assert call.latency_ms == pytest.approx(25) and ANSWER in call.completion_text
+    assert call.latency_ms == 25.0 and ANSWER in call.completion_text  # exact: times are read as whole numbers
     assert request.model == "llama3.2" and request.latency_ms == pytest.approx(40)
     assert [s.name for s in request.spans] == [
         "RetrieverQueryEngine.query",
@@ -253,3 +254,38 @@ def test_a_traced_run_saved_twice_is_stored_once(fake, settings, db):
     first, _ = save_run(db, kept_run(settings, request, "test"))
     again, _ = save_run(db, kept_run(settings, request, "test"))
     assert first == again and len(traced_runs(db)) == 1
+
+
+def test_chosen_metrics_are_scored_online_with_the_run_and_kept_through_the_journal(fake, monkeypatch, db):
+    from test_faults import holding
+
+    monkeypatch.setenv("WORKBENCH_COLLECT_METRICS", "judge_faithfulness, judge_topicality")
+    settings = load_settings()
+    c = client(db)
+    assert post(c, protobuf_body(rag_trace(QUESTION, ANSWER, DOCS))).status_code == 200
+    worker = OnlineWorker(settings, db, settle_s=0)
+    assert worker.run_once() == 1
+    bridge = rag_trace("When did the bridge open?", "It opened in 1937.", DOCS)
+    assert post(c, protobuf_body(bridge)).status_code == 200
+    run = worker.run_of(assemble(trace_spans(db, bridge[0].trace_id.hex())))
+    with holding(settings.store_path):  # the store is taken as the run is saved: run and scores wait in the journal
+        run_id, kept = save_run(db, run.log, 0.2, run.scores)
+        assert run_id is None and kept is not None
+    assert worker.run_once() == 0 and not pending(db.path)  # replayed, and the trace not verified again
+    for row in traced_runs(db):
+        scores = {s["metric"]: s for s in load_run(db, row["id"]).scores}
+        assert set(scores) == {"judge_faithfulness", "judge_topicality"}
+        assert set(row["judge"]) == {"faithfulness", "topicality"}  # the Runs page's judge columns
+        assert all(s["status"] == "ok" and 1 <= s["value"] <= 5 and s["evaluation"] is None for s in scores.values())
+        assert "judge_faithfulness" in json.dumps(load_result(db, row["id"]).config["metrics"])
+
+
+def test_an_unknown_online_metric_is_refused_with_the_names_to_choose_from(fake, monkeypatch, db):
+    from pipeline.errors import InputError
+
+    monkeypatch.setenv("WORKBENCH_COLLECT_METRICS", "judge_vibes")
+    with pytest.raises(
+        InputError, match="collect_metrics names .judge_vibes., which is not a registered metric"
+    ) as refused:
+        OnlineWorker(load_settings(), db)
+    assert "judge_faithfulness" in refused.value.fix

@@ -254,3 +254,35 @@ def test_kill_9_of_the_collector_under_load_loses_no_acknowledged_span(fake, set
     trace_ids = [load_run(db, r["id"]).result.trace_id for r in rows]
     assert set(acknowledged) <= set(trace_ids)
     assert len(trace_ids) == len(set(trace_ids))  # none twice
+
+
+def test_kill_9_of_the_collector_mid_verification_then_a_restart_verifies_each_trace_once(fake, settings, db):
+    """The collector is killed while its worker waits on the model for the first trace: nothing of it is stored
+    half-way; the restarted worker verifies all five, and no trace has two runs."""
+    from store.journal import pending
+
+    traces = [
+        rag_trace(f"How tall is the Eiffel Tower, part {n}?", "It is 330 metres tall.", [(TOWER, "tower.md", 0.8)])
+        for n in range(5)
+    ]
+    with collector(settings) as (process, port):
+        held = fake.hold()  # every model reply waits from now on
+        for spans in traces:
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v1/traces",
+                data=protobuf_body(spans),
+                headers={"content-type": "application/x-protobuf"},
+            )
+            assert urllib.request.urlopen(request, timeout=30).status == 200
+        assert fake.wait_until(lambda f: held.waiting >= 1, timeout_s=SERVICE_TIMEOUT_S)
+        process.kill()  # SIGKILL while a verification is in flight
+        process.wait(30)
+        held.release()
+    stopped_with = len(find_runs(db, RunFilter(kinds=["traced"])).rows)
+    assert stopped_with == 0 and not pending(db.path)  # the one in flight was not stored half-way
+    with collector(settings) as (_, port):
+        wait_for_runs(port, len(traces))
+    rows = find_runs(db, RunFilter(kinds=["traced"]), page_size=100).rows
+    trace_ids = [load_run(db, r["id"]).result.trace_id for r in rows]
+    assert sorted(trace_ids) == sorted(s[0].trace_id.hex() for s in traces)  # each once
+    assert all(r["status"] in ("accepted", "flagged") for r in rows)

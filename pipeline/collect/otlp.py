@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
@@ -111,7 +111,9 @@ def _span(span, service: str, n: int) -> ReceivedSpan:
 
 
 def _time(unix_nano: int) -> datetime:
-    return datetime.fromtimestamp(unix_nano / 1e9, tz=timezone.utc)
+    """To the microsecond, in whole numbers (through a float, a 25 ms span came out 24.999 ms)."""
+    seconds, nanos = divmod(unix_nano, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc) + timedelta(microseconds=nanos // 1000)
 
 
 def _text(value) -> str | None:

@@ -5,11 +5,7 @@ retrieved contexts, as an imported answer is; any other is kept as a trace with 
 Resumable and never twice: what is waiting is read from the store (traces with no run), the run is written with
 its trace id in one transaction (store/runs.insert_run writes no second run for a trace, journal replay
 included), and a trace whose run is kept in the journal is not taken again. When the models cannot be reached
-the trace is left waiting and the worker backs off; nothing is stored as failed for an outage.
-
-After a batch that stored runs, and once when the day turns, the worker checks the latest complete day's
-faithfulness per service against floors and the day before (pipeline/regression/traced.py) and opens its alerts,
-each once."""
+the trace is left waiting and the worker backs off; nothing is stored as failed for an outage."""
 
 from __future__ import annotations
 
@@ -17,15 +13,16 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 from pipeline.answering import status
 from pipeline.answering.events import AnswerResult
 from pipeline.collect.assemble import TracedRequest, assemble
+from pipeline.collect.metrics import OnlineMetrics
 from pipeline.config import Settings
+from pipeline.errors import WorkbenchError
 from pipeline.evaluation.given import TRACED, check_given, given_config
 from pipeline.models.llm import LLM
-from pipeline.regression.traced import check_traced
 from store.journal import replay, save_run
 from store.records import RetrievalRecord, RunLog
 from store.traces import trace_spans, waiting_traces
@@ -46,7 +43,6 @@ class WorkerState:
     kept: int = 0  # runs of traces not evaluated (no question-and-answer, or sampled out)
     journaled: list[str] = field(default_factory=list)  # traces whose run waits in the journal
     last_error: str | None = None  # why the worker is waiting (the models could not be reached)
-    alerts_opened: int = 0  # alerts on traced days' faithfulness (below a floor, a drop against the day before)
 
 
 class OnlineWorker:
@@ -55,7 +51,7 @@ class OnlineWorker:
         sent in a later batch are in the store first."""
         self.settings, self.db, self.settle_s = settings, db, settle_s
         self.state = WorkerState()
-        self.checked_on: date | None = None  # the day of the last check of traced days' faithfulness
+        self.metrics = OnlineMetrics(settings, db) if settings.collect_metrics.strip() else None
 
     def run_once(self, limit: int = BATCH) -> int:
         """Turn up to `limit` waiting traces into runs; how many were stored (or journaled). Stops at the first
@@ -64,32 +60,24 @@ class OnlineWorker:
         before = datetime.now(timezone.utc) - timedelta(seconds=self.settle_s)
         done = 0
         for trace_id in waiting_traces(self.db, before, limit, self.state.journaled):
-            log = self.run_of(assemble(trace_spans(self.db, trace_id)))
-            if log is None:
-                break
-            run_id, journal = save_run(self.db, log, self.settings.store_save_wait_s)
+            run = self.run_of(assemble(trace_spans(self.db, trace_id)))
+            if run is None:
+                return done
+            run_id, journal = save_run(self.db, run.log, self.settings.store_save_wait_s, run.scores)
             if journal is not None:
                 self.state.journaled.append(trace_id)
             done += 1
-        self.check_days(stored=done > 0)
         return done
 
-    def check_days(self, stored: bool, today: date | None = None) -> None:
-        """Check the latest complete day (pipeline/regression/traced.py) when runs were stored or the day
-        turned since the last check; its alerts open once however often it runs."""
-        today = today or datetime.now().date()
-        if stored or self.checked_on != today:
-            self.state.alerts_opened += check_traced(self.db, self.settings, today)[1]
-            self.checked_on = today
-
-    def run_of(self, request: TracedRequest) -> RunLog | None:
-        """The run of one trace; None when its check failed because a model could not be reached."""
+    def run_of(self, request: TracedRequest) -> TracedRun | None:
+        """The run of one trace, with its metric scores; None when its check failed because a model could not
+        be reached."""
         reason = request.not_evaluated
         if reason is None and not sampled(request.trace_id, self.settings.collect_sample_rate):
             reason = f"not sampled (collect_sample_rate {self.settings.collect_sample_rate:g})"
         if reason is not None:
             self.state.kept += 1
-            return kept_run(self.settings, request, reason)
+            return TracedRun(kept_run(self.settings, request, reason))
         llm = LLM(self.settings, self.db, origin="online")
         given = check_given(
             self.settings, llm, request.question, request.answer, request.contexts, request.service, kind=TRACED
@@ -97,9 +85,14 @@ class OnlineWorker:
         if given.result.status == status.FAILED:
             self.state.last_error = given.result.error
             return None
+        try:
+            scores = self.metrics.scores(llm, request, given.result) if self.metrics else []
+        except WorkbenchError as exc:  # the judge could not be reached: the trace waits, verified again later
+            self.state.last_error = exc.message
+            return None
         self.state.last_error = None
         self.state.evaluated += 1
-        return with_trace(given.log, request)
+        return TracedRun(with_trace(given.log, request, self.metrics.config() if self.metrics else None), scores)
 
     def run_forever(self, stop: threading.Event, poll_s: float = 0.5, backoff_s: float = 10.0) -> None:
         while not stop.is_set():
@@ -111,10 +104,18 @@ class OnlineWorker:
             stop.wait(backoff_s if self.state.last_error else (0 if done else poll_s))
 
 
-def with_trace(log: RunLog, request: TracedRequest) -> RunLog:
+@dataclass
+class TracedRun:
+    log: RunLog
+    scores: list = field(default_factory=list)  # the online metrics' scores (collect_metrics)
+
+
+def with_trace(log: RunLog, request: TracedRequest, metrics_config: dict | None = None) -> RunLog:
     """A checked answer's run as the traced run: the application's trace, calls, model, start and latency first,
-    the check's own spans and calls after them."""
+    the check's own spans and calls after them; the online metrics' options and prompts in its config."""
     run = log.run
+    if metrics_config:
+        run.config["metrics"] = metrics_config
     run.trace_id, run.generator_model = request.trace_id, request.model
     run.started_at, run.latency_ms = request.started_at, request.latency_ms
     log.calls = [*request.calls, *log.calls]

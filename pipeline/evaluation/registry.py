@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.declarations import declared, option_values, prompt_versions
+from pipeline.errors import InputError
 from pipeline.evaluation.judge import CRITERIA, MetricScore, own_versions
 from pipeline.plugins import import_package_modules
 
@@ -141,6 +142,19 @@ def ordered_metrics() -> list[Metric]:
     registered = list(load_metrics().values())
     rank = {c: i for i, c in enumerate(COMPONENTS)}
     return sorted(registered, key=lambda m: (rank.get(m.component, len(COMPONENTS)), registered.index(m)))
+
+
+def named_metrics(text: str, setting: str) -> tuple[str, ...]:
+    """The registered metric names in a comma list (a setting's value), repeats dropped; InputError naming the
+    first unknown one and the setting's environment variable."""
+    names = tuple(dict.fromkeys(filter(None, (p.strip() for p in text.split(",")))))
+    unknown = [n for n in names if n not in metric_names()]
+    if unknown:
+        raise InputError(
+            f"{setting} names {unknown[0]!r}, which is not a registered metric",
+            fix=f"WORKBENCH_{setting.upper()} takes a comma list of {', '.join(metric_names())}",
+        )
+    return names
 
 
 def metric_names() -> list[str]:

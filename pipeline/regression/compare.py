@@ -26,7 +26,7 @@ from pipeline.errors import InputError
 from pipeline.evaluation.diagnosis import diagnose
 from pipeline.evaluation.judge import recorded_version
 from pipeline.evaluation.matching import in_terms_of_a, matched_items
-from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, span_of
+from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, named_metrics, span_of
 from pipeline.regression import family
 from pipeline.regression.causes import Cause, likely_cause
 from store import alerts as alert_store
@@ -91,14 +91,7 @@ def parse_floors(text: str) -> dict[str, float]:
 
 def parse_primary(text: str) -> tuple[str, ...]:
     """The primary endpoints (setting primary_metrics): registered metric names, comma-separated."""
-    names = tuple(dict.fromkeys(filter(None, (p.strip() for p in text.split(",")))))
-    unknown = [n for n in names if n not in METRICS]
-    if unknown:
-        raise InputError(
-            f"primary metric {unknown[0]!r} is not a registered metric",
-            fix=f"WORKBENCH_PRIMARY_METRICS takes a comma list of {', '.join(metric_names())}",
-        )
-    return names
+    return named_metrics(text, "primary_metrics")
 
 
 def _worst(items: list[str], base: dict, new: dict) -> list[dict]:
