@@ -5,7 +5,11 @@ retrieved contexts, as an imported answer is; any other is kept as a trace with 
 Resumable and never twice: what is waiting is read from the store (traces with no run), the run is written with
 its trace id in one transaction (store/runs.insert_run writes no second run for a trace, journal replay
 included), and a trace whose run is kept in the journal is not taken again. When the models cannot be reached
-the trace is left waiting and the worker backs off; nothing is stored as failed for an outage."""
+the trace is left waiting and the worker backs off; nothing is stored as failed for an outage.
+
+After a batch that stored runs, and once when the day turns, the worker checks the latest complete day's
+faithfulness per service against floors and the day before (pipeline/regression/traced.py) and opens its alerts,
+each once."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 
 from pipeline.answering import status
 from pipeline.answering.events import AnswerResult
@@ -23,6 +27,7 @@ from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.given import TRACED, check_given, given_config
 from pipeline.models.llm import LLM
+from pipeline.regression.traced import check_traced
 from store.journal import replay, save_run
 from store.records import RetrievalRecord, RunLog
 from store.traces import trace_spans, waiting_traces
@@ -43,6 +48,7 @@ class WorkerState:
     kept: int = 0  # runs of traces not evaluated (no question-and-answer, or sampled out)
     journaled: list[str] = field(default_factory=list)  # traces whose run waits in the journal
     last_error: str | None = None  # why the worker is waiting (the models could not be reached)
+    alerts_opened: int = 0  # alerts on traced days' faithfulness (below a floor, a drop against the day before)
 
 
 class OnlineWorker:
@@ -52,6 +58,7 @@ class OnlineWorker:
         self.settings, self.db, self.settle_s = settings, db, settle_s
         self.state = WorkerState()
         self.metrics = OnlineMetrics(settings, db) if settings.collect_metrics.strip() else None
+        self.checked_on: date | None = None  # the day of the last check of traced days' faithfulness
 
     def run_once(self, limit: int = BATCH) -> int:
         """Turn up to `limit` waiting traces into runs; how many were stored (or journaled). Stops at the first
@@ -62,12 +69,21 @@ class OnlineWorker:
         for trace_id in waiting_traces(self.db, before, limit, self.state.journaled):
             run = self.run_of(assemble(trace_spans(self.db, trace_id)))
             if run is None:
-                return done
+                break
             run_id, journal = save_run(self.db, run.log, self.settings.store_save_wait_s, run.scores)
             if journal is not None:
                 self.state.journaled.append(trace_id)
             done += 1
+        self.check_days(stored=done > 0)
         return done
+
+    def check_days(self, stored: bool, today: date | None = None) -> None:
+        """Check the latest complete day (pipeline/regression/traced.py) when runs were stored or the day
+        turned since the last check; its alerts open once however often it runs."""
+        today = today or datetime.now().date()
+        if stored or self.checked_on != today:
+            self.state.alerts_opened += check_traced(self.db, self.settings, today)[1]
+            self.checked_on = today
 
     def run_of(self, request: TracedRequest) -> TracedRun | None:
         """The run of one trace, with its metric scores; None when its check failed because a model could not
