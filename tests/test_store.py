@@ -23,6 +23,7 @@ TABLES = {
     "llm_calls",
     "llm_cache",
     "schema_migrations",
+    "received_spans",
     "eval_runs",
     "eval_items",
     "scores",
