@@ -687,3 +687,98 @@ def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_ev
     assert status == "finished" and {s for s, _ in items.values()} == {"done"}
     asked = " ".join(json.dumps(r) for r in fake.requests)
     assert second in asked and first not in asked
+
+
+# ------------------------------------------------------------------------------ e. file names uploaded to the app
+
+HOSTILE_DOCS = [
+    "../../escape-up.md",
+    "..\\..\\escape-back.md",
+    "/tmp/escape-absolute.md",
+    "C:\\Windows\\escape-drive.txt",
+    "nul\x00byte.md",
+    "<img src=x onerror=alert(1)>.md",
+    "**bold** [link](http://evil.example/x).md",
+    "line\nbreak.md",
+    "x" * 300 + ".md",
+]
+
+
+def streamlit_refuses(at, name: str) -> bool:
+    """A name with a NUL byte never reaches the page: Streamlit refuses it as it reads the widget's state, before
+    the page's script runs (so no page code can catch it), and shows its own message, which does not echo the name.
+    A browser never sends such a name (no file system has one); a hand-made request can."""
+    return [e.message for e in at.exception] == ["Filename cannot contain null bytes."] and name not in str(at)
+
+
+def files_under(*roots: Path) -> set[Path]:
+    return {p for root in roots for p in root.rglob("*") if p.is_file()}
+
+
+def page_text(at) -> str:
+    parts = [e.value for kind in ("markdown", "caption", "info", "warning", "error", "success") for e in at.get(kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+@pytest.mark.parametrize("name", HOSTILE_DOCS, ids=lambda n: repr(n)[:40])
+def test_a_document_uploaded_under_a_hostile_name_is_kept_inside_the_uploads_folder_and_shown_as_text(
+    kb_db, settings, tmp_path, monkeypatch, name
+):
+    from pages.views.markup import escape_markdown
+    from pipeline.config import load_settings
+    from pipeline.knowledge.ingest import uploads_folder
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    monkeypatch.setenv("WORKBENCH_KB_PATH", str(kb))
+    uploads = uploads_folder(load_settings())
+    assert uploads == tmp_path / "uploads"
+    before = files_under(tmp_path)
+    outside = [Path("/tmp/escape-absolute.md"), tmp_path.parent / "escape-up.md", ROOT / "escape-up.md"]
+    at = page("pages/knowledge_base.py")
+    at.file_uploader[0].upload(name, b"# Upload\n\nThe harbour opens at dawn.\n", "text/markdown").run()
+    if "\0" in name:  # refused by Streamlit itself, before any page code runs (see streamlit_refuses)
+        assert streamlit_refuses(at, name)
+    else:
+        next(b for b in at.button if b.label == "Ingest uploaded files").click().run()
+        assert not at.exception, at.exception
+    new = files_under(tmp_path) - before
+    written = {p for p in new if not p.is_relative_to(tmp_path / "state") and p.suffix != ".wal"}
+    assert all(p.parent == uploads for p in written), written  # nothing anywhere else
+    assert not any(p.exists() for p in outside)
+    text = page_text(at)
+    shown = [p.name for p in written]
+    unusable = len(name.encode()) > 255 or any(ch in name for ch in "\n\0")
+    assert not (unusable and shown), shown  # a name no file should carry is refused, not saved
+    if shown:  # the name kept is the last part of the one given, shown escaped
+        [kept] = shown
+        assert kept == name.replace("\\", "/").rsplit("/", 1)[-1]
+        assert escape_markdown(kept) in text or escape_markdown(f"{kept}: added") in text, text
+    elif "\0" not in name:  # refused with a message that says what to do
+        errors = " ".join(e.value for e in at.error)
+        assert "rename the file" in errors, (errors, text)
+    assert "<img" not in text.replace("\\<img", "")  # no raw HTML tag reaches the page
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../../etc/escape.jsonl", "..\\..\\escape.jsonl", "/etc/escape.jsonl", "<b>**x**</b>.jsonl", "nul\x00byte.jsonl"],
+    ids=lambda n: repr(n)[:30],
+)
+def test_a_dataset_uploaded_under_a_hostile_name_writes_no_file_and_is_shown_as_text(kb_db, settings, tmp_path, name):
+    from pages.views.markup import escape_markdown
+
+    before = files_under(tmp_path, ROOT / "data")
+    at = page("pages/evaluate.py")
+    at.radio[0].set_value("Upload").run()
+    row = json.dumps({"id": "q1", "question": QUESTION, "reference": "21 million"}).encode() + b"\n"
+    at.file_uploader[0].upload(name, row, "application/json").run()
+    text = page_text(at)
+    if "\0" in name:
+        assert streamlit_refuses(at, name)
+    else:
+        assert not at.exception, at.exception
+        assert escape_markdown(name) in text, text  # the name, as text
+    assert "<b>" not in text.replace("\\<b\\>", "")
+    assert files_under(tmp_path, ROOT / "data") - before <= {Path(settings.store_path + ".wal")}
+    assert not Path("/etc/escape.jsonl").exists() and not (tmp_path.parent / "escape.jsonl").exists()

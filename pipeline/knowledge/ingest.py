@@ -7,7 +7,10 @@ replaces its chunks; a file that cannot be read as text is skipped with its reas
 from __future__ import annotations
 
 import hashlib
+import os
+import tempfile
 import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,22 +207,61 @@ def uploads_folder(settings: Settings) -> Path:
     return Path(settings.kb_path).resolve().parent / "uploads"
 
 
+MAX_NAME_BYTES = 255  # the longest file name most file systems take
+
+
 def save_uploads(files: list[tuple[str, bytes]], settings: Settings) -> list[str]:
     """Write uploaded files into the uploads folder; return their paths.
-    Only the base of each uploaded name is used, so a name cannot point outside that folder."""
+    Only the base of each uploaded name is used, so a name cannot point outside that folder; a name the folder
+    cannot hold as given (control characters, too long) is refused with a message, before anything is written.
+    Each file is written whole, through a temporary file renamed into place (a link planted under the name is
+    replaced, never followed)."""
     folder = uploads_folder(settings)
-    folder.mkdir(parents=True, exist_ok=True)
+    bases = [upload_name(name) for name, _ in files]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"the uploads folder {folder} cannot be created ({exc.strerror})", fix="make its parent folder writable"
+        ) from None
     paths = []
-    for name, data in files:
-        base = Path(name.replace("\\", "/")).name
-        if base in ("", ".", ".."):
-            raise InputError(
-                f"an uploaded file has no usable name ({name!r})", fix="rename the file and upload it again"
-            )
+    for base, (_, data) in zip(bases, files, strict=True):
         target = folder / base
-        target.write_bytes(data)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".upload-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise InputError(
+                f"the uploaded file {base!r} could not be saved in {folder} ({exc.strerror})",
+                fix="make that folder writable and free space on its disk, then upload the file again",
+            ) from None
         paths.append(str(target))
     return paths
+
+
+def upload_name(name: str) -> str:
+    """The name an uploaded file is saved under: the last part of the name given (after / or \\), or InputError
+    when that is no usable file name."""
+    base = Path(name.replace("\\", "/")).name
+    if base in ("", ".", ".."):
+        raise InputError(f"an uploaded file has no usable name ({name!r})", fix="rename the file and upload it again")
+    if any(unicodedata.category(ch) == "Cc" for ch in base):
+        raise InputError(
+            f"an uploaded file's name holds control characters ({name!r})", fix="rename the file and upload it again"
+        )
+    if len(base.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InputError(
+            f"an uploaded file's name is too long ({len(base.encode('utf-8'))} bytes, at most {MAX_NAME_BYTES}): "
+            f"{base[:40]}…",
+            fix="rename the file to a shorter name and upload it again",
+        )
+    return base
 
 
 def ingest_and_record(paths: list[str], settings: Settings, db: Database, on_result=None) -> list[IngestResult]:
