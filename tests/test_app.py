@@ -184,12 +184,7 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     next(t for t in at.text_input if t.label == "Text in question or answer").set_value("PERU").run()
     assert any("No runs match" in i.value for i in at.info)
 
-    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    at.query_params["run_id"] = str(accepted.run_id)
-    at.run()
-    at.switch_page("pages/runs.py")
-    at.run()
-    assert not at.exception, at.exception
+    at = open_runs_page(str(accepted.run_id))
     assert at.title[0].value == f"Run {accepted.run_id}"
     text = markdown_text(at)
     assert ":green-background[**" in text and "21 million passages" in text

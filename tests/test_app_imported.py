@@ -6,9 +6,8 @@ import csv
 import io
 import json
 
-from conftest import ROOT
 from streamlit.testing.v1 import AppTest
-from test_app import app, fresh_streamlit_caches, wait_for_jobs  # noqa: F401 - the fixture
+from test_app import app, fresh_streamlit_caches, open_runs_page, wait_for_jobs  # noqa: F401 - the fixture
 from test_imported import ROWS, TOWER, ours, ragas
 
 from pages.views.markup import escape_markdown
@@ -115,12 +114,7 @@ def test_the_runs_page_lists_imported_runs_with_their_pipeline_and_the_drilldown
     frame = at.dataframe[0].value
     assert set(frame["kind"]) == {"imported"} and set(frame["pipeline"]) == {"bot"}
     assert "imported" in next(m for m in at.multiselect if m.label == "Kind").options
-    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    at.query_params["run_id"] = str(run_id)
-    at.run()
-    at.switch_page("pages/runs.py")
-    at.run()
-    assert not at.exception, at.exception
+    at = open_runs_page(str(run_id))
     assert "kind **imported**" in at.markdown[0].value and "pipeline **bot**" in at.markdown[0].value
     assert any("Answer written by pipeline bot and checked here" in i.value for i in at.info)
     headings = [s.value for s in at.subheader]
@@ -136,12 +130,7 @@ def test_a_chat_run_drilldown_keeps_its_header_and_heading(fake, settings, kb_db
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
 
     result = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream("What is RAG?"))
-    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    at.query_params["run_id"] = str(result.run_id)
-    at.run()
-    at.switch_page("pages/runs.py")
-    at.run()
-    assert not at.exception, at.exception
+    at = open_runs_page(str(result.run_id))
     assert "pipeline" not in at.markdown[0].value  # this workbench's run: no pipeline shown as n/a
     assert "Retrieved chunks" in [s.value for s in at.subheader]
     assert not any("written by pipeline" in i.value for i in at.info)

@@ -5,7 +5,7 @@ from conftest import ROOT
 from otlp_traces import TOWER, protobuf_body, rag_trace, span
 from starlette.testclient import TestClient
 from streamlit.testing.v1 import AppTest
-from test_app import fresh_streamlit_caches  # noqa: F401 - the fixture
+from test_app import fresh_streamlit_caches, open_runs_page  # noqa: F401 - the fixture
 
 from pages.views.markup import escape_markdown
 from pipeline.collect.receiver import create_app
@@ -24,21 +24,11 @@ def receive(settings, db, *traces) -> list[int]:
     return [r["id"] for r in find_runs(db, RunFilter(kinds=["traced"])).rows]
 
 
-def drilldown(run_id: int) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    at.query_params["run_id"] = str(run_id)
-    at.run()
-    at.switch_page("pages/runs.py")
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
 def test_a_traced_runs_drilldown_shows_its_service_contexts_and_both_traces(fake, settings, db):
     (run_id,) = receive(
         settings, db, rag_trace("How tall is the Eiffel Tower?", "It is 330 metres tall.", [(TOWER, "tower.md", 0.8)])
     )
-    at = drilldown(run_id)
+    at = open_runs_page(str(run_id))
     assert "kind **traced**" in at.markdown[0].value and "pipeline **tower\\-app**" in at.markdown[0].value
     origin = escape_markdown("Answer written by service tower-app and received as a trace")
     assert any(origin in i.value for i in at.info)
@@ -54,7 +44,7 @@ def test_a_trace_kept_without_verdicts_says_why_and_its_text_stays_text(fake, se
     hostile = "**bold** <script>alert(1)</script> [link](http://evil.example)"
     agent = span(b"\x07" * 16, "agent", "AGENT", {"input.value": hostile, "output.value": "hello"})
     (run_id,) = receive(settings, db, [agent])
-    at = drilldown(run_id)
+    at = open_runs_page(str(run_id))
     assert any(i.value.startswith(escape_markdown("Not evaluated: no retriever span")) for i in at.info)
     question = next(t.value for t in at.text if "script" in t.value)
     assert question == hostile  # shown as text, not as markup

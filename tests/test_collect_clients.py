@@ -108,6 +108,17 @@ def exporting(instrumentor, port: int, service: str):
         provider.shutdown()
 
 
+def answer_traced(app_fake, port: int, instrumentor, service: str, ask, questions: list[str]):
+    """The application answers each question with its spans exported to collect, which makes them runs:
+    ({question: what ask returned}, how many model calls the application made)."""
+    before = chat_requests(app_fake)
+    with exporting(instrumentor, port, service):
+        answers = {q: ask(q) for q in questions}
+    calls = chat_requests(app_fake) - before
+    wait_for_runs(port, len(questions))
+    return answers, calls
+
+
 def chat_requests(fake) -> int:
     return sum(r["path"] in ("/api/chat", "/api/generate") for r in fake.requests)
 
@@ -147,11 +158,9 @@ def test_a_llamaindex_query_engine_is_traced_to_collect_and_its_answers_verified
         engine = VectorStoreIndex.from_documents(documents, embed_model=embed).as_query_engine(
             llm=llm, similarity_top_k=1, text_qa_template=template
         )
-        before = chat_requests(app_fake)
-        with exporting(LlamaIndexInstrumentor(), port, "tower-app"):
-            responses = {q: engine.query(q) for q in questions}
-        app_calls = chat_requests(app_fake) - before
-        wait_for_runs(port, len(questions))
+        responses, app_calls = answer_traced(
+            app_fake, port, LlamaIndexInstrumentor(), "tower-app", engine.query, questions
+        )
     runs = traced(db, "tower-app")
     assert [r.result.question for r in runs] == sorted(questions)
     for stored in runs:
@@ -201,11 +210,9 @@ def test_a_langchain_chain_is_traced_to_collect_and_its_answers_verified(fake, s
             | model
             | StrOutputParser()
         )
-        before = chat_requests(app_fake)
-        with exporting(LangChainInstrumentor(), port, "langchain-app"):
-            answers = {q: chain.invoke(q) for q in questions}
-        app_calls = chat_requests(app_fake) - before
-        wait_for_runs(port, len(questions))
+        answers, app_calls = answer_traced(
+            app_fake, port, LangChainInstrumentor(), "langchain-app", chain.invoke, questions
+        )
     runs = traced(db, "langchain-app")
     assert [r.result.question for r in runs] == sorted(questions)
     for stored in runs:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from test_app import open_runs_page
+
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.api import check_answer
 from pipeline.evaluation.dataset import Dataset, GoldenItem
@@ -126,17 +128,10 @@ def test_a_streamed_answers_sentence_claims_that_repeat_or_copy_the_question_are
 
 
 def test_the_drilldown_shows_the_extraction_errors_apart_and_colours_no_sentence_by_them(fake, settings, db):
-    from conftest import ROOT
-    from streamlit.testing.v1 import AppTest
 
     fake.enqueue({"claims": [GOOD[0], *WRONG]}, match=whole_answer_extraction)
     checked = check_answer(QUESTION, ANSWER, [CONTEXT], pipeline="p", settings=settings)
-    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    at.query_params["run_id"] = str(checked.run_id)
-    at.run()
-    at.switch_page("pages/runs.py")
-    at.run()
-    assert not at.exception, at.exception
+    at = open_runs_page(str(checked.run_id))
     assert any(c.value.startswith("3 of 4 extraction errors") for c in at.caption)
     assert [e.label.split(" — ")[1].split(" \\(")[0] for e in at.expander if e.label.startswith("Claim ")] == [
         "supported",
