@@ -136,8 +136,20 @@ def watch(job: EvalJob) -> None:
     st.session_state.setdefault(WATCHED, set()).add(job.serial)
 
 
-@st.fragment(run_every=1.0)
+REFRESH_S = 1.0  # how often the progress of a running evaluation is redrawn
+
+
 def live_progress() -> None:
+    """Progress of the running evaluations, redrawn every REFRESH_S while one runs, and how watched ones ended.
+    Only while one runs: a timed fragment reruns in the browser until the next full run, so one set up with
+    nothing running reran the page every second forever (issue 29). When the last job ends its fragment run
+    reruns the whole page, which sets it up again without a timer. A job another browser session starts shows
+    here at this session's next full run (any click), then refreshes."""
+    running = any(job.running for job in jobs())
+    st.fragment(progress_body, run_every=REFRESH_S if running else None)()
+
+
+def progress_body() -> None:
     watched = st.session_state.setdefault(WATCHED, set())
     notices = st.session_state.setdefault(NOTICES, {})
     ended = False

@@ -8,6 +8,7 @@ by zero.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -188,8 +189,33 @@ def qwk_interval(
     finds the nominal level at which such intervals, built on resamples, cover this sample's kappa 95% of the
     time, and that level is used. It covers the true kappa 93-97% of the time where `interval_withheld` lets it
     be shown, and far less where it does not (small n, a rater's scores nearly all at one value, almost no
-    disagreements): agreement() withholds it there (`python -m bench kappa`, docs/benchmarks.md)."""
+    disagreements): agreement() withholds it there (`python -m bench kappa`, docs/benchmarks.md).
+
+    It is a pure function of the pairs' 5 x 5 table and the settings, and takes ~1 s: each result is kept,
+    keyed by those (`_INTERVALS`), so a page that renders the same pairs again reuses it; a saved rating
+    changes the table, and with it the key."""
     counts = pair_counts(a, b)
+    key = (counts.tobytes(), resamples, seed, outer, inner, CALIBRATION_LEVELS.tobytes(), RESAMPLE_PAIRS_UP_TO)
+    with _INTERVALS_LOCK:
+        kept = _INTERVALS.get(key)
+    if kept is not None:
+        return kept
+    interval = table_interval(counts, resamples, seed, outer, inner)
+    with _INTERVALS_LOCK:
+        if len(_INTERVALS) >= INTERVALS_KEPT:
+            del _INTERVALS[next(iter(_INTERVALS))]  # the oldest
+        _INTERVALS[key] = interval
+    return interval
+
+
+# Intervals already computed, by (table, settings); at most INTERVALS_KEPT, the oldest dropped first.
+INTERVALS_KEPT = 1024
+_INTERVALS: dict[tuple, tuple] = {}
+_INTERVALS_LOCK = threading.Lock()
+
+
+def table_interval(counts: np.ndarray, resamples: int, seed: int, outer: int, inner: int) -> tuple:
+    """qwk_interval of a 5 x 5 table of counts, computed (never from `_INTERVALS`)."""
     kappa, se = (float(x) for x in table_kappa_se(counts))
     if np.isnan(kappa) or se == 0:  # se 0: every pair agrees (or all disagree alike), so every resample does too
         return None, None

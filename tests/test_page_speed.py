@@ -1,0 +1,142 @@
+"""Pages that answer in a second (issue 29): no timed reruns while nothing runs, and statistics computed once per
+input, not once per render. (How fast each page is: `python -m bench page_speed`, not a timed test.)"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from conftest import ROOT
+from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.local_script_runner import LocalScriptRunner
+
+import pipeline.calibration.agreement as agreement_module
+import pipeline.evaluation.jobs as jobs_module
+from pipeline.errors import WorkbenchError
+
+
+def page(path: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    at.run()
+    at.switch_page(path)
+    return at
+
+
+@pytest.fixture
+def timers(monkeypatch) -> list[float]:
+    """The auto-rerun intervals the script asks the browser for (a fragment's run_every), run after run."""
+    asked: list[float] = []
+    original = LocalScriptRunner.forward_msgs
+
+    def recording(self):
+        msgs = original(self)
+        asked.extend(m.auto_rerun.interval for m in msgs if m.WhichOneof("type") == "auto_rerun")
+        return msgs
+
+    monkeypatch.setattr(LocalScriptRunner, "forward_msgs", recording)
+    return asked
+
+
+def test_the_evaluate_page_sets_a_refresh_timer_only_while_an_evaluation_runs(kb_db, monkeypatch, timers):
+    monkeypatch.setattr(jobs_module, "_jobs", {})
+    at = page("pages/evaluate.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert timers == []  # nothing runs: the browser is asked for no timed rerun
+
+    release = threading.Event()
+    job = jobs_module.EvalJob("slow", 3)
+
+    def work() -> None:  # as a job's thread does: it runs until released, then keeps how it ended
+        release.wait()
+        job.error = WorkbenchError("the test stopped it", fix="none needed")
+
+    job.thread = threading.Thread(target=work, daemon=True)
+    job.thread.start()
+    jobs_module._jobs["slow"] = job
+    try:
+        at.run()
+        assert not at.exception, at.exception
+        assert timers == [1.0]  # a running evaluation's progress is redrawn every second
+        assert any("0 of 3 items" in p.proto.text for p in at.get("progress"))
+    finally:
+        release.set()
+        job.thread.join(5)
+    timers.clear()
+    at.run()  # the job ended: the page is set up again without a timer, and says how it ended
+    assert not at.exception, at.exception
+    assert timers == []
+    assert any("the test stopped it" in e.value for e in at.error)
+
+
+def scores(n: int, seed: int) -> tuple[list[int], list[int]]:
+    rng = np.random.default_rng(seed)
+    judge = rng.choice([1, 2, 3, 4, 5], size=n, p=[0.1, 0.15, 0.25, 0.25, 0.25])
+    human = np.clip(judge + rng.choice([-1, 0, 1], size=n, p=[0.25, 0.5, 0.25]), 1, 5)
+    return judge.tolist(), human.tolist()
+
+
+@pytest.fixture
+def computed(monkeypatch) -> list[int]:
+    """One entry per kappa interval actually computed (not taken from the kept ones)."""
+    calls: list[int] = []
+    compute = agreement_module.table_interval
+
+    def counting(counts, *args):
+        calls.append(int(counts.sum()))
+        return compute(counts, *args)
+
+    monkeypatch.setattr(agreement_module, "table_interval", counting)
+    monkeypatch.setattr(agreement_module, "_INTERVALS", {})
+    return calls
+
+
+def test_a_kappa_interval_is_computed_once_per_table_of_pairs(computed):
+    judge, human = scores(40, 1)
+    first = agreement_module.agreement(judge, human)
+    assert first.kappa_low is not None and computed == [40]
+    again = agreement_module.agreement(list(judge), list(human))  # the same pairs, other lists
+    assert (again.kappa_low, again.kappa_high) == (first.kappa_low, first.kappa_high) and computed == [40]
+    human[0] = 6 - human[0] if human[0] != 3 else 4  # a rating changed: another table
+    agreement_module.agreement(judge, human)
+    assert computed == [40, 40]
+    agreement_module.agreement(judge + [3], human + [3])  # a rating added
+    assert computed == [40, 40, 41]
+
+
+def test_the_calibration_page_computes_its_intervals_once_until_a_rating_changes_them(
+    fake, settings, kb_db, monkeypatch, computed
+):
+    """The page reads the judged pairs from the store on every render; their intervals (a double bootstrap, ~1 s
+    each on a busy machine) are computed only for pairs not seen before."""
+    from test_evaluation import dataset
+
+    import pipeline.calibration.annotations as annotations_module
+    from pipeline.evaluation.runner import run_evaluation
+
+    run_evaluation(settings, kb_db, dataset(), "cal")
+    judge, human = scores(30, 2)
+    real = annotations_module.judged_pairs
+
+    def judged_pairs(db, run_ids, criterion, version=None):  # the page's store read, with 30 rated pairs
+        if version is not None:
+            return real(db, run_ids, criterion, version)
+        base = {"run_id": run_ids[0], "annotator": "ana", "explanation": "", "question": "q", "answer": "a"}
+        return [{**base, "judge": j, "human": h} for j, h in zip(judge, human, strict=True)]
+
+    monkeypatch.setattr(annotations_module, "judged_pairs", judged_pairs)
+    at = page("pages/calibration.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert "[" in at.dataframe[0].value.iloc[0]["95% interval"]  # an interval is shown
+    first = len(computed)
+    assert first >= 1
+    at.run()  # a later render of the same pairs
+    assert not at.exception, at.exception
+    assert len(computed) == first
+    judge.append(2)  # a new rating
+    human.append(4)
+    at.run()
+    assert not at.exception, at.exception
+    assert len(computed) > first and 31 in computed
