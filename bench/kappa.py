@@ -32,7 +32,7 @@ JUDGE_LIKE = np.array([0.02, 0.04, 0.09, 0.35, 0.50])  # mostly 4-5, as an LLM j
 DISTRIBUTIONS = {"balanced": np.full(5, 0.2), "80% fives": np.array([0.02, 0.03, 0.05, 0.10, 0.80])}
 SIZES = (5, 10, 20, 50, 100)
 TARGET = 0.7
-DATASETS = 2000  # per cell (issue 26); cells below 15 pairs withhold every interval and cost next to nothing
+DATASETS = 2000  # per cell (issue 26): about 10 CPU-minutes in all; cells below 15 pairs withhold every interval
 MEASURABLE = 100  # fewer intervals shown in a cell: its coverage is reported, not held to the target
 
 
