@@ -289,3 +289,16 @@ def test_an_unknown_online_metric_is_refused_with_the_names_to_choose_from(fake,
     ) as refused:
         OnlineWorker(load_settings(), db)
     assert "judge_faithfulness" in refused.value.fix
+
+
+def test_collect_on_a_port_in_use_says_so_and_exits_2(fake, settings, db, capsys):
+    import socket
+
+    from pipeline.cli.main import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert main(["collect", "--port", str(taken.getsockname()[1])]) == 2
+    err = capsys.readouterr().err
+    assert "collect cannot listen on 127.0.0.1" in err and "--port" in err and "Receiving" not in err

@@ -57,6 +57,7 @@ class OnlineWorker:
         sent in a later batch are in the store first."""
         self.settings, self.db, self.settle_s = settings, db, settle_s
         self.state = WorkerState()
+        self.stopping = threading.Event()
         self.metrics = OnlineMetrics(settings, db) if settings.collect_metrics.strip() else None
         self.checked_on: date | None = None  # the day of the last check of traced days' faithfulness
 
@@ -67,6 +68,8 @@ class OnlineWorker:
         before = datetime.now(timezone.utc) - timedelta(seconds=self.settle_s)
         done = 0
         for trace_id in waiting_traces(self.db, before, limit, self.state.journaled):
+            if self.stopping.is_set():  # collect is shutting down: the rest waits for the next start
+                break
             run = self.run_of(assemble(trace_spans(self.db, trace_id)))
             if run is None:
                 break
@@ -110,7 +113,9 @@ class OnlineWorker:
         self.state.evaluated += 1
         return TracedRun(with_trace(given.log, request, self.metrics.config() if self.metrics else None), scores)
 
-    def run_forever(self, stop: threading.Event, poll_s: float = 0.5, backoff_s: float = 10.0) -> None:
+    def run_forever(self, poll_s: float = 0.5, backoff_s: float = 10.0) -> None:
+        """Until `stopping` is set; the trace being verified then is finished and stored, the rest wait."""
+        stop = self.stopping
         while not stop.is_set():
             try:
                 done = self.run_once()
