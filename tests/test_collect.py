@@ -302,3 +302,14 @@ def test_collect_on_a_port_in_use_says_so_and_exits_2(fake, settings, db, capsys
         assert main(["collect", "--port", str(taken.getsockname()[1])]) == 2
     err = capsys.readouterr().err
     assert "collect cannot listen on 127.0.0.1" in err and "--port" in err and "Receiving" not in err
+
+
+def test_the_workbenchs_own_traces_are_kept_not_verified_again(fake, settings, db):
+    """With otlp_endpoint pointing at collect, every check the worker made would come back as a trace to check."""
+    c = client(db)
+    assert post(c, protobuf_body(rag_trace(QUESTION, ANSWER, DOCS), service="rag-quality-workbench")).status_code == 200
+    assert OnlineWorker(settings, db, settle_s=0).run_once() == 1
+    (row,) = traced_runs(db)
+    run = load_result(db, row["id"])
+    assert run.status == "not_evaluated" and "the workbench's own trace" in run.abstain_reason
+    assert not any(c["origin"] == "online" for c in load_run(db, row["id"]).calls)

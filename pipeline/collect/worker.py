@@ -28,6 +28,7 @@ from pipeline.errors import WorkbenchError
 from pipeline.evaluation.given import TRACED, check_given, given_config
 from pipeline.models.llm import LLM
 from pipeline.regression.traced import check_traced
+from pipeline.trace_export import SERVICE_NAME as OWN_SERVICE
 from store.journal import replay, save_run
 from store.records import RetrievalRecord, RunLog
 from store.traces import trace_spans, waiting_traces
@@ -92,6 +93,8 @@ class OnlineWorker:
         """The run of one trace, with its metric scores; None when its check failed because a model could not
         be reached."""
         reason = request.not_evaluated
+        if request.service == OWN_SERVICE:
+            reason = "the workbench's own trace (its otlp_endpoint points at collect): kept, not verified again"
         if reason is None and not sampled(request.trace_id, self.settings.collect_sample_rate):
             reason = f"not sampled (collect_sample_rate {self.settings.collect_sample_rate:g})"
         if reason is not None:
