@@ -3,7 +3,7 @@ per embedding model, digest and knowledge-base fingerprint."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from store.db import Database, fetch_dicts
@@ -22,7 +22,9 @@ class StoredScale:
     measured_at: datetime | None = None
 
 
-COLUMNS = "embed_model, digest, kb_fingerprint, n_pairs, n_probes, n_chunks, median, sample, measured_at"
+FIELDS = [f.name for f in fields(StoredScale)]  # the table's columns, one per field
+COLUMNS = ", ".join(FIELDS)
+MEASURED = FIELDS[:-1]  # what a measurement gives, `sample` last; measured_at is the store's clock
 
 
 def _present(cur) -> bool:
@@ -52,18 +54,9 @@ def put(db: Database, scale: StoredScale, lock_timeout_s: float | None = None) -
     """Store a measured scale (replacing one measured for the same model, digest and knowledge base)."""
     with db.transaction(lock_timeout_s) as cur:
         cur.execute(
-            "INSERT OR REPLACE INTO similarity_scales (embed_model, digest, kb_fingerprint, n_pairs, n_probes, "
-            "n_chunks, median, sample, measured_at) VALUES (?,?,?,?,?,?,?,?,current_timestamp)",
-            [
-                scale.embed_model,
-                scale.digest,
-                scale.kb_fingerprint,
-                scale.n_pairs,
-                scale.n_probes,
-                scale.n_chunks,
-                scale.median,
-                list(scale.sample),
-            ],
+            f"INSERT OR REPLACE INTO similarity_scales ({', '.join(MEASURED)}, measured_at) "
+            f"VALUES ({', '.join('?' * len(MEASURED))}, current_timestamp)",
+            [*(getattr(scale, name) for name in MEASURED[:-1]), list(scale.sample)],
         )
 
 
