@@ -34,7 +34,7 @@ GROUPS = {
     "verification": "Verification",
     "evaluation": "Evaluation",
     "store": "Store",
-    "collect": "Traces in (collect)",
+    "collect": "Traces in",
     "advanced": "Advanced thresholds",
 }
 
