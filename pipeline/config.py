@@ -269,7 +269,7 @@ class Settings:
         "the regression check's primary endpoints: metrics whose whole-run drop is tested first, with 80% of alpha",
         check=lambda text: not text.strip() or all(name.strip() for name in text.split(",")),
         rule="of comma-separated registered metric names, e.g. faithfulness,judge_correctness",
-        empty="no primary endpoints (every test shares alpha, 80% to the whole-run tests)",
+        empty="no primary endpoints (every test shares 90% of alpha, 80% of that to the whole-run tests)",
     )
     price_per_1k_prompt_tokens: float = setting(
         0.0,
