@@ -15,6 +15,7 @@ from bench import (
     kappa,
     on_topic,
     overhead,
+    page_speed,
     precheck_cv,
     regression,
     retrieval,
@@ -40,6 +41,7 @@ SUITES = {
     "scale": scale.run,
     "hosts": hosts.run,
     "collect": collect.run,
+    "page_speed": page_speed.run,  # BENCH_RUNS=N: the store's size (default 10,000)
     "imported": lambda: imported.run(1000, "fast"),  # `gpu` at 1,000 rows takes ~80 min: python -m bench.imported
 }
 

@@ -25,6 +25,15 @@ pytestmark = pytest.mark.skipif(
 # data/eval/golden.jsonl), so a finished first run is below floor: alerts of kind "floor", not regressions.
 FLOORS = "faithfulness=0.70,context_recall=0.75,answer_relevancy=0.99,context_precision=0.99"
 NAME_LABEL = "Run name (the same name resumes a run)"
+# From now on, count the app's script runs (full or a fragment's): each sets stApp's script state to running.
+COUNT_RUNS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  window.scriptRuns = 0;
+  new MutationObserver(() => {
+    if (app.getAttribute('data-test-script-state') === 'running') window.scriptRuns++;
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+SKELETON_OR_STALE = "[data-testid='stSkeleton'], [data-testid='stSkeletonElement'], [data-stale='true']"
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +96,20 @@ def test_a_finished_evaluation_shows_its_report_and_the_alert_count_without_a_re
     expect(sidebar.get_by_text("No open regression alerts.")).to_be_visible()
     expect(page.get_by_text("Diagnosis:", exact=False)).to_be_visible()
     expect(page.get_by_test_id("stMetric").first).to_be_visible()
-    # shown with the report, and still there after the progress fragment's next timed reruns (one of them used to
-    # overwrite it: see pages/evaluate.py)
+    # shown with the report, and still there 3 s later (a timed rerun of the progress fragment, which ran while
+    # nothing did, used to overwrite it: see pages/evaluate.py)
     chosen = page.get_by_role("combobox", name="Evaluation", exact=True)
     expect(chosen).to_have_value("flow")
     assert "eval=flow" in page.url
+    page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(timeout=60_000)
+    page.evaluate(COUNT_RUNS)
     page.wait_for_timeout(3000)  # it stays: not a flash
     expect(finished).to_be_visible()
     expect(chosen).to_have_value("flow")
+    # nothing runs now: the page is not rerun on a timer (it was every second, issue 29), and nothing on it is a
+    # placeholder or greyed out as stale
+    assert page.evaluate("window.scriptRuns") == 0
+    assert page.locator(SKELETON_OR_STALE).count() == 0
     assert page.evaluate("window.notReloaded") is True  # shown by the app's rerun, not by a reload
     assert_no_failure(page, "evaluate")
     screenshot(page, "evaluate-finished.png")

@@ -1,0 +1,291 @@
+"""How fast each page of the running app answers in a browser (issue 29): `streamlit run` against a store of
+BENCH_RUNS runs (default 10,000; the synthetic store of bench/scale_data.py, with people's ratings of 300
+evaluation answers added so that Calibration has statistics to compute), a fake Ollama for the health checks,
+and Debian's Chromium driven by Playwright. `python -m bench page_speed` (BENCH_PAGES=Evaluate,Runs: only those
+pages).
+
+For each page, in the order of the sidebar:
+- first render: a new browser tab (a new Streamlit session) opens the page's URL; the time from the start of
+  the navigation until the page is ready;
+- visit: in that tab, after going to another page by its sidebar link, a click on this page's link; the time
+  from the click until the page is ready (the median of VISITS visits).
+Ready: the app's script run that the action started has finished (`stApp`'s data-test-script-state is
+notRunning after having been running) and no element is a skeleton (stSkeleton, stSkeletonElement, a lazily
+loaded element's placeholder) or stale (data-stale="true", greyed out), with nothing changing for QUIET_S; the
+time taken is the moment that state was reached, read from the page's own clock (a MutationObserver records
+each change). Each figure's note says how much of it came after the script had finished (skeletons, stale
+elements, the browser drawing). One load of the app before all of this (not counted) lets the server import
+its modules and fill its process-wide caches.
+
+Also: the Evaluate page's script runs in IDLE_S seconds with nothing running (a timed fragment reran it every
+second; the target is none)."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.common import ROOT, FakeOllama, Figure
+from bench.scale import ready_store
+
+N_RUNS = 10_000
+VISITS = 3
+QUIET_S = 0.7
+IDLE_S = 4.0
+FIRST_TARGET_S, VISIT_TARGET_S = 1.0, 0.5
+WIDTH, HEIGHT = 1280, 1000
+RATED = 300  # evaluation answers given a person's rating (and a second person's for a sixth of them)
+
+# In the page: a record of every change of the script's state and of whether any element is a skeleton or stale.
+RECORDER = """
+(() => {
+  const BUSY = '[data-testid="stSkeleton"], [data-testid="stSkeletonElement"], [data-testid="stAppSkeleton"], '
+    + '[data-stale="true"]';
+  const bench = window.__bench = {events: [], last: null};
+  const check = () => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    const state = app ? app.getAttribute('data-test-script-state') : 'none';
+    const busy = document.querySelectorAll(BUSY).length > 0;
+    const last = bench.last;
+    if (!last || last.state !== state || last.busy !== busy) {
+      bench.last = {t: performance.now(), state, busy};
+      bench.events.push(bench.last);
+    }
+  };
+  new MutationObserver(check).observe(document, {subtree: true, childList: true, attributes: true,
+    attributeFilter: ['data-test-script-state', 'data-stale', 'data-testid']});
+  check();
+})();
+"""
+
+# The time (page clock) the page became ready after t0, and when its script run finished; null while not yet.
+READY = """
+([t0, quiet, seen]) => {
+  const events = window.__bench.events.filter(e => e.t >= t0);
+  const last = window.__bench.last;
+  if (!last || last.state !== 'notRunning' || last.busy) return null;
+  const ran = events.some(e => e.state === 'running' || e.state === 'rerunRequested');
+  const now = performance.now();
+  if (now - last.t < quiet * 1000) return null;
+  if (!ran && !(events.length && now - t0 > seen * 1000)) return null;
+  const finished = [...events].reverse().find(e => e.state === 'notRunning');
+  const runs = events.filter(e => e.state === 'running').length;
+  let busy = 0;  // how long some element was a skeleton or stale, between t0 and ready
+  const all = window.__bench.events;
+  for (let i = 0; i < all.length - 1; i++) {
+    if (all[i].busy) busy += Math.max(0, all[i + 1].t - Math.max(all[i].t, t0));
+  }
+  return {ready: Math.max(last.t, t0), finished: finished ? finished.t : last.t, runs, busy};
+}
+"""
+
+
+def page_urls() -> list[tuple[str, str]]:
+    """(label, URL path) of each page in sidebar order."""
+    from pages.views.common import PAGES
+
+    return [(label, "" if path == "streamlit_app.py" else Path(path).stem) for path, label, _ in PAGES]
+
+
+def rated_store(n_runs: int, folder: Path) -> Path:
+    """A copy of the synthetic store of n_runs runs with people's ratings of RATED evaluation answers: the
+    judge's scores moved by -1, 0 or +1 at random (seeded), and a second annotator on every sixth."""
+    from pipeline.calibration.annotations import CRITERIA, save_rating
+
+    db, _ = ready_store(n_runs)
+    source = db.path
+    db.close()
+    path = folder / "workbench.duckdb"
+    shutil.copy(source, path)
+    from store.db import Database
+
+    db = Database(str(path), 10, 60)
+    with db.cursor() as cur:
+        rows = cur.execute(
+            "SELECT run_id, metric, value FROM scores WHERE run_id <= ? AND metric LIKE 'judge_%' AND status = 'ok'",
+            [RATED],
+        ).fetchall()
+    judged: dict[int, dict[str, int]] = {}
+    for run_id, metric, value in rows:
+        judged.setdefault(run_id, {})[metric.removeprefix("judge_")] = int(value)
+    rng = random.Random(29)
+    for run_id, scores in sorted(judged.items()):
+        for annotator in ["ana", "ben"] if run_id % 6 == 0 else ["ana"]:
+            rating = {c: min(5, max(1, scores[c] + rng.choice([-1, 0, 0, 1]))) for c in CRITERIA if c in scores}
+            save_rating(db, run_id, annotator, rating)
+    db.close()
+    return path
+
+
+@contextmanager
+def app_serving(store: Path, ollama_url: str):
+    """`streamlit run` on a free port against the store, with default settings; its URL."""
+    from browser_server import free_port, wait_until_healthy
+
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("WORKBENCH_") or k == "OLLAMA_HOST")}
+    env.update({"OLLAMA_HOST": ollama_url, "WORKBENCH_DB": str(store), "WORKBENCH_CONFIG": ""})
+    port = free_port()
+    output = tempfile.TemporaryFile("w+")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true"]
+        + ["--browser.gatherUsageStats", "false", "--server.address", "127.0.0.1", "--server.port", str(port)]
+        + ["--server.fileWatcherType", "none"],
+        cwd=ROOT,
+        env=env,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(url, process, output)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=20)
+        output.close()
+
+
+def wait_ready(page, t0: float, timeout_s: float = 180) -> dict:
+    """{ready, finished, runs} (ms, page clock) once the page is ready after t0."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = page.evaluate(READY, [t0, QUIET_S, 2.0])
+        if state is not None:
+            return state
+        page.wait_for_timeout(50)
+    raise TimeoutError(f"the page was not ready within {timeout_s:.0f} s: {page.evaluate('window.__bench.last')}")
+
+
+def click_link(page, label: str) -> float:
+    """Click the sidebar's link to a page; the page clock's time just before."""
+    return page.evaluate(
+        """(label) => {
+          const links = [...document.querySelectorAll('[data-testid="stSidebar"] [data-testid="stPageLink"] a')];
+          const link = links.find(a => a.innerText.trim().split('\\n').pop().trim() === label);
+          if (!link) throw new Error('no sidebar link ' + label);
+          const t0 = performance.now();
+          link.click();
+          return t0;
+        }""",
+        label,
+    )
+
+
+def after(state: dict, t0: float) -> tuple[float, float, float]:
+    """(seconds to ready, of which after the script finished, with a skeleton or stale element shown)."""
+    return (
+        (state["ready"] - t0) / 1000,
+        max(0.0, state["ready"] - state["finished"]) / 1000,
+        state["busy"] / 1000,
+    )
+
+
+def measure(browser, url: str, label: str, path: str, other: str) -> tuple[tuple, list[tuple]]:
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    context.add_init_script(RECORDER)
+    page = context.new_page()
+    page.set_default_timeout(180_000)
+    try:
+        page.goto(f"{url}/{path}", wait_until="commit")
+        first = after(wait_ready(page, 0.0), 0.0)
+        visits = []
+        for _ in range(VISITS):
+            wait_ready(page, click_link(page, other))
+            t0 = click_link(page, label)
+            visits.append(after(wait_ready(page, t0), t0))
+        return first, visits
+    finally:
+        context.close()
+
+
+def idle_runs(browser, url: str) -> int:
+    """Script runs of the Evaluate page in IDLE_S seconds after it is ready, with nothing running."""
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    context.add_init_script(RECORDER)
+    page = context.new_page()
+    try:
+        page.goto(f"{url}/evaluate", wait_until="commit")
+        ready = wait_ready(page, 0.0)["ready"]
+        page.wait_for_timeout(IDLE_S * 1000)
+        return page.evaluate("(t) => window.__bench.events.filter(e => e.t > t && e.state === 'running').length", ready)
+    finally:
+        context.close()
+
+
+def run(n_runs: int | None = None) -> list[Figure]:
+    from browser_server import CHROMIUM, CHROMIUM_FLAGS
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        print(f"page_speed skipped: no Chromium at {CHROMIUM} (apt-get install -y chromium)", file=sys.stderr)
+        return []
+    n_runs = n_runs or int(os.environ.get("BENCH_RUNS", N_RUNS))
+    size = f"{n_runs:,} runs"
+    figures = []
+    with tempfile.TemporaryDirectory(prefix="workbench-pages-") as folder, FakeOllama() as fake:
+        store = rated_store(n_runs, Path(folder))
+        with app_serving(store, fake.url) as url, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+            try:
+                measure(browser, url, "Chat", "", "Settings & health")  # the server's first load, not counted
+                wanted = [w.strip() for w in os.environ.get("BENCH_PAGES", "").split(",") if w.strip()]
+                for label, path in page_urls():
+                    if wanted and label not in wanted:
+                        continue
+                    other = "Settings & health" if label == "Chat" else "Chat"
+                    print(f"  {label}…", file=sys.stderr, flush=True)
+                    (first_s, first_after, first_busy), visits = measure(browser, url, label, path, other)
+                    visit_s = statistics.median(v[0] for v in visits)
+                    visit_after = statistics.median(v[1] for v in visits)
+                    figures.append(
+                        Figure(
+                            f"page {label}: first render ({size})",
+                            first_s,
+                            "s",
+                            FIRST_TARGET_S,
+                            note=f"new tab to ready; {first_after:.2f} s of it after the script finished; "
+                            f"skeleton or stale shown {first_busy:.2f} s",
+                        )
+                    )
+                    figures.append(
+                        Figure(
+                            f"page {label}: visit ({size})",
+                            visit_s,
+                            "s",
+                            VISIT_TARGET_S,
+                            note=f"sidebar click to ready, median of {VISITS} (slowest "
+                            f"{max(v[0] for v in visits):.2f} s); {visit_after:.2f} s after the script finished; "
+                            f"skeleton or stale shown {statistics.median(v[2] for v in visits):.2f} s",
+                        )
+                    )
+                figures.append(
+                    Figure(
+                        f"page Evaluate: script runs in {IDLE_S:g} s idle ({size})",
+                        idle_runs(browser, url),
+                        "runs",
+                        0,
+                        note="nothing running: a timed fragment used to rerun it every second",
+                    )
+                )
+            finally:
+                browser.close()
+    return figures
+
+
+if __name__ == "__main__":
+    from bench.common import print_table
+
+    print_table(run())
