@@ -13,6 +13,11 @@ flushed as it is due; `chunk_log` records when each chunk was sent (the fake's c
 unless `clock` is given), and each chat/generate entry of `requests` gains its prompt_tokens, eval_tokens and
 received/started/done times (started: when it got its slot).
 
+Prompt cache (`prompt_cache=True`), as Ollama's llama.cpp runner keeps one: each slot remembers the prompt it
+processed last (its words, for its model), a request takes the free slot whose memory shares the longest
+common prefix with its prompt, and only the words after that prefix are charged prompt time. The record's
+`cached_tokens` says how many were reused, and `prompt_eval_count` counts only those processed, as Ollama's does.
+
 Tests that need order, not speed, use events instead of the clock:
 - `in_flight`/`max_in_flight` count chat/generate requests being answered at once (from the start of their
   generation to their last line), `generating`/`max_generating` those inside a slot; `wait_until(condition)`
@@ -31,7 +36,7 @@ import socket
 import sys
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 FAULTS = frozenset({"500", "timeout", "drop", "malformed_json", "truncated_json", "not_found"})
@@ -604,6 +609,48 @@ class _Server(ThreadingHTTPServer):
 # ---------------------------------------------------------------- the fake
 
 
+class SlotPool:
+    """`n` parallel slots. With the prompt cache on, each remembers its last prompt (model and words) and a request
+    takes the free slot sharing the longest common prefix with its own, else the one used least recently (as
+    llama.cpp's slot selection does)."""
+
+    def __init__(self, n):
+        self._free = list(range(n))
+        self._memory = {}  # slot -> (model, words)
+        self._used = dict.fromkeys(range(n), -1)  # slot -> when it was last released (a counter)
+        self._uses = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def taken(self, model, words, cache):
+        """Wait for a slot; yields how many leading words its cache holds (0 without the cache)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._free)
+            slot = max(self._free, key=lambda s: (self._shared(s, model, words) if cache else 0, -self._used[s]))
+            self._free.remove(slot)
+            cached = self._shared(slot, model, words) if cache else 0
+        try:
+            yield min(cached, max(0, len(words) - 1))  # the last word is always processed, as llama.cpp does
+        finally:
+            with self._changed:
+                self._memory[slot] = (model, list(words))
+                self._uses += 1
+                self._used[slot] = self._uses
+                self._free.append(slot)
+                self._changed.notify()
+
+    def _shared(self, slot, model, words):
+        remembered_model, remembered = self._memory.get(slot, (None, []))
+        if remembered_model != model:
+            return 0
+        n = 0
+        for a, b in zip(remembered, words, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+
 class FakeOllama:
     """In-process Ollama look-alike on 127.0.0.1 with scripted replies, faults and latency."""
 
@@ -621,6 +668,7 @@ class FakeOllama:
         clock=None,
         sleep=None,
         embed_scale="bag",
+        prompt_cache=False,
     ):
         """clock() -> seconds and sleep(seconds) drive the latency model (default: time.perf_counter and a wait
         that stop() cuts short); pass a VirtualClock and its sleep to make its waits instant and exact."""
@@ -656,6 +704,7 @@ class FakeOllama:
         for name in models:
             self.add_model(name)
         self._seconds_per_prompt_token = 0.0
+        self.prompt_cache = prompt_cache
         self.set_latency(seconds_per_token, slots, seconds_per_prompt_token)
 
     # -- lifecycle
@@ -802,7 +851,7 @@ class FakeOllama:
             if seconds_per_prompt_token is not None:
                 self._seconds_per_prompt_token = seconds_per_prompt_token
             if slots is not None:
-                self._slots = threading.BoundedSemaphore(slots)
+                self._slots = SlotPool(slots)
 
     # -- request handling
 
@@ -982,7 +1031,8 @@ class FakeOllama:
         if not messages:
             return self._loaded_reply(call, {"message": {"role": "assistant", "content": ""}})
         prompt = rule_input(messages)
-        prompt_count = sum(len((m.get("content") or "").split()) for m in messages)
+        call.prompt_words = [w for m in messages for w in (m.get("content") or "").split()]
+        prompt_count = len(call.prompt_words)
         return self._complete(call, prompt, prompt_count, lambda c: {"message": {"role": "assistant", "content": c}})
 
     def _generate(self, call):
@@ -992,7 +1042,8 @@ class FakeOllama:
         prompt = call.body.get("prompt") or ""
         if not prompt:
             return self._loaded_reply(call, {"response": ""})
-        prompt_count = len(prompt.split()) + len((call.body.get("system") or "").split())
+        call.prompt_words = (call.body.get("system") or "").split() + prompt.split()
+        prompt_count = len(call.prompt_words)
         return self._complete(call, prompt, prompt_count, lambda c: {"response": c})
 
     def _loaded_reply(self, call, content):
@@ -1039,13 +1090,16 @@ class FakeOllama:
             per_token, per_prompt, slots = self._seconds_per_token, self._seconds_per_prompt_token, self._slots
         self._count(in_flight=1)
         try:
-            with slots if per_token > 0 or per_prompt > 0 else nullcontext():
+            paced = per_token > 0 or per_prompt > 0 or self.prompt_cache
+            words = getattr(call, "prompt_words", [])
+            with slots.taken(call.model, words, self.prompt_cache) if paced else nullcontext(0) as cached:
                 self._count(generating=1)
                 try:
                     started = self._now_ns()
-                    call.record["started"] = started / 1e9
-                    if per_prompt * prompt_count > 0:
-                        self._sleep(per_prompt * prompt_count)
+                    call.record.update(started=started / 1e9, cached_tokens=cached)
+                    processed = prompt_count - cached  # only what the slot's cache did not hold
+                    if per_prompt * processed > 0:
+                        self._sleep(per_prompt * processed)
                     decoding = self._now_ns()
                     if stream:
                         pieces = _pieces(reply)
@@ -1084,7 +1138,7 @@ class FakeOllama:
             "done_reason": "stop",
             "total_duration": total,
             "load_duration": max(0, started - call.t0),  # waiting for a slot
-            "prompt_eval_count": prompt_count,
+            "prompt_eval_count": prompt_count - call.record.get("cached_tokens", 0),  # processed, as Ollama counts
             "prompt_eval_duration": decoding - started,
             "eval_count": len(reply.split()),
             "eval_duration": ended - decoding,

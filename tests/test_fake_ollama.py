@@ -576,3 +576,38 @@ def test_split_claim_keeps_short_parts_together():
 def test_unknown_answer_style_is_refused():
     with pytest.raises(ValueError, match="paraphrase"):
         FakeOllama(answer_style="summarise")
+
+
+def test_with_the_prompt_cache_a_call_sharing_a_slots_prefix_is_charged_only_for_its_suffix():
+    passages = " ".join(f"passage{n}" for n in range(40))
+    clock, server = virtual_fake(seconds_per_token=0.0, seconds_per_prompt_token=0.01, slots=1, prompt_cache=True)
+    with server as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue("ok", times=4)
+        first = client.generate(model=LLM, prompt=f"{passages} grade them")
+        second = client.generate(model=LLM, prompt=f"{passages} now answer the question")
+        other = client.generate(model=LLM, prompt="something else entirely")
+        again = client.generate(model=LLM, prompt=f"{passages} answer again")
+    assert clock.slept == pytest.approx([0.42, 0.04, 0.03, 0.42])  # 42 words; 40 shared, 4 new; 3; evicted: 42
+    assert [r["cached_tokens"] for r in fake.requests] == [0, 40, 0, 0]
+    assert (first.prompt_eval_count, second.prompt_eval_count, other.prompt_eval_count) == (42, 4, 3)
+    assert again.prompt_eval_count == 42 and [r["prompt_tokens"] for r in fake.requests] == [42, 44, 3, 42]
+
+
+def test_with_two_slots_each_keeps_its_own_prefix_and_a_call_finds_the_slot_that_holds_its_own():
+    a, b = " ".join(["alpha"] * 30), " ".join(["beta"] * 30)
+    clock, server = virtual_fake(seconds_per_token=0.0, seconds_per_prompt_token=0.01, slots=2, prompt_cache=True)
+    with server as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue("ok", times=4)
+        for prompt in (f"{a} one", f"{b} one", f"{b} two", f"{a} two"):
+            client.generate(model=LLM, prompt=prompt)
+    assert [r["cached_tokens"] for r in fake.requests] == [0, 0, 30, 30]
+
+
+def test_without_the_prompt_cache_every_prompt_is_charged_whole():
+    passages = " ".join(f"passage{n}" for n in range(40))
+    clock, server = virtual_fake(seconds_per_token=0.0, seconds_per_prompt_token=0.01, slots=1)
+    with server as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue("ok", times=2)
+        client.generate(model=LLM, prompt=f"{passages} grade them")
+        client.generate(model=LLM, prompt=f"{passages} now answer the question")
+    assert clock.slept == pytest.approx([0.42, 0.44]) and [r["cached_tokens"] for r in fake.requests] == [0, 0]
