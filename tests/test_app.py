@@ -188,7 +188,7 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     assert at.title[0].value == f"Run {accepted.run_id}"
     text = markdown_text(at)
     assert ":green-background[**" in text and "21 million passages" in text
-    assert len(at.get("plotly_chart")) == 1
+    assert len(at.get("plotly_chart")) == 2  # the trace's waterfall and the calls' timeline
 
 
 def open_runs_page(run_id: str) -> AppTest:

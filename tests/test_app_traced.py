@@ -10,6 +10,7 @@ from test_app import fresh_streamlit_caches, open_runs_page  # noqa: F401 - the 
 from pages.views.markup import escape_markdown
 from pipeline.collect.receiver import create_app
 from pipeline.collect.worker import OnlineWorker
+from pipeline.history.runs import load_run
 from store.history import RunFilter, find_runs
 
 
@@ -61,3 +62,22 @@ def test_settings_and_health_says_what_collect_received_and_what_waits(fake, set
     at.run()
     line = escape_markdown("6 spans in 2 traces received; 0 made into runs, 2 waiting for the online worker")
     assert any(line in m.value for m in at.markdown), [m.value for m in at.markdown]
+
+
+def test_a_traced_runs_trace_viewer_opens_the_applications_llm_span_with_its_call(fake, settings, db):
+    (run_id,) = receive(
+        settings, db, rag_trace("How tall is the Eiffel Tower?", "It is 330 metres tall.", [(TOWER, "tower.md", 0.8)])
+    )
+    stored = load_run(db, run_id)
+    traced = [c for c in stored.calls if c["origin"] == "traced"]
+    assert traced and all(c["span_id"] for c in traced)
+    at = open_runs_page(str(run_id))
+    llm = traced[0]["span_id"]  # the application's LLM span, among the check's own spans
+    assert [s.name for s in stored.spans if s.span_id == llm] == ["Ollama.chat"]
+    at.selectbox(key=f"trace-{run_id}-span").set_value(llm).run()
+    assert not at.exception, at.exception
+    trace_tab = next(t for t in at.tabs if t.label == "Trace")
+    codes = [c.value for c in trace_tab.code]
+    assert any("Question: How tall is the Eiffel Tower?" in c for c in codes), codes
+    assert "It is 330 metres tall." in codes
+    assert any("origin traced" in m.value for m in trace_tab.markdown)

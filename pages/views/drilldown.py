@@ -1,9 +1,8 @@
-"""Widgets of one run's drilldown: attempts, claims with their evidence in the source, chunks, LLM calls."""
+"""Widgets of one run's drilldown, in tabs: the answer with its attempts and claims (evidence in the source), the
+retrieved chunks, the trace viewer, every LLM call, the scores."""
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 from datetime import timedelta
 
 import pandas as pd
@@ -21,14 +20,15 @@ from pages.views.markup import (
     highlighted_chunk,
     status_markdown,
 )
+from pages.views.trace_viewer import show_trace_viewer
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, status_label
 from pipeline.evaluation.given import contexts_heading, origin_line
 from pipeline.history.present import invalid_line, invalid_replies
 from pipeline.history.runs import RunColumn, StoredRun, listed_columns
+from pipeline.history.trace_view import prompt_as_text
 from pipeline.knowledge.injection import flag_warning, injection_flags
 from pipeline.text import short_source
-from pipeline.tracing import tree
 from pipeline.verification.claims import scored_claims
 
 
@@ -58,6 +58,34 @@ def show_drilldown(stored: StoredRun) -> None:
         st.text(column.show(getattr(result, column.name)))
     if result.error:
         st.error(escape_markdown(result.error))
+    answer_tab, retrieval_tab, trace_tab, calls_tab, scores_tab = st.tabs(
+        ["Answer and claims", "Retrieval", "Trace", "Calls", "Scores"]
+    )
+    with answer_tab:
+        show_answer(stored)
+    with retrieval_tab:
+        if stored.retrievals:
+            show_chunks(stored.retrievals, contexts_heading(result.kind))
+        else:
+            st.caption("Nothing was retrieved for this run.")
+    with trace_tab:
+        show_trace_viewer(stored.spans, stored.calls, key=f"trace-{result.run_id}")
+    with calls_tab:
+        show_run_call_stats(result.run_id)
+        show_calls(stored.calls)
+        show_timeline(stored.calls)
+        if not stored.calls:
+            st.caption("No model calls were recorded for this run.")
+    with scores_tab:
+        if stored.scores:
+            st.subheader("Scores")
+            st.dataframe(pd.DataFrame(stored.scores), hide_index=True, width="stretch")
+        else:
+            st.caption("No scores yet: a run is scored when an evaluation judges it.")
+
+
+def show_answer(stored: StoredRun) -> None:
+    result = stored.result
     if result.status == NOT_EVALUATED:
         st.info(escape_markdown(f"Not evaluated: {result.abstain_reason}"), icon=":material/info:")
     st.subheader("Answer")
@@ -74,14 +102,6 @@ def show_drilldown(stored: StoredRun) -> None:
         st.caption(escape_markdown(invalid))
     show_attempts(result)
     show_claims(result)
-    show_chunks(stored.retrievals, contexts_heading(result.kind))
-    if stored.scores:
-        st.subheader("Scores")
-        st.dataframe(pd.DataFrame(stored.scores), hide_index=True, width="stretch")
-    show_trace(stored.spans, stored.calls)
-    show_run_call_stats(result.run_id)
-    show_calls(stored.calls)
-    show_timeline(stored.calls)
 
 
 def unset_pipeline(column: RunColumn, result: AnswerResult) -> bool:
@@ -150,29 +170,6 @@ def show_chunks(retrievals: list[dict], heading: str = "Retrieved chunks") -> No
     st.dataframe(frame, hide_index=True, width="stretch")
 
 
-def show_trace(spans: list, calls: list[dict]) -> None:
-    if not spans:
-        return
-    st.subheader(f"Trace ({len(spans)} spans)")
-    calls_per_span = Counter(c.get("span_id") for c in calls)
-    rows = [
-        {
-            "step": " " * depth + ("└ " if depth else "") + span.name,
-            "ms": span.latency_ms,
-            "calls": calls_per_span.get(span.span_id, 0),
-            "error": span.error,
-            "details": ", ".join(f"{k}={v}" for k, v in span.attributes.items()),
-        }
-        for depth, span in tree(spans)
-    ]
-    st.dataframe(
-        pd.DataFrame(rows),
-        hide_index=True,
-        width="stretch",
-        column_config={"ms": st.column_config.NumberColumn(format="%.1f")},
-    )
-
-
 def show_calls(calls: list[dict]) -> None:
     """Every call, cached ones included, each openable to the prompt it sent and the completion it got."""
     if not calls:
@@ -201,19 +198,6 @@ def show_calls(calls: list[dict]) -> None:
             st.code(prompt_as_text(call.get("prompt_text")), language=None, wrap_lines=True)
             st.caption("Completion")
             st.code(call.get("completion_text") or "", language=None, wrap_lines=True)
-
-
-def prompt_as_text(prompt: str | None) -> str:
-    """Chat messages (stored as JSON) as role-headed text; anything else as it is."""
-    try:
-        messages = json.loads(prompt or "")
-    except ValueError:
-        return prompt or ""
-    if not isinstance(messages, list):
-        return prompt or ""
-    return "\n\n".join(
-        f"[{m.get('role', '?')}]\n{m.get('content', '')}" if isinstance(m, dict) else str(m) for m in messages
-    )
 
 
 def show_timeline(calls: list[dict]) -> None:
