@@ -2,7 +2,7 @@
 
 An alert's kind says what it is: "drop" a regression (a tested drop against the baseline), "floor" a metric's
 mean below its floor (shown as "below floor", counted apart, and no reason to skip a run as a baseline).
-An alert belongs to an evaluation run (eval_run_id), or to one service's day of traced runs (service, day)."""
+An alert belongs to an evaluation run (eval_run_id), or to one service's day of traced runs (service, service_day)."""
 
 from __future__ import annotations
 
@@ -65,11 +65,11 @@ def list_alerts(db: Database, status: str | None = None) -> list[dict]:
     """Alerts, newest first. An evaluation run's alert is named by its run and baseline; a traced day's by its
     service and day, its baseline the day before (a drop) or none (a floor)."""
     sql = f"""
-        SELECT a.*, coalesce(e.name, a.service || ' · ' || strftime(a.day, '%Y-%m-%d')) AS run_name,
-               coalesce(b.name, CASE WHEN a.day IS NOT NULL AND a.kind <> '{FLOOR}'
-                   THEN a.service || ' · ' || strftime(a.day - 1, '%Y-%m-%d') END) AS baseline_name
+        SELECT a.*, coalesce(e.name, a.service || ' · ' || strftime(a.service_day, '%Y-%m-%d')) AS run_name,
+               coalesce(b.name, CASE WHEN a.service_day IS NOT NULL AND a.kind <> '{FLOOR}'
+                   THEN a.service || ' · ' || strftime(a.service_day - 1, '%Y-%m-%d') END) AS baseline_name
         FROM alerts a LEFT JOIN eval_runs e ON e.id = a.eval_run_id LEFT JOIN eval_runs b ON b.id = a.baseline_run_id
-        WHERE (e.id IS NOT NULL OR a.day IS NOT NULL)"""
+        WHERE (e.id IS NOT NULL OR a.service_day IS NOT NULL)"""
     params = []
     if status:
         sql += " AND a.status = ?"
@@ -135,7 +135,7 @@ def metric_series(db: Database) -> list[dict]:
 
 
 TRACED = "traced"  # the kind of a run made from a received trace (pipeline.evaluation.given.TRACED)
-TRACED_ALERT_COLUMNS = ["service", "day", *ALERT_COLUMNS[2:]]
+TRACED_ALERT_COLUMNS = ["service", "service_day", *ALERT_COLUMNS[2:]]
 
 
 def traced_daily(db: Database, since: date | None = None) -> list[dict]:
@@ -175,8 +175,8 @@ def open_traced_alerts(db: Database, alerts: list[dict]) -> int:
     with db.transaction() as cur:
         for a in alerts:
             found = cur.execute(
-                "SELECT 1 FROM alerts WHERE service = ? AND day = ? AND kind = ? AND metric = ? LIMIT 1",
-                [a["service"], a["day"], a["kind"], a["metric"]],
+                "SELECT 1 FROM alerts WHERE service = ? AND service_day = ? AND kind = ? AND metric = ? LIMIT 1",
+                [a["service"], a["service_day"], a["kind"], a["metric"]],
             ).fetchone()
             if found:
                 continue

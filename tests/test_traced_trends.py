@@ -127,7 +127,7 @@ def test_a_real_drop_opens_one_regression_alert_and_a_second_check_opens_none(db
     (check,) = checks
     assert check.delta == pytest.approx(-0.15) and check.regression and not check.below_floor
     (alert,) = list_alerts(db)
-    assert alert["service"] == "tower-app" and alert["day"] == DAY and alert["eval_run_id"] is None
+    assert alert["service"] == "tower-app" and alert["service_day"] == DAY and alert["eval_run_id"] is None
     assert alert["baseline_name"] == f"tower-app · {BEFORE}" and alert["n"] == 8
     assert alert["baseline_value"] == pytest.approx(0.95) and alert["new_value"] == pytest.approx(0.80)
     assert "Welch" in alert["message"] and "over 1 service(s) (Holm)" in alert["message"]

@@ -150,7 +150,7 @@ def alerts_of(checks: list[DayCheck], settings: Settings) -> list[dict]:
             out.append(
                 {
                     "service": c.service,
-                    "day": c.day,
+                    "service_day": c.day,
                     "kind": kind,
                     "metric": METRIC,
                     "slice": SLICE,
