@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 import tempfile
@@ -134,7 +135,7 @@ def write_entry(store_path: str, kind: str, payload: dict) -> Path:
                 json.dump(entry, f)
                 f.flush()
                 os.fsync(f.fileno())
-            final = folder / f"{entry['created_at'][:19].replace(':', '')}-{entry['id']}.json"
+            final = folder / f"{_sortable_stamp(entry['created_at'])}-{entry['id']}.json"
             os.replace(tmp, final)
             return final
         except OSError as exc:  # a full disk: the part written goes, the next folder is tried
@@ -142,6 +143,16 @@ def write_entry(store_path: str, kind: str, payload: dict) -> Path:
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
     raise last or OSError(f"no writable journal folder for {store_path}")
+
+
+_written = itertools.count()
+
+
+def _sortable_stamp(created_at: str) -> str:
+    """The start of an entry's file name: replay takes entries in name order, which must be the order they were
+    written. Seconds alone left two entries of one second in the order of their random ids (an evaluation's final
+    status before its last item); the microseconds and a counter of this process's entries keep them in order."""
+    return f"{datetime.fromisoformat(created_at).strftime('%Y-%m-%dT%H%M%S.%f')}-{next(_written):08d}"
 
 
 def _unwritable(folder: Path) -> OSError:

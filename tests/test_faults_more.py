@@ -782,3 +782,11 @@ def test_a_dataset_uploaded_under_a_hostile_name_writes_no_file_and_is_shown_as_
     assert "<b>" not in text.replace("\\<b\\>", "")
     assert files_under(tmp_path, ROOT / "data") - before <= {Path(settings.store_path + ".wal")}
     assert not Path("/etc/escape.jsonl").exists() and not (tmp_path.parent / "escape.jsonl").exists()
+
+
+def test_journal_entries_written_in_one_second_are_replayed_in_the_order_they_were_written(tmp_path):
+    """Replay takes entries in file-name order; names that began with the second alone put two entries of one
+    second in the order of their random ids."""
+    store = str(tmp_path / "order.duckdb")
+    written = [journal.write_entry(store, "eval_item", {"n": n}) for n in range(30)]
+    assert journal.pending(store) == written
