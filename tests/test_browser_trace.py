@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from browser_server import app_env, assert_no_failure, chromium, new_page, prepared_store, serving
+from browser_server import app_env, assert_no_failure, chromium, new_page, prepared_store, screenshot, serving
 from fake_ollama import FakeOllama
 from test_browser import CHROMIUM, QUESTION
 
@@ -80,6 +80,7 @@ def test_the_trace_viewer_opens_a_span_picked_in_the_tree_and_shows_its_calls(ap
     expect(panel.get_by_role("combobox", name="Span")).to_have_value(f"{app.row + 1}. {app.span}", timeout=60_000)
     expect_the_answer_call(panel)
     assert_no_failure(page, "trace")
+    screenshot(page, "trace-viewer.png")
     page.close()
 
 

@@ -111,6 +111,13 @@ def test_selecting_a_span_in_the_trace_tab_shows_its_calls_prompt_and_completion
     # the root is open at first: it made no call itself, so the pane shows none of the answer's text
     assert not any("<b>bold</b>" in c.value for c in trace_tab.code)
 
+    # the root folds to one row, and opens again
+    at.button(key=f"trace-{result.run_id}-folded-toggle").click().run()
+    folded = next(d.value for d in at.tabs[2].dataframe if "step" in d.value.columns)
+    assert list(folded["step"]) == ["question"] and folded["sub"].iloc[0].startswith("▸")
+    at.button(key=f"trace-{result.run_id}-folded-toggle").click().run()
+    assert len(next(d.value for d in at.tabs[2].dataframe if "step" in d.value.columns)) == len(tree)
+
     span = at.selectbox(key=f"trace-{result.run_id}-span")
     span.set_value(answer_call["span_id"]).run()
     assert not at.exception, at.exception

@@ -40,13 +40,15 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str) -> None:
     deepest = max(r.depth for r in rows)
     max_depth = None
     if deepest:
-        levels = st.select_slider("Levels shown", options=list(range(1, deepest + 2)), value=deepest + 1, key=depth_key)
+        levels = st.columns([1, 2])[0].select_slider(
+            "Levels shown", options=list(range(1, deepest + 2)), value=deepest + 1, key=depth_key
+        )
         max_depth = levels - 1
     shown = visible_rows(rows, folded, max_depth)
     if st.session_state.get(span_key) not in by_id:
         st.session_state.pop(span_key, None)
 
-    tree_column, detail_column = st.columns([3, 2])
+    tree_column, detail_column = st.columns([1, 1])
     with tree_column:
         st.caption(
             "Select a span (the box at a row's start, or the list below) to open it; ▾/▸ marks a span with child "
@@ -73,7 +75,7 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str) -> None:
             selection_mode="single-row",
             key=tree_key,
             column_config={
-                "step": st.column_config.TextColumn("step", width="large"),
+                "step": st.column_config.TextColumn("step", width="medium"),
                 "sub": st.column_config.TextColumn("sub", help="child spans: ▾ open, ▸ folded", width="small"),
                 "start ms": st.column_config.NumberColumn(format="%.1f", help="from the start of the trace"),
                 "ms": st.column_config.NumberColumn(format="%.1f", help="the span's duration"),
@@ -169,7 +171,8 @@ def show_call(n: int, call: dict) -> None:
     st.caption("Prompt")
     st.code(prompt_as_text(call.get("prompt_text")), language=None, wrap_lines=True, height=200)
     st.caption("Completion")
-    st.code(call.get("completion_text") or "", language=None, wrap_lines=True, height=200)
+    completion = call.get("completion_text") or ""
+    st.code(completion, language=None, wrap_lines=True, height="content" if completion.count("\n") < 8 else 300)
 
 
 def show_waterfall(rows: list[SpanRow], selected: str | None) -> None:
@@ -190,7 +193,7 @@ def show_waterfall(rows: list[SpanRow], selected: str | None) -> None:
     )
     chart.update_yaxes(
         tickvals=positions,
-        ticktext=[_plain(" " * r.depth + r.name[:40]) for r in rows],
+        ticktext=[_plain("\u00a0" * 2 * r.depth + r.name[:40]) for r in rows],  # plotly trims plain spaces
         autorange="reversed",
     )
     chart.update_xaxes(title_text="ms from the start of the trace")
