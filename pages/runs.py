@@ -1,4 +1,5 @@
-"""Every run, filtered and paged in SQL; a run's drilldown by deep link (?run_id=ID); exports."""
+"""Every run, filtered and paged in SQL, grouped with aggregates, under saved views; a run's drilldown by deep link
+(?run_id=ID); exports."""
 
 import tempfile
 from datetime import datetime, time, timedelta
@@ -10,18 +11,27 @@ import streamlit as st
 from pages.views.common import page_setup
 from pages.views.drilldown import show_drilldown
 from pages.views.markup import escape_markdown, fmt_count
+from pipeline.errors import InputError
 from pipeline.history.runs import (
+    GROUPS,
     RunColumn,
     RunFilter,
     export_runs,
     filter_choices,
     find_runs,
+    group_runs,
     listed_columns,
     load_run,
 )
+from pipeline.history.views import SavedView, delete_view, prices, save_view, saved_views
 
 PAGE_SIZE = 50
 JUDGE_CRITERIA = ("correctness", "helpfulness", "faithfulness")  # the judges' scores listed after the run's columns
+# listed columns shown only when asked for (More columns), so that the rest fit a 1280 px screen after the run's id;
+# a newly declared column is shown. With prices, the cost takes the tokens' place; without, there is no cost.
+ON_REQUEST = ("id", "kind", "pipeline", "n_attempts")
+NUMBER_WIDTH = 75  # px: a number column's heading and value
+WIDTHS = {"status": 80, "question": 190, "tokens": 65, "generator_model": 80, "evaluation": 80, "started_at": 115}
 MOMENT = {"%Y": "YYYY", "%m": "MM", "%d": "DD", "%H": "HH", "%M": "mm", "%S": "ss"}  # strftime to momentJS
 
 
@@ -31,10 +41,12 @@ def column_config(column: RunColumn):
         moment = column.fmt
         for strftime, token in MOMENT.items():
             moment = moment.replace(strftime, token)
-        return st.column_config.DatetimeColumn(column.label, format=moment)
+        return st.column_config.DatetimeColumn(column.label, format=moment, width=WIDTHS.get(column.name))
     if column.fmt:
-        return st.column_config.NumberColumn(column.label, format=f"%{column.fmt}")
-    return st.column_config.Column(column.label)
+        return st.column_config.NumberColumn(
+            column.label, format=f"%{column.fmt}", width=WIDTHS.get(column.name, NUMBER_WIDTH)
+        )
+    return st.column_config.Column(column.label, width=WIDTHS.get(column.name))
 
 
 settings, db = page_setup("Runs")
@@ -55,21 +67,90 @@ if raw_id:
 
 st.title("Runs")
 choices = filter_choices(db)
+priced = any(prices(settings))
+FILTER_KEYS = {  # a RunFilter field -> its widget's key
+    "kinds": "runs_kinds",
+    "statuses": "runs_statuses",
+    "models": "runs_models",
+    "pipelines": "runs_pipelines",
+    "tags": "runs_tags",
+    "evaluations": "runs_evaluations",
+    "text": "runs_text",
+    "latency_min_ms": "runs_latency_min",
+    "latency_max_ms": "runs_latency_max",
+    "tokens_min": "runs_tokens_min",
+    "tokens_max": "runs_tokens_max",
+    "cost_min": "runs_cost_min",
+    "cost_max": "runs_cost_max",
+}
+GROUP_NONE = "nothing"
+
+
+def apply_view(view: SavedView) -> None:
+    """Set the filter widgets to the saved view (a callback: it runs before the widgets are drawn)."""
+    f = view.run_filter
+    for name, key in FILTER_KEYS.items():
+        value = getattr(f, name)
+        if key in ("runs_kinds", "runs_statuses", "runs_models", "runs_pipelines", "runs_tags", "runs_evaluations"):
+            value = list(value)
+        st.session_state[key] = value
+    st.session_state["runs_days"] = (
+        (f.since.date(), (f.until - timedelta(days=1)).date()) if f.since and f.until else ()
+    )
+    st.session_state["runs_faithfulness"] = (
+        0.0 if f.faithfulness_min is None else f.faithfulness_min,
+        1.0 if f.faithfulness_max is None else f.faithfulness_max,
+    )
+    st.session_state["runs_group_by"] = view.group_by or GROUP_NONE
+
+
+for key, default in (("runs_days", ()), ("runs_faithfulness", (0.0, 1.0)), ("runs_group_by", GROUP_NONE)):
+    st.session_state.setdefault(key, default)  # set here, not as the widgets' values: a saved view sets them too
+views = {v.name: v for v in saved_views(settings, db)}
+with st.expander(f"Saved views ({fmt_count(len(views))})", expanded=bool(views)):
+    v1, v2, v3 = st.columns([3, 1, 1], vertical_alignment="bottom")
+    chosen_view = v1.selectbox("Saved view", list(views), index=None, placeholder="choose a saved view")
+    v2.button(
+        "Apply view",
+        disabled=chosen_view is None,
+        on_click=lambda: apply_view(views[chosen_view]),
+        width="stretch",
+    )
+    if v3.button("Delete view", disabled=chosen_view is None, width="stretch"):
+        delete_view(db, chosen_view)
+        st.rerun()
+
 with st.expander("Filters", expanded=True):
     c1, c2, c3, c4 = st.columns(4)
-    days = c1.date_input("Date range", value=(), format="YYYY-MM-DD")
-    kinds = c2.multiselect("Kind", choices["kinds"])
-    statuses = c3.multiselect("Status", choices["statuses"])
-    models = c4.multiselect("Model", choices["models"])
-    c5, c6, c7, c8 = st.columns([2, 2, 2, 3])
-    low, high = c5.slider("Faithfulness", 0.0, 1.0, (0.0, 1.0), step=0.05)
-    pipelines = c6.multiselect(
+    days = c1.date_input("Date range", format="YYYY-MM-DD", key="runs_days")
+    evaluations = c2.multiselect(
+        "Evaluation", choices["evaluations"], key="runs_evaluations", help="Runs that answered this evaluation's items."
+    )
+    statuses = c3.multiselect("Status", choices["statuses"], key="runs_statuses")
+    models = c4.multiselect("Model", choices["models"], key="runs_models")
+    c5, c6, c7, c8 = st.columns(4)
+    low, high = c5.slider("Faithfulness", 0.0, 1.0, step=0.05, key="runs_faithfulness")
+    kinds = c6.multiselect("Kind", choices["kinds"], key="runs_kinds")
+    tags = c7.multiselect("Tag", choices["tags"], key="runs_tags")
+    pipelines = c8.multiselect(
         "Pipeline / service",
         choices["pipelines"],
+        key="runs_pipelines",
         help="An imported run's pipeline; a traced run's service (its OpenTelemetry service.name).",
     )
-    tags = c7.multiselect("Tag", choices["tags"])
-    text = c8.text_input("Text in question or answer")
+    n1, n2, n3, n4, n5, n6 = st.columns(6)
+    latency_min = n1.number_input("Latency ≥ ms", 0.0, None, None, step=100.0, key="runs_latency_min")
+    latency_max = n2.number_input("Latency ≤ ms", 0.0, None, None, step=100.0, key="runs_latency_max")
+    tokens_min = n3.number_input("Tokens ≥", 0, None, None, step=100, key="runs_tokens_min")
+    tokens_max = n4.number_input("Tokens ≤", 0, None, None, step=100, key="runs_tokens_max")
+    cost_help = None if priced else "Set the prices per 1000 tokens on the Settings page to estimate a run's cost."
+    cost_min = n5.number_input(
+        "Cost ≥", 0.0, None, None, step=0.01, format="%.4f", key="runs_cost_min", disabled=not priced, help=cost_help
+    )
+    cost_max = n6.number_input(
+        "Cost ≤", 0.0, None, None, step=0.01, format="%.4f", key="runs_cost_max", disabled=not priced, help=cost_help
+    )
+    text = st.text_input("Text in question or answer", key="runs_text")
 scored_only = (low, high) != (0.0, 1.0)
 run_filter = RunFilter(
     since=datetime.combine(days[0], time.min) if len(days) >= 1 else None,
@@ -82,7 +163,50 @@ run_filter = RunFilter(
     pipelines=pipelines,
     faithfulness_min=low if scored_only else None,
     faithfulness_max=high if scored_only else None,
+    evaluations=evaluations,
+    latency_min_ms=latency_min,
+    latency_max_ms=latency_max,
+    tokens_min=tokens_min,
+    tokens_max=tokens_max,
+    cost_min=cost_min if priced else None,
+    cost_max=cost_max if priced else None,
+    prices=prices(settings),
 )
+
+g1, g2, g3 = st.columns([2, 2, 1], vertical_alignment="bottom")
+group_by = g1.segmented_control("Group by", [GROUP_NONE, *GROUPS], key="runs_group_by", required=True)
+view_name = g2.text_input("Save these filters as a view", placeholder="e.g. slow answers", key="runs_view_name")
+if g3.button("Save view", width="stretch"):
+    try:
+        saved = save_view(db, view_name, run_filter, None if group_by == GROUP_NONE else group_by)
+    except InputError as exc:
+        st.error(str(exc))
+    else:
+        st.toast(f"Saved the view {saved!r}.")
+        st.rerun()
+
+if group_by and group_by != GROUP_NONE:
+    groups = pd.DataFrame(group_runs(db, run_filter, group_by))
+    if groups.empty:
+        st.info("No runs match these filters.")
+    else:
+        groups["group"] = groups["group"].map(lambda g: f"(no {group_by})" if g is None else str(g))
+        st.dataframe(
+            groups if priced else groups.drop(columns=["cost"]),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "group": st.column_config.TextColumn(group_by),
+                "runs": st.column_config.NumberColumn("runs", format="%d"),
+                "faithfulness": st.column_config.NumberColumn("mean faithfulness", format="%.2f"),
+                "p50_latency_ms": st.column_config.NumberColumn("p50 latency ms", format="%.0f"),
+                "p95_latency_ms": st.column_config.NumberColumn("p95 latency ms", format="%.0f"),
+                "tokens": st.column_config.NumberColumn("tokens", format="%d"),
+                "tokens_per_run": st.column_config.NumberColumn("tokens per run", format="%.0f"),
+                "cost": st.column_config.NumberColumn("cost", format="%.4f"),
+            },
+            key="runs_groups",
+        )
 
 left, right = st.columns([1, 3])
 page = left.number_input("Page", 1, None, 1)
@@ -97,16 +221,33 @@ judges = [f"judge {criterion}" for criterion in JUDGE_CRITERIA]
 for criterion, name in zip(JUDGE_CRITERIA, judges, strict=True):
     frame[name] = frame["judge"].map(lambda j, c=criterion: j.get(c))
 frame["open"] = frame["id"].map(lambda i: f"/runs?run_id={i}")
-columns = listed_columns()
+columns = {c.name: c for c in listed_columns()}
+hidden = (*ON_REQUEST, "tokens" if priced else "cost")
+key_columns = [name for name in columns if name not in hidden]
+more = st.multiselect(
+    "More columns",
+    [name for name in [*columns, *judges] if name not in key_columns and name != "id"],
+    key="runs_more_columns",
+    help="The key columns fit a 1280 px screen; click a heading to sort this page by it.",
+)
 st.dataframe(
-    frame[["open", *(c.name for c in columns), *judges]],  # the link first, on screen however wide the rest
+    frame[["open", "id", *key_columns, *more]],
+    column_order=["open", *key_columns, *more],  # the run's id as the link to its drilldown, first
     hide_index=True,
     width="stretch",
     column_config={
-        "open": st.column_config.LinkColumn("drilldown", display_text="open"),
-        **{c.name: column_config(c) for c in columns},
+        "open": st.column_config.LinkColumn(
+            "run", display_text=r"run_id=(\d+)", width=55, help="The run's id: open its drilldown."
+        ),
+        **{name: column_config(c) for name, c in columns.items()},
         **{name: st.column_config.NumberColumn(format="%.2f") for name in judges},
+        "question": st.column_config.TextColumn(
+            "question",
+            width=WIDTHS["question"],
+            help="Cut to fit: select a cell (or open the drilldown) for the whole question.",
+        ),
     },
+    key="runs_list",
 )
 
 left, right = st.columns([3, 1])

@@ -3,7 +3,7 @@ as bound parameters; the filter builds the WHERE clause from fixed fragments."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 
 from store.db import Database, fetch_dicts
@@ -25,10 +25,14 @@ class RunColumn:
         if not self.name.isidentifier():
             raise ValueError(f"a run column's name is an SQL identifier, not {self.name!r}")
 
-    def select(self, neutralise: bool = False) -> str:
+    def expression(self, prices: tuple[float, float] = (0.0, 0.0)) -> str:
+        """Its SQL over `runs r`; a cost is priced per 1000 (prompt, completion) tokens, NULL without prices."""
+        return priced(self.sql or f"r.{self.name}", prices)
+
+    def select(self, neutralise: bool = False, prices: tuple[float, float] = (0.0, 0.0)) -> str:
         """The column in a SELECT. neutralise (CSV): a text cell that a spreadsheet would read as a formula gets a
         leading apostrophe; numbers are untouched."""
-        value = self.sql or f"r.{self.name}"
+        value = self.expression(prices)
         if neutralise and self.text:
             quoted = "''''"  # SQL for a string holding one apostrophe
             value = f"CASE WHEN regexp_matches({value}, '{FORMULA_START}') THEN {quoted} || {value} ELSE {value} END"
@@ -43,6 +47,47 @@ class RunColumn:
 # - or @, also after blanks, or with a tab or carriage return) gets a leading apostrophe; numbers are untouched.
 FORMULA_START = r"^(\s*[=+\-@]|[\t\r])"
 
+# A run's tokens: every call of its own, cached ones too (they carry the tokens of the reply they reuse); none
+# for a run without calls (an imported answer).
+TOKENS_SQL = (
+    "(SELECT sum(coalesce(c.prompt_tokens, 0) + coalesce(c.completion_tokens, 0)) FROM llm_calls c "
+    "WHERE c.run_id = r.id)"
+)
+# Its estimated cost: the tokens of the calls that reached the model (cache hits are free), at the prices that
+# priced() writes in; none without prices or without calls.
+COST_SQL = (
+    "(SELECT CASE WHEN count(*) = 0 THEN NULL ELSE coalesce(sum(coalesce(c.prompt_tokens, 0) * $PROMPT_PRICE "
+    "+ coalesce(c.completion_tokens, 0) * $COMPLETION_PRICE) FILTER (WHERE NOT c.cache_hit), 0) / 1000 END "
+    "FROM llm_calls c WHERE c.run_id = r.id)"
+)
+# The evaluation a run answered an item of (none for a chat, imported or traced run), and its item's tags.
+EVALUATION_SQL = "(SELECT min(e.name) FROM eval_items i JOIN eval_runs e ON e.id = i.eval_run_id WHERE i.run_id = r.id)"
+TAGS_SQL = (
+    "(SELECT array_to_string(list_sort(list_distinct(flatten(list(i.tags) FILTER (WHERE i.tags IS NOT NULL)))), "
+    "', ') FROM eval_items i WHERE i.run_id = r.id)"
+)
+JUDGE_CRITERIA = ("correctness", "helpfulness", "faithfulness")  # the judges' scores in the export
+
+
+def judge_sql(criterion: str) -> str:
+    """The judge's newest valid score of the run on the criterion."""
+    return (
+        "(SELECT arg_max(s.value, s.created_at) FROM scores s WHERE s.run_id = r.id "
+        f"AND s.metric = 'judge_{criterion}' AND s.status = 'ok')"
+    )
+
+
+def priced(sql: str, prices: tuple[float, float]) -> str:
+    """sql with the prices per 1000 prompt and completion tokens written in (numbers, never user text); a cost
+    is NULL when neither is set."""
+    if "$PROMPT_PRICE" not in sql:
+        return sql
+    prompt, completion = (float(p) for p in prices)
+    if not (prompt or completion):
+        return "CAST(NULL AS DOUBLE)"
+    return sql.replace("$PROMPT_PRICE", repr(prompt)).replace("$COMPLETION_PRICE", repr(completion))
+
+
 # The run's columns in the list of runs and the export, in their order (the Runs page adds the judges' scores).
 RUN_COLUMNS = (
     RunColumn("id", "id"),
@@ -55,6 +100,11 @@ RUN_COLUMNS = (
     RunColumn("n_attempts", "attempts"),
     RunColumn("generator_model", "model", text=True),
     RunColumn("latency_ms", "latency ms", ".0f"),
+    RunColumn("tokens", "tokens", ".0f", sql=TOKENS_SQL),
+    RunColumn("cost", "cost", ".4f", sql=COST_SQL),
+    RunColumn("evaluation", "evaluation", sql=EVALUATION_SQL, text=True),
+    RunColumn("tags", "tags", sql=TAGS_SQL, text=True, listed=False),
+    *(RunColumn(f"judge_{c}", f"judge {c}", ".2f", sql=judge_sql(c), listed=False) for c in JUDGE_CRITERIA),
     RunColumn("started_at", "started", "%Y-%m-%d %H:%M"),
 )
 
@@ -80,6 +130,34 @@ class RunFilter:
     tags: list[str] = field(default_factory=list)
     text: str = ""
     pipelines: list[str] = field(default_factory=list)  # the pipeline or service (a traced run's service name)
+    evaluations: list[str] = field(default_factory=list)  # names of evaluations whose items the runs answered
+    latency_min_ms: float | None = None
+    latency_max_ms: float | None = None
+    tokens_min: int | None = None
+    tokens_max: int | None = None
+    cost_min: float | None = None
+    cost_max: float | None = None
+    # per 1000 (prompt, completion) tokens: how a cost is estimated (the settings' prices), not a filter of its own
+    prices: tuple[float, float] = (0.0, 0.0)
+
+    def to_dict(self) -> dict:
+        """The filter as JSON-ready values (a saved view), without the prices: those are the settings' now."""
+        values = asdict(self)
+        del values["prices"]
+        for key in ("since", "until"):
+            if values[key] is not None:
+                values[key] = values[key].isoformat()
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict, prices: tuple[float, float] = (0.0, 0.0)) -> RunFilter:
+        """A filter from to_dict's values; keys this version does not know are ignored."""
+        known = {f.name for f in fields(cls)} - {"prices"}
+        kept = {k: v for k, v in values.items() if k in known}
+        for key in ("since", "until"):
+            if kept.get(key):
+                kept[key] = datetime.fromisoformat(kept[key])
+        return cls(**kept, prices=tuple(prices))
 
     def where(self) -> tuple[str, list]:
         clauses, params = [], []
@@ -104,6 +182,23 @@ class RunFilter:
         if self.faithfulness_max is not None:
             clauses.append("r.faithfulness <= ?")
             params.append(self.faithfulness_max)
+        for sql, low, high in (
+            ("r.latency_ms", self.latency_min_ms, self.latency_max_ms),
+            (TOKENS_SQL, self.tokens_min, self.tokens_max),
+            (priced(COST_SQL, self.prices), self.cost_min, self.cost_max),
+        ):
+            if low is not None:
+                clauses.append(f"{sql} >= ?")
+                params.append(low)
+            if high is not None:
+                clauses.append(f"{sql} <= ?")
+                params.append(high)
+        if self.evaluations:
+            clauses.append(
+                "r.id IN (SELECT i.run_id FROM eval_items i JOIN eval_runs e ON e.id = i.eval_run_id "
+                "WHERE list_contains(?::VARCHAR[], e.name))"
+            )
+            params.append(list(self.evaluations))
         if self.tags:
             clauses.append("r.id IN (SELECT run_id FROM eval_items WHERE list_has_any(tags, ?::VARCHAR[]))")
             params.append(list(self.tags))
@@ -132,7 +227,8 @@ def find_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int
     with db.cursor() as cur:
         ids = cur.execute(f"SELECT id FROM runs r{where} ORDER BY id DESC", params).fetchnumpy()["id"]
     page_ids = [int(i) for i in ids[offset : offset + page_size]]
-    return RunPage(query_runs(db, RunFilter(), 1, page_size, ids=page_ids) if page_ids else [], len(ids))
+    shown = RunFilter(prices=run_filter.prices)
+    return RunPage(query_runs(db, shown, 1, page_size, ids=page_ids) if page_ids else [], len(ids))
 
 
 def query_runs(
@@ -145,7 +241,7 @@ def query_runs(
     with db.cursor() as cur:
         rows = fetch_dicts(
             cur,
-            f"SELECT {', '.join(c.select() for c in listed_columns())} FROM runs r{where} "
+            f"SELECT {', '.join(c.select(prices=run_filter.prices) for c in listed_columns())} FROM runs r{where} "
             "ORDER BY r.id DESC LIMIT ? OFFSET ?",
             params + [page_size, 0 if ids is not None else (max(page, 1) - 1) * page_size],
         )
@@ -182,6 +278,7 @@ def filter_choices(db: Database) -> dict[str, list[str]]:
             "models": distinct("SELECT DISTINCT generator_model FROM runs ORDER BY 1"),
             "pipelines": distinct("SELECT DISTINCT pipeline FROM runs ORDER BY 1"),
             "tags": distinct("SELECT DISTINCT unnest(tags) FROM eval_items ORDER BY 1"),
+            "evaluations": distinct("SELECT name FROM eval_runs ORDER BY created_at DESC, id DESC"),
         }
 
 
@@ -198,7 +295,7 @@ def export_runs(db: Database, run_filter: RunFilter, fmt: str, path: str) -> int
     if fmt not in formats:
         raise ValueError(f"unknown export format {fmt!r}")
     where, params = run_filter.where()
-    columns = ", ".join(c.select(neutralise=fmt == "csv") for c in export_columns())
+    columns = ", ".join(c.select(neutralise=fmt == "csv", prices=run_filter.prices) for c in export_columns())
     sql = f"SELECT {columns}{CLAIMS_SQL if fmt == 'jsonl' else ''} FROM runs r{where} ORDER BY r.id DESC"
     with db.cursor() as cur:
         return cur.execute(f"COPY ({sql}) TO '{_quote_path(path)}' {formats[fmt]}", params).fetchone()[0]
@@ -206,3 +303,37 @@ def export_runs(db: Database, run_filter: RunFilter, fmt: str, path: str) -> int
 
 def _quote_path(path: str) -> str:
     return str(path).replace("'", "''")
+
+
+# What the runs can be grouped by: the key of a group, over `runs r` (a tag: one group per tag of the run's item)
+GROUPS = {
+    "evaluation": EVALUATION_SQL,
+    "model": "r.generator_model",
+    "tag": "unnest(CASE WHEN len(t.tags) > 0 THEN t.tags ELSE [NULL] END)",
+}
+
+
+def group_runs(db: Database, run_filter: RunFilter, by: str) -> list[dict]:
+    """The filtered runs in groups by evaluation, model or tag, the largest first, each with its runs, mean
+    faithfulness, p50 and p95 latency, tokens in all and per run, and cost; a run without one (no evaluation,
+    model or tag) is in the group `None`. A run with several tags counts in each of their groups."""
+    if by not in GROUPS:
+        raise ValueError(f"cannot group runs by {by!r}: by one of {', '.join(GROUPS)}")
+    where, params = run_filter.where()
+    tags = (
+        " LEFT JOIN (SELECT i.run_id, list_distinct(flatten(list(i.tags) FILTER (WHERE i.tags IS NOT NULL))) AS tags "
+        "FROM eval_items i GROUP BY i.run_id) t ON t.run_id = r.id"
+        if by == "tag"
+        else ""
+    )
+    sql = f"""
+        WITH base AS (
+            SELECT r.id, r.faithfulness, r.latency_ms, {TOKENS_SQL} AS tokens,
+                   {priced(COST_SQL, run_filter.prices)} AS cost, {GROUPS[by]} AS grp
+            FROM runs r{tags}{where})
+        SELECT grp AS "group", count(*) AS runs, avg(faithfulness) AS faithfulness,
+               quantile_cont(latency_ms, 0.5) AS p50_latency_ms, quantile_cont(latency_ms, 0.95) AS p95_latency_ms,
+               sum(tokens) AS tokens, avg(tokens) AS tokens_per_run, sum(cost) AS cost
+        FROM base GROUP BY grp ORDER BY runs DESC, grp NULLS LAST"""
+    with db.cursor() as cur:
+        return fetch_dicts(cur, sql, params)

@@ -635,3 +635,17 @@ def m023_traced_alerts(con: duckdb.DuckDBPyConnection) -> None:
         ALTER TABLE alerts ADD COLUMN service VARCHAR;
         ALTER TABLE alerts ADD COLUMN service_day DATE;
     """)
+
+
+@migration
+def m024_run_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Saved views of the Runs page: a name, the filter as JSON (store.history.RunFilter.to_dict) and what the
+    runs are grouped by (none: not grouped); saving a name again replaces its view."""
+    con.execute("""
+        CREATE TABLE run_views (
+            name VARCHAR PRIMARY KEY,
+            filter JSON NOT NULL,
+            group_by VARCHAR,
+            saved_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+    """)

@@ -27,6 +27,7 @@ from pipeline.cli.output import (
     follow_answer,
     print_detector,
     print_gate,
+    print_groups,
     print_mapping,
     print_report,
     print_runs,
@@ -39,7 +40,8 @@ from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.evaluation.runner import EXECUTORS, check_executor, report, run_evaluation
 from pipeline.history.export import BROWSE, export_parquet, snapshot
-from pipeline.history.runs import RunFilter, export_runs, list_runs, load_run
+from pipeline.history.runs import GROUPS, RunFilter, export_runs, group_runs, list_runs, load_run
+from pipeline.history.views import prices
 from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.knowledge.injection import flag_warning
@@ -133,6 +135,29 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--min-faithfulness", type=_share, help="only runs with at least this faithfulness (0-1)")
     runs.add_argument("--max-faithfulness", type=_share, help="only runs with at most this faithfulness (0-1)")
     runs.add_argument("--text", default="", help="only runs whose question or answer contains this text")
+    runs.add_argument(
+        "--evaluation", action="append", metavar="NAME", help="only runs of this evaluation's items; repeatable"
+    )
+    runs.add_argument("--min-latency-ms", type=_non_negative, help="only runs that took at least this long (ms)")
+    runs.add_argument("--max-latency-ms", type=_non_negative, help="only runs that took at most this long (ms)")
+    runs.add_argument(
+        "--min-tokens", type=_non_negative, help="only runs whose model calls used at least this many tokens"
+    )
+    runs.add_argument(
+        "--max-tokens", type=_non_negative, help="only runs whose model calls used at most this many tokens"
+    )
+    runs.add_argument(
+        "--min-cost", type=_non_negative, help="only runs that cost at least this much (needs price_per_1k_* set)"
+    )
+    runs.add_argument(
+        "--max-cost", type=_non_negative, help="only runs that cost at most this much (needs price_per_1k_* set)"
+    )
+    runs.add_argument(
+        "--group-by",
+        choices=list(GROUPS),
+        help="instead of the runs, one row per evaluation, model or tag: runs, mean faithfulness, p50/p95 latency, "
+        "tokens, cost",
+    )
     runs.add_argument("--limit", type=_positive, default=20, help="show at most this many runs (at least 1)")
     runs.add_argument("--json", action="store_true")
     runs.add_argument(
@@ -463,6 +488,16 @@ def _share(text: str) -> float:
     return value
 
 
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give 0 or more") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: give 0 or more")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -473,7 +508,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def runs_filter(args) -> RunFilter:
+def runs_filter(args, settings) -> RunFilter:
     return RunFilter(
         since=args.since,
         until=args.until,
@@ -485,6 +520,14 @@ def runs_filter(args) -> RunFilter:
         tags=args.tag or [],
         text=args.text,
         pipelines=args.pipeline or [],
+        evaluations=args.evaluation or [],
+        latency_min_ms=args.min_latency_ms,
+        latency_max_ms=args.max_latency_ms,
+        tokens_min=args.min_tokens,
+        tokens_max=args.max_tokens,
+        cost_min=args.min_cost,
+        cost_max=args.max_cost,
+        prices=prices(settings),
     )
 
 
@@ -524,9 +567,21 @@ def cmd_collect(args, settings, db, out: Console, err: Console) -> int:
 
 
 def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
-    run_filter = runs_filter(args)
+    run_filter = runs_filter(args, settings)
+    if (args.min_cost is not None or args.max_cost is not None) and not any(run_filter.prices):
+        raise InputError(
+            "runs have no cost without prices",
+            fix="set price_per_1k_prompt_tokens and price_per_1k_completion_tokens (WORKBENCH_PRICE_PER_1K_...)",
+        )
     if args.export:
         return export_to(db, run_filter, args.export, out)
+    if args.group_by:
+        groups = group_runs(db, run_filter, args.group_by)
+        if args.json:
+            out.print_json(json.dumps(groups, default=str))
+        else:
+            print_groups(groups, args.group_by, out)
+        return 0
     rows = list_runs(db, run_filter, args.limit)
     if args.json:
         out.print_json(json.dumps(rows, default=str))

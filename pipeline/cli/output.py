@@ -93,6 +93,27 @@ def print_runs(rows: list[dict], out: Console) -> None:
     out.print(table)
 
 
+# a group's aggregates (store.history.group_runs) in the terminal: key, heading, format
+GROUP_COLUMNS = (
+    ("runs", "runs", ","),
+    ("faithfulness", "mean faithfulness", ".2f"),
+    ("p50_latency_ms", "p50 latency ms", ".0f"),
+    ("p95_latency_ms", "p95 latency ms", ".0f"),
+    ("tokens", "tokens", ",.0f"),
+    ("tokens_per_run", "tokens per run", ",.0f"),
+    ("cost", "cost", ".4f"),
+)
+
+
+def print_groups(groups: list[dict], by: str, out: Console) -> None:
+    """One row per group of runs, with its aggregates; n/a where there is none (no cost without prices)."""
+    table = Table(by, *(label for _, label, _ in GROUP_COLUMNS))
+    for group in groups:
+        cells = ["n/a" if group[key] is None else format(group[key], fmt) for key, _, fmt in GROUP_COLUMNS]
+        table.add_row(Text(f"(no {by})" if group["group"] is None else str(group["group"])), *cells)
+    out.print(table)
+
+
 def _print_step(event: Event, err: Console) -> None:
     """One line per step; a sentence's verdicts one line per claim."""
     claims = event.data.get("claims") if event.kind == "sentence" else None

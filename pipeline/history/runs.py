@@ -10,12 +10,14 @@ from pipeline.answering.events import AnswerResult
 from store.db import Database
 from store.evals import recent_chat_run_ids, scores_for_run
 from store.history import (
+    GROUPS,
     RunColumn,
     RunFilter,
     RunPage,
     export_runs,
     filter_choices,
     find_runs,
+    group_runs,
     listed_columns,
     query_runs,
 )
@@ -25,6 +27,7 @@ from store.runs import get_run
 from store.spans import spans_for_run
 
 __all__ = [
+    "GROUPS",
     "RunColumn",
     "RunFilter",
     "RunPage",
@@ -32,6 +35,7 @@ __all__ = [
     "export_runs",
     "filter_choices",
     "find_runs",
+    "group_runs",
     "list_runs",
     "listed_columns",
     "load_result",
