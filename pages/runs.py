@@ -208,9 +208,18 @@ if group_by and group_by != GROUP_NONE:
             key="runs_groups",
         )
 
-left, right = st.columns([1, 3])
+columns = {c.name: c for c in listed_columns()}
+left, middle, flip, right = st.columns([1, 1, 1, 2], vertical_alignment="bottom")
 page = left.number_input("Page", 1, None, 1)
-found = find_runs(db, run_filter, int(page), PAGE_SIZE)
+sort = middle.selectbox(
+    "Sort by",
+    list(columns),
+    format_func=lambda name: columns[name].label,
+    key="runs_sort",
+    help="Sorts every matching run, across pages; a heading's click sorts this page only.",
+)
+descending = flip.toggle("Descending", value=True, key="runs_descending")
+found = find_runs(db, run_filter, int(page), PAGE_SIZE, sort, descending)
 total, rows = found.total, found.rows
 right.caption(f"{fmt_count(total)} runs match; page {page} of {max(1, -(-total // PAGE_SIZE))}.")
 if not rows:
@@ -221,7 +230,6 @@ judges = [f"judge {criterion}" for criterion in JUDGE_CRITERIA]
 for criterion, name in zip(JUDGE_CRITERIA, judges, strict=True):
     frame[name] = frame["judge"].map(lambda j, c=criterion: j.get(c))
 frame["open"] = frame["id"].map(lambda i: f"/runs?run_id={i}")
-columns = {c.name: c for c in listed_columns()}
 hidden = (*ON_REQUEST, "tokens" if priced else "cost")
 key_columns = [name for name in columns if name not in hidden]
 more = st.multiselect(

@@ -214,7 +214,18 @@ class RunPage:
     total: int
 
 
-def find_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50) -> RunPage:
+def order_by(run_filter: RunFilter, sort: str = "id", descending: bool = True) -> str:
+    """ORDER BY a listed column (its declared SQL; runs without a value last), then the newest first."""
+    columns = {c.name: c for c in listed_columns()}
+    if sort not in columns:
+        raise ValueError(f"cannot sort runs by {sort!r}: by one of {', '.join(columns)}")
+    direction = "DESC" if descending else "ASC"
+    return f" ORDER BY {columns[sort].expression(run_filter.prices)} {direction} NULLS LAST, r.id DESC"
+
+
+def find_runs(
+    db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50, sort: str = "id", descending: bool = True
+) -> RunPage:
     """One page of runs, newest first, with their judge scores, and how many runs match in all.
 
     With a text search the filter is evaluated once, for the matching ids (a scan of the text either way);
@@ -222,27 +233,38 @@ def find_runs(db: Database, run_filter: RunFilter, page: int = 1, page_size: int
     """
     offset = (max(page, 1) - 1) * page_size
     if not run_filter.text.strip():
-        return RunPage(query_runs(db, run_filter, page, page_size), count_runs(db, run_filter))
+        return RunPage(
+            query_runs(db, run_filter, page, page_size, sort=sort, descending=descending), count_runs(db, run_filter)
+        )
     where, params = run_filter.where()
+    order = order_by(run_filter, sort, descending)
     with db.cursor() as cur:
-        ids = cur.execute(f"SELECT id FROM runs r{where} ORDER BY id DESC", params).fetchnumpy()["id"]
+        ids = cur.execute(f"SELECT id FROM runs r{where}{order}", params).fetchnumpy()["id"]
     page_ids = [int(i) for i in ids[offset : offset + page_size]]
     shown = RunFilter(prices=run_filter.prices)
-    return RunPage(query_runs(db, shown, 1, page_size, ids=page_ids) if page_ids else [], len(ids))
+    rows = query_runs(db, shown, 1, page_size, ids=page_ids, sort=sort, descending=descending) if page_ids else []
+    return RunPage(rows, len(ids))
 
 
 def query_runs(
-    db: Database, run_filter: RunFilter, page: int = 1, page_size: int = 50, ids: list[int] | None = None
+    db: Database,
+    run_filter: RunFilter,
+    page: int = 1,
+    page_size: int = 50,
+    ids: list[int] | None = None,
+    sort: str = "id",
+    descending: bool = True,
 ) -> list[dict]:
-    """One page of runs (or the runs with these ids), newest first, with their judge scores."""
+    """One page of runs (or the runs with these ids), newest first or by a listed column, with their judge
+    scores."""
     where, params = run_filter.where()
     if ids is not None:
         where, params = " WHERE list_contains(?::BIGINT[], r.id)", [ids]
     with db.cursor() as cur:
         rows = fetch_dicts(
             cur,
-            f"SELECT {', '.join(c.select(prices=run_filter.prices) for c in listed_columns())} FROM runs r{where} "
-            "ORDER BY r.id DESC LIMIT ? OFFSET ?",
+            f"SELECT {', '.join(c.select(prices=run_filter.prices) for c in listed_columns())} FROM runs r{where}"
+            f"{order_by(run_filter, sort, descending)} LIMIT ? OFFSET ?",
             params + [page_size, 0 if ids is not None else (max(page, 1) - 1) * page_size],
         )
         if rows:

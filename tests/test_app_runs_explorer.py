@@ -61,6 +61,9 @@ def test_runs_page_filters_groups_and_saves_views(settings, db):
     assert at.button_group[0].value == "model" and len(at.dataframe) == 2
     assert not at.warning, [w.value for w in at.warning]
 
+    widget(at.selectbox, "Sort by").set_value("latency_ms").run()  # every matching run, across pages
+    widget(at.toggle, "Descending").set_value(False).run()
+    assert listed_ids(at) == [ids[1], ids[2]]
     widget(at.multiselect, "More columns").set_value(["kind", "judge correctness"]).run()
     assert {"kind", "judge correctness"} <= set(at.dataframe[-1].value.columns)
 

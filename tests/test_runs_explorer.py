@@ -11,7 +11,7 @@ from test_history import make_runs
 from pipeline.cli.main import main
 from pipeline.errors import InputError
 from pipeline.history.views import delete_view, save_view, saved_views
-from store.history import RunFilter, count_runs, export_runs, group_runs, query_runs
+from store.history import RunFilter, count_runs, export_runs, find_runs, group_runs, query_runs
 
 PRICES = (1.0, 2.0)  # per 1000 prompt, completion tokens
 
@@ -142,9 +142,27 @@ def test_cli_runs_filters_by_evaluation_latency_and_tokens(settings, db, capsys,
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [ids[4], ids[3]]
     assert main(["runs", "--json", "--max-latency-ms", "150", "--min-tokens", "5", "--max-cost", "0.02"]) == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [ids[0]]
+    assert main(["runs", "--json", "--sort", "latency_ms", "--ascending", "--limit", "2"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [ids[0], ids[1]]
     assert main(["runs", "--json", "--group-by", "evaluation"]) == 0
     groups = {g["group"]: g["runs"] for g in json.loads(capsys.readouterr().out)}
     assert groups == {"alpha": 3, "beta": 2, None: 1}
     assert main(["runs", "--group-by", "model", "--evaluation", "alpha"]) == 0
     out = capsys.readouterr().out
     assert "qwen" in out and "llama3.2" in out and "p95 latency ms" in out
+
+
+def test_sorts_every_matching_run_by_a_listed_column(db):
+    ids = explored(db)
+    run = dict(enumerate(ids, start=1))
+    with db.cursor() as cur:  # latencies out of id order: 600, 500, 100, 400, 300, 200 ms
+        for i, ms in zip(range(1, 7), (600, 500, 100, 400, 300, 200), strict=True):
+            cur.execute("UPDATE runs SET latency_ms = ? WHERE id = ?", [ms, run[i]])
+    pages = [find_runs(db, RunFilter(), p, 4, "latency_ms", descending=False).rows for p in (1, 2)]
+    assert [r["id"] for r in pages[0] + pages[1]] == [run[3], run[6], run[5], run[4], run[2], run[1]]
+    found = find_runs(db, RunFilter(text="answer"), 1, 3, "latency_ms")  # the text search's path
+    assert [r["id"] for r in found.rows] == [run[1], run[2], run[4]] and found.total == 6
+    by_cost = find_runs(db, RunFilter(prices=PRICES), 1, 2, "cost", descending=False).rows
+    assert [r["id"] for r in by_cost] == [run[2], run[1]]  # run 2's call was cached: free
+    with pytest.raises(ValueError, match="cannot sort runs by 'answer'"):
+        find_runs(db, RunFilter(), 1, 2, "answer")  # not a listed column

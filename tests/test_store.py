@@ -24,6 +24,7 @@ TABLES = {
     "llm_cache",
     "schema_migrations",
     "received_spans",
+    "run_views",
     "eval_runs",
     "eval_items",
     "scores",

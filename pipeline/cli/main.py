@@ -40,7 +40,7 @@ from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.evaluation.runner import EXECUTORS, check_executor, report, run_evaluation
 from pipeline.history.export import BROWSE, export_parquet, snapshot
-from pipeline.history.runs import GROUPS, RunFilter, export_runs, group_runs, list_runs, load_run
+from pipeline.history.runs import GROUPS, RunFilter, export_runs, group_runs, list_runs, listed_columns, load_run
 from pipeline.history.views import prices
 from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
@@ -152,6 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument(
         "--max-cost", type=_non_negative, help="only runs that cost at most this much (needs price_per_1k_* set)"
     )
+    runs.add_argument(
+        "--sort",
+        choices=[c.name for c in listed_columns()],
+        default="id",
+        help="list the runs by this column, largest first (default: id, the newest first)",
+    )
+    runs.add_argument("--ascending", action="store_true", help="with --sort: smallest first")
     runs.add_argument(
         "--group-by",
         choices=list(GROUPS),
@@ -582,7 +589,7 @@ def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
         else:
             print_groups(groups, args.group_by, out)
         return 0
-    rows = list_runs(db, run_filter, args.limit)
+    rows = list_runs(db, run_filter, args.limit, args.sort, not args.ascending)
     if args.json:
         out.print_json(json.dumps(rows, default=str))
         return 0

@@ -77,6 +77,8 @@ def load_result(db: Database, run_id: int) -> AnswerResult | None:
     return AnswerResult.from_stored(run) if run is not None else None
 
 
-def list_runs(db: Database, run_filter: RunFilter, limit: int = 20) -> list[dict]:
-    """The newest runs matching the filter, without counting them all."""
-    return query_runs(db, run_filter, 1, limit)
+def list_runs(
+    db: Database, run_filter: RunFilter, limit: int = 20, sort: str = "id", descending: bool = True
+) -> list[dict]:
+    """The newest runs matching the filter (or the first by a listed column), without counting them all."""
+    return query_runs(db, run_filter, 1, limit, sort=sort, descending=descending)
