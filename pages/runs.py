@@ -239,7 +239,7 @@ more = st.multiselect(
     help="The key columns fit a 1280 px screen; click a heading to sort this page by it.",
 )
 st.dataframe(
-    frame[["open", "id", *key_columns, *more]],
+    frame[["open", *columns, *judges]],
     column_order=["open", *key_columns, *more],  # the run's id as the link to its drilldown, first
     hide_index=True,
     width="stretch",

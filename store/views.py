@@ -17,8 +17,12 @@ def save_view(db: Database, name: str, run_filter: dict, group_by: str | None = 
 
 
 def list_views(db: Database) -> list[dict]:
-    """Every saved view by name: name, filter (a dict), group_by, saved_at."""
+    """Every saved view by name: name, filter (a dict), group_by, saved_at; none in a store browsed read-only that
+    was written before saved views (m024: it is not migrated)."""
     with db.cursor() as cur:
+        present = cur.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'run_views'")
+        if not present.fetchone()[0]:
+            return []
         rows = cur.execute("SELECT name, filter, group_by, saved_at FROM run_views ORDER BY name").fetchall()
     return [{"name": n, "filter": json.loads(f), "group_by": g, "saved_at": at} for n, f, g, at in rows]
 

@@ -28,8 +28,8 @@ def test_runs_page_filters_groups_and_saves_views(settings, db):
     ids = explored(db)
     at = app("pages/runs.py")
     assert listed_ids(at) == ids[::-1]
-    shown = list(at.dataframe[-1].value.columns)
-    assert shown[:4] == ["open", "id", "status", "question"] and "evaluation" in shown and "tokens" in shown
+    shown = list(at.dataframe[-1].proto.column_order)
+    assert shown[:3] == ["open", "status", "question"] and "evaluation" in shown and "tokens" in shown
     assert "kind" not in shown and "cost" not in shown  # kind on request; no cost without prices
 
     widget(at.multiselect, "Evaluation").set_value(["alpha"]).run()
@@ -65,7 +65,7 @@ def test_runs_page_filters_groups_and_saves_views(settings, db):
     widget(at.toggle, "Descending").set_value(False).run()
     assert listed_ids(at) == [ids[1], ids[2]]
     widget(at.multiselect, "More columns").set_value(["kind", "judge correctness"]).run()
-    assert {"kind", "judge correctness"} <= set(at.dataframe[-1].value.columns)
+    assert {"kind", "judge correctness"} <= set(at.dataframe[-1].proto.column_order)
 
     widget(at.selectbox, "Saved view").set_value("slow alpha").run()
     widget(at.button, "Delete view").click().run()

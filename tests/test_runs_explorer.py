@@ -166,3 +166,10 @@ def test_sorts_every_matching_run_by_a_listed_column(db):
     assert [r["id"] for r in by_cost] == [run[2], run[1]]  # run 2's call was cached: free
     with pytest.raises(ValueError, match="cannot sort runs by 'answer'"):
         find_runs(db, RunFilter(), 1, 2, "answer")  # not a listed column
+
+
+def test_a_store_without_the_views_table_has_no_saved_views(settings, db):
+    """A store browsed read-only is not migrated: one written before m024 lists no views, it does not fail."""
+    with db.transaction() as cur:
+        cur.execute("DROP TABLE run_views")
+    assert saved_views(settings, db) == []
