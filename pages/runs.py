@@ -116,7 +116,7 @@ with st.expander(f"Saved views ({fmt_count(len(views))})", expanded=bool(views))
         on_click=lambda: apply_view(views[chosen_view]),
         width="stretch",
     )
-    if v3.button("Delete view", disabled=chosen_view is None, width="stretch"):
+    if v3.button("Delete view", disabled=chosen_view is None or db.read_only, width="stretch"):
         delete_view(db, chosen_view)
         st.rerun()
 
@@ -176,7 +176,12 @@ run_filter = RunFilter(
 g1, g2, g3 = st.columns([2, 2, 1], vertical_alignment="bottom")
 group_by = g1.segmented_control("Group by", [GROUP_NONE, *GROUPS], key="runs_group_by", required=True)
 view_name = g2.text_input("Save these filters as a view", placeholder="e.g. slow answers", key="runs_view_name")
-if g3.button("Save view", width="stretch"):
+if g3.button(
+    "Save view",
+    disabled=db.read_only,
+    width="stretch",
+    help="The store is read-only: views cannot be saved here." if db.read_only else None,
+):
     try:
         saved = save_view(db, view_name, run_filter, None if group_by == GROUP_NONE else group_by)
     except InputError as exc:
