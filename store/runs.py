@@ -44,13 +44,20 @@ def _run_insert(record_type) -> tuple[list[str], str]:
     return names, sql
 
 
+def run_of_trace(cur, trace_id: str | None) -> int | None:
+    """The run already made from this received trace, if any (None for a run that is no traced one)."""
+    if trace_id is None:
+        return None
+    found = cur.execute("SELECT id FROM runs WHERE trace_id = ? LIMIT 1", [trace_id]).fetchone()
+    return found[0] if found else None
+
+
 def insert_run(cur, log: RunLog) -> int:
     """Write one question's log with an open cursor (inside the caller's transaction). A traced run whose trace
     already has its run is not written again: that run's id is returned (one run per received trace)."""
-    if log.run.trace_id is not None:
-        found = cur.execute("SELECT id FROM runs WHERE trace_id = ? LIMIT 1", [log.run.trace_id]).fetchone()
-        if found:
-            return found[0]
+    found = run_of_trace(cur, log.run.trace_id)
+    if found is not None:
+        return found
     names, sql = _run_insert(type(log.run))
     values = [_column_value(getattr(log.run, name)) for name in names]
     grades = json.dumps([{name: getattr(g, name) for name in field_names(GradeRecord)} for g in log.grades])

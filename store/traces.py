@@ -8,7 +8,7 @@ from datetime import datetime
 from store.db import Database, fetch_dicts, insert_rows
 from store.evals import insert_scores
 from store.records import ReceivedSpan, RunLog
-from store.runs import insert_run
+from store.runs import insert_run, run_of_trace
 
 RECEIVED_COLUMNS = [
     "trace_id",
@@ -51,9 +51,9 @@ def insert_received(cur, spans: list[ReceivedSpan], received_at: datetime) -> No
 def insert_traced(cur, log: RunLog, scores) -> int:
     """A traced run and its metric scores in the caller's transaction; a trace that has its run keeps it as it
     is (the scores are not added twice)."""
-    found = cur.execute("SELECT id FROM runs WHERE trace_id = ? LIMIT 1", [log.run.trace_id]).fetchone()
-    if found:
-        return found[0]
+    found = run_of_trace(cur, log.run.trace_id)
+    if found is not None:
+        return found
     run_id = insert_run(cur, log)
     insert_scores(cur, None, None, run_id, scores)
     return run_id

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
@@ -168,10 +167,3 @@ def kept_run(settings: Settings, request: TracedRequest, reason: str) -> RunLog:
     ]
     finished = request.started_at + timedelta(milliseconds=request.latency_ms or 0)
     return result.to_log([], retrievals, finished, request.calls, [], request.spans)
-
-
-def wait_idle(worker: OnlineWorker, timeout_s: float) -> None:
-    """Run until nothing is waiting (for the CLI's --once)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and worker.run_once():
-        pass
