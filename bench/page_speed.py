@@ -26,14 +26,13 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.common import ROOT, FakeOllama, Figure
+from bench.common import FakeOllama, Figure
 from bench.scale import ready_store
 
 N_RUNS = 10_000
@@ -128,34 +127,12 @@ def rated_store(n_runs: int, folder: Path) -> Path:
 @contextmanager
 def app_serving(store: Path, ollama_url: str):
     """`streamlit run` on a free port against the store, with default settings; its URL."""
-    from browser_server import free_port, wait_until_healthy
+    from browser_server import serving
 
     env = {k: v for k, v in os.environ.items() if not (k.startswith("WORKBENCH_") or k == "OLLAMA_HOST")}
     env.update({"OLLAMA_HOST": ollama_url, "WORKBENCH_DB": str(store), "WORKBENCH_CONFIG": ""})
-    port = free_port()
-    output = tempfile.TemporaryFile("w+")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true"]
-        + ["--browser.gatherUsageStats", "false", "--server.address", "127.0.0.1", "--server.port", str(port)]
-        + ["--server.fileWatcherType", "none"],
-        cwd=ROOT,
-        env=env,
-        stdout=output,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(url, process, output)
+    with serving(env, idle_release_s=None) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=20)
-        output.close()
 
 
 def wait_ready(page, t0: float, timeout_s: float = 180) -> dict:
