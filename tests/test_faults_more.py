@@ -305,18 +305,23 @@ def ollama_to_kill(needle: str):
         process.communicate()
 
 
+def start_cli(args: list[str], store: Path, ollama_url: str, tmp_path: Path) -> subprocess.Popen:
+    """`python -m pipeline ARGS` in a process of its own against the store and that Ollama."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=ROOT,
+        env=child_env(store, ollama_url, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_ollama_killed_mid_answer_ask_says_so_and_keeps_the_failed_run(ingested_store, tmp_path):
     store = tmp_path / "workbench.duckdb"
     shutil.copy(ingested_store, store)
     with ollama_to_kill("Wikipedia index") as (url, kill_mid_answer):
-        child = subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "ask", QUESTION],
-            cwd=ROOT,
-            env=child_env(store, url, tmp_path),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        child = start_cli(["ask", QUESTION], store, url, tmp_path)
         kill_mid_answer()
         out, err = child.communicate(timeout=300)
     assert child.returncode == 1, (out, err)
@@ -354,16 +359,9 @@ def test_ollama_killed_mid_evaluation_then_resume_completes_it_exactly(ingested_
             for i in range(4)
         )
     )
-    command = [sys.executable, "-m", "pipeline", "eval", str(golden), "--name", "killed", "--concurrency", "1"]
+    command = ["eval", str(golden), "--name", "killed", "--concurrency", "1"]
     with ollama_to_kill(f"{QUESTION} (1)") as (url, kill_mid_answer):  # the second item, mid-answer
-        child = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=child_env(store, url, tmp_path),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        child = start_cli(command, store, url, tmp_path)
         kill_mid_answer()
         out, err = child.communicate(timeout=300)
     assert child.returncode == 1, (out, err)
@@ -375,7 +373,12 @@ def test_ollama_killed_mid_evaluation_then_resume_completes_it_exactly(ingested_
 
     fake.clear()
     resumed = subprocess.run(
-        command, cwd=ROOT, env=child_env(store, fake.url, tmp_path), capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "pipeline", *command],
+        cwd=ROOT,
+        env=child_env(store, fake.url, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert resumed.returncode == 0, resumed.stderr
     assert "3 items run now, 1 already done, 0 failed" in resumed.stdout
