@@ -202,6 +202,58 @@ def idle_runs(browser, url: str) -> int:
         context.close()
 
 
+# The page clock's time of each key press (keydown, captured before Streamlit's own listeners).
+KEY_RECORDER = """
+(() => {
+  window.__keys = [];
+  document.addEventListener('keydown', (e) => window.__keys.push(performance.now()), true);
+})();
+"""
+KEY_PRESSES = 5  # one per criterion: each 1-5 key scores the next criterion not yet scored
+KEY_PRESS_TARGET_S = 0.3
+
+
+def annotate_key_presses(browser, url: str, size: str) -> list[Figure]:
+    """The Annotate page's 1-5 keys: for each press, the time from the keydown until the page is ready again
+    (the same rule as a visit: the script run it started has finished and nothing is a skeleton or stale, quiet
+    for QUIET_S). The rater is a new name, so every answer is still to rate."""
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    context.add_init_script(RECORDER)
+    context.add_init_script(KEY_RECORDER)
+    page = context.new_page()
+    page.set_default_timeout(180_000)
+    try:
+        page.goto(f"{url}/annotate", wait_until="commit")
+        wait_ready(page, 0.0)
+        name = page.get_by_label("Your name (ratings are saved under it)")
+        t0 = page.evaluate("performance.now()")
+        name.fill("bench-rater")
+        name.press("Enter")
+        wait_ready(page, t0)
+        page.get_by_text("Keys: 1–5 score", exact=False).wait_for()
+        page.get_by_role("heading", name="Annotate").click()  # out of the name box: keys typed there are text
+        presses = []
+        for n in range(KEY_PRESSES):
+            page.keyboard.press(str(n % 5 + 1))
+            t0 = page.evaluate("window.__keys[window.__keys.length - 1]")
+            presses.append(after(wait_ready(page, t0), t0))
+        checked = page.locator("[role='radiogroup'] input[type='radio']:checked").count()
+    finally:
+        context.close()
+    median = statistics.median(p[0] for p in presses)
+    return [
+        Figure(
+            f"page Annotate: a 1-5 key press ({size})",
+            median,
+            "s",
+            KEY_PRESS_TARGET_S,
+            note=f"keydown to ready, median of {KEY_PRESSES} (slowest {max(p[0] for p in presses):.2f} s); "
+            f"{statistics.median(p[1] for p in presses):.2f} s after the script finished; "
+            f"{checked} of {KEY_PRESSES} scores checked at the end",
+        )
+    ]
+
+
 def run(n_runs: int | None = None) -> list[Figure]:
     from browser_server import CHROMIUM, CHROMIUM_FLAGS
     from playwright.sync_api import sync_playwright
@@ -257,6 +309,8 @@ def run(n_runs: int | None = None) -> list[Figure]:
                         note="nothing running: a timed fragment used to rerun it every second",
                     )
                 )
+                if not wanted or "Annotate" in wanted:
+                    figures += annotate_key_presses(browser, url, size)
             finally:
                 browser.close()
     return figures
