@@ -3,11 +3,12 @@ worse or better, and both answers with their claims."""
 
 import streamlit as st
 
+from pages.views.cached import comparison
 from pages.views.common import page_setup, show_error
 from pages.views.compare import choose_change, choose_runs, show_comparison, show_side_by_side
 from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
-from pipeline.evaluation.compare_runs import answers, compare_runs, default_pair, evaluation_names
+from pipeline.evaluation.compare_runs import answers, default_pair, evaluation_names
 
 settings, db = page_setup("Compare")
 st.title("Compare evaluations")
@@ -20,7 +21,7 @@ default_a, default_b, why = default_pair(db)
 a, b = choose_runs(names, default_a, default_b)
 st.caption(escape_markdown(f"By default, B is the newest run and A its baseline by the one baseline rule ({why})."))
 try:
-    result = compare_runs(settings, db, a, b)
+    result = comparison(settings, db, a, b)
 except WorkbenchError as exc:
     show_error(exc)
     st.stop()

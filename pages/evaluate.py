@@ -5,10 +5,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages.views.cached import evaluation_report
 from pages.views.common import page_setup, show_error
 from pages.views.evaluation import choose_dataset, choose_evaluation, live_progress, show_report, start_form
 from pipeline.errors import WorkbenchError
-from pipeline.evaluation.runner import report
 from pipeline.history.evaluations import list_eval_runs
 
 settings, db = page_setup("Evaluate")
@@ -32,6 +32,6 @@ if name is None:
     st.info("No evaluations yet.")
     st.stop()
 try:
-    show_report(report(settings, db, name))
+    show_report(evaluation_report(settings, db, name))
 except WorkbenchError as exc:
     show_error(exc)

@@ -140,3 +140,77 @@ def test_the_calibration_page_computes_its_intervals_once_until_a_rating_changes
     at.run()
     assert not at.exception, at.exception
     assert len(computed) > first and 31 in computed
+
+
+@pytest.fixture
+def reports(monkeypatch) -> list[str]:
+    """The evaluation reports and comparisons the pages actually computed (not taken from the kept ones)."""
+    import pages.views.cached as cached
+
+    computed: list[str] = []
+    report, compare_runs = cached.report, cached.compare_runs
+
+    def counting_report(settings, db, name):
+        computed.append(name)
+        return report(settings, db, name)
+
+    def counting_compare(settings, db, a, b):
+        computed.append(f"{a} vs {b}")
+        return compare_runs(settings, db, a, b)
+
+    monkeypatch.setattr(cached, "report", counting_report)
+    monkeypatch.setattr(cached, "compare_runs", counting_compare)
+    cached._report.clear()
+    cached._comparison.clear()
+    return computed
+
+
+def test_a_finished_evaluations_report_is_computed_once_until_it_or_its_baseline_changes(
+    fake, settings, kb_db, reports
+):
+    from test_evaluation import dataset
+
+    from pipeline.evaluation.runner import run_evaluation
+    from store.alerts import pin_baseline
+    from store.evals import get_eval_run, mark_eval_run
+
+    for name in ["oldest", "before", "after"]:
+        run_evaluation(settings, kb_db, dataset(), name)
+    at = page("pages/evaluate.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert reports == ["after"]  # the newest evaluation's report, computed for the first render
+    at.run()
+    assert reports == ["after"]  # a visit: kept
+    pin_baseline(kb_db, "golden-test.jsonl", get_eval_run(kb_db, "oldest").id)  # its baseline: no longer "before"
+    at.run()
+    assert reports == ["after", "after"]
+    after = get_eval_run(kb_db, "after")
+    mark_eval_run(kb_db, after.id, "running")  # resumed: computed on every render while it runs
+    at.run()
+    at.run()
+    assert reports == ["after"] * 4
+    mark_eval_run(kb_db, after.id, "finished", add_wall_s=1.0)
+    at.run()
+    at.run()
+    assert reports == ["after"] * 5
+    assert not at.exception, at.exception
+
+
+def test_a_comparison_of_two_finished_evaluations_is_computed_once(fake, settings, kb_db, reports):
+    from test_evaluation import dataset
+
+    from pipeline.evaluation.runner import run_evaluation
+
+    run_evaluation(settings, kb_db, dataset(), "a")
+    run_evaluation(settings, kb_db, dataset(), "b")
+    at = page("pages/compare.py")
+    at.run()
+    at.run()
+    assert not at.exception, at.exception
+    assert reports == ["a vs b"]
+    run_evaluation(settings, kb_db, dataset(), "c")  # B is now the newest run, c
+    at = page("pages/compare.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert reports == ["a vs b", "b vs c"]

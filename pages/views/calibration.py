@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from pages.views.cached import agreement_heatmap, base_rates_chart
 from pages.views.common import show_error
 from pages.views.markup import escape_markdown
 from pipeline.calibration.agreement import (
@@ -79,31 +80,12 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
         width="stretch",
     )
     left, right = st.columns(2)
-    heat = px.imshow(
-        stats.matrix,
-        x=[str(s) for s in range(1, 6)],
-        y=[str(s) for s in range(1, 6)],
-        labels={"x": "human score", "y": "judge score", "color": "pairs"},
-        text_auto=True,
-        color_continuous_scale="Blues",
-        title=f"{criterion}: judge x human",
-    )
-    heat.update_xaxes(dtick=1)  # every score labelled; plotly's own ticks skip odd ones on a narrow chart
-    heat.update_yaxes(dtick=1)
-    left.plotly_chart(heat, width="stretch", key=f"heat-{criterion}")  # keyed: two criteria may draw alike
-    rates = pd.DataFrame(
-        {
-            "score": list(range(1, 6)) * 2,
-            "share": [sum(p["judge"] == s for p in pairs) / max(len(pairs), 1) for s in range(1, 6)]
-            + [sum(p["human"] == s for p in pairs) / max(len(pairs), 1) for s in range(1, 6)],
-            "rater": ["judge"] * 5 + ["people"] * 5,
-        }
-    )
-    right.plotly_chart(
-        px.bar(rates, x="score", y="share", color="rater", barmode="group", title="Base rates"),
-        width="stretch",
-        key=f"rates-{criterion}",
-    )
+    n = max(len(pairs), 1)
+    shares = [tuple(sum(p[rater] == s for p in pairs) / n for s in range(1, 6)) for rater in ("judge", "human")]
+    matrix = tuple(tuple(int(n) for n in row) for row in stats.matrix)
+    # keyed: two criteria may draw alike
+    left.plotly_chart(agreement_heatmap(matrix, criterion), width="stretch", key=f"heat-{criterion}")
+    right.plotly_chart(base_rates_chart(*shares), width="stretch", key=f"rates-{criterion}")
     wide = disagreements(pairs)
     if wide:
         with st.expander(f"Disagreements by 2 or more ({len(wide)})"):

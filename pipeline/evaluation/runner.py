@@ -504,6 +504,16 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
     )
 
 
+def report_key(db: Database, name: str) -> tuple | None:
+    """What a finished evaluation's report depends on in the store: the run as it ended (id, status and wall time,
+    which a resumed run adds to) and its baseline (a pin, an acknowledged alert change it); None while it runs or
+    when there is no such evaluation (then the report is computed each time)."""
+    run = evals.get_eval_run(db, name)
+    if run is None or run.status == "running":
+        return None
+    return run.id, run.status, run.wall_s, regression.baseline_of(db, run)
+
+
 def detectable_drops(settings: Settings, db: Database, run: evals.EvalRun) -> list[str]:
     """The drops the comparison of a run with its baseline could have detected (80% power), in words, the
     primary endpoints first (regression.detectable); none without a baseline or when the runs cannot be compared

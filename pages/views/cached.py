@@ -1,0 +1,70 @@
+"""Results a page computes, kept in memory by what they depend on, so that a visit shows them without computing them
+again (issue 29): a finished evaluation's report, a comparison of two finished evaluations and the Calibration
+page's charts. Shared by every session of the server; a result is never mutated by the page that shows it."""
+
+from __future__ import annotations
+
+import plotly.express as px
+import streamlit as st
+
+from pipeline.evaluation.compare_runs import RunComparison, compare_runs
+from pipeline.evaluation.runner import EvalReport, report, report_key
+
+KEPT = 32  # results of each kind; an entry is small next to the store's own caches
+
+
+def evaluation_report(settings, db, name: str) -> EvalReport:
+    """runner.report, kept while the evaluation, its baseline and the settings stay as they are; computed each
+    time while the evaluation runs."""
+    key = report_key(db, name)
+    if key is None:
+        return report(settings, db, name)
+    return _report(settings, db, name, (db.path, hash(settings), key))
+
+
+def comparison(settings, db, a: str, b: str) -> RunComparison:
+    """compare_runs, kept while both evaluations and the settings stay as they are."""
+    keys = report_key(db, a), report_key(db, b)
+    if None in keys:
+        return compare_runs(settings, db, a, b)
+    return _comparison(settings, db, a, b, (db.path, hash(settings), keys))
+
+
+@st.cache_resource(max_entries=KEPT, show_spinner=False)
+def _report(_settings, _db, name: str, key: tuple) -> EvalReport:
+    return report(_settings, _db, name)
+
+
+@st.cache_resource(max_entries=KEPT, show_spinner=False)
+def _comparison(_settings, _db, a: str, b: str, key: tuple) -> RunComparison:
+    return compare_runs(_settings, _db, a, b)
+
+
+@st.cache_resource(max_entries=KEPT, show_spinner=False)
+def agreement_heatmap(matrix: tuple[tuple[int, ...], ...], criterion: str):
+    """The judge x human heat map of one criterion's pairs (a Plotly figure is slow to build: ~50 ms each)."""
+    heat = px.imshow(
+        [list(row) for row in matrix],
+        x=[str(s) for s in range(1, 6)],
+        y=[str(s) for s in range(1, 6)],
+        labels={"x": "human score", "y": "judge score", "color": "pairs"},
+        text_auto=True,
+        color_continuous_scale="Blues",
+        title=f"{criterion}: judge x human",
+    )
+    heat.update_xaxes(dtick=1)  # every score labelled; plotly's own ticks skip odd ones on a narrow chart
+    heat.update_yaxes(dtick=1)
+    return heat
+
+
+@st.cache_resource(max_entries=KEPT, show_spinner=False)
+def base_rates_chart(judge: tuple[float, ...], people: tuple[float, ...]):
+    """Each score's share among the judge's scores and people's ratings, side by side."""
+    return px.bar(
+        x=list(range(1, 6)) * 2,
+        y=list(judge) + list(people),
+        color=["judge"] * 5 + ["people"] * 5,
+        barmode="group",
+        labels={"x": "score", "y": "share", "color": "rater"},
+        title="Base rates",
+    )
