@@ -1,6 +1,7 @@
-"""Metrics over evaluation runs, floors drawn in, one series per judge pin, dataset and size; the pinned
-baseline; traced runs' daily faithfulness per service; regression alerts, and apart from them the metrics below
-their floors."""
+"""Metrics over evaluation runs, several at once (a panel each, on its own scale), floors drawn in, one series per
+judge pin, dataset and size; the pinned baseline; latency, tokens and cost per question per run; traced runs' daily
+faithfulness, latency, tokens and cost per service; regression alerts, and apart from them the metrics below their
+floors."""
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -8,6 +9,7 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown, fmt_score
+from pages.views.trends import costs_figure, costs_table, metrics_figure
 from pipeline.evaluation.given import OWN_PIPELINE
 from pipeline.evaluation.judge import recorded_version
 from pipeline.regression.alerts import (
@@ -21,6 +23,7 @@ from pipeline.regression.alerts import (
 )
 from pipeline.regression.compare import BASELINE_RULE, METRICS, config_diff, parse_floors
 from pipeline.regression.traced import check_day, daily_series, faithfulness_floor, latest_complete_day
+from pipeline.regression.trends import daily_costs, measures, run_costs
 
 settings, db = page_setup("Trends")
 st.title("Trends")
@@ -76,40 +79,20 @@ else:
             )
     data["changed"] = data["eval_run_id"].map(previous)
     floors = parse_floors(settings.floors)
-    metric = st.selectbox("Metric", [m for m in METRICS if m in set(data["metric"])])
-    chart = go.Figure()
-    shown = data[data["metric"] == metric]
-    for name, group in shown.groupby("series"):
-        chart.add_trace(
-            go.Scatter(
-                x=group["created_at"],
-                y=group["mean"],
-                mode="lines+markers",
-                name=name,
-                customdata=group[["name", "changed", "n", "failed"]].values,
-                hovertemplate="%{customdata[0]}<br>mean %{y:.2f} (n=%{customdata[2]}, failed items "
-                "%{customdata[3]})<br>changed: %{customdata[1]}<extra></extra>",
-            )
-        )
-    baseline_point = shown[shown["eval_run_id"] == pinned]
-    if not baseline_point.empty:
-        chart.add_trace(
-            go.Scatter(
-                x=baseline_point["created_at"],
-                y=baseline_point["mean"],
-                mode="markers",
-                marker={"symbol": "star", "size": 16, "color": "gold", "line": {"width": 1, "color": "black"}},
-                name=f"pinned baseline: {pinned_name}",
-            )
-        )
-    if metric in floors:
-        chart.add_hline(
-            y=floors[metric], line_dash="dash", line_color="red", annotation_text=f"floor {fmt_score(floors[metric])}"
-        )
-    chart.update_layout(
-        xaxis_title="run time", yaxis_title=metric, legend_title="pipeline · judge pin · dataset · size"
+    offered = [m for m in METRICS if m in set(data["metric"])]
+    chosen_metrics = st.multiselect(
+        "Metrics",
+        offered,
+        default=offered[:1],
+        help="Each metric gets a panel on its own scale (0-1 scores and 1-5 judge means never share an axis); the "
+        "panels share the run-time axis, and a series keeps its colour in every panel.",
     )
-    st.plotly_chart(chart, width="stretch")
+    if not chosen_metrics:
+        st.caption("Choose one or more metrics to draw.")
+    else:
+        st.plotly_chart(
+            metrics_figure(data, chosen_metrics, floors, pinned, pinned_name), width="stretch", key="metric_trends"
+        )
     st.caption(
         "Runs of different pipelines, under different judge pins, or over a different dataset content or size, are "
         "separate series; "
@@ -130,6 +113,24 @@ else:
     if right.button("Pin as baseline"):
         pin_baseline(db, dataset, int(runs[runs["name"] == chosen]["eval_run_id"].iloc[0]))
         st.success(f"{escape_markdown(chosen)} is now the baseline for {escape_markdown(dataset)}.")
+    st.markdown("**Latency, tokens and cost per question**")
+    costs = pd.DataFrame(run_costs(settings, db, dataset))
+    costs = runs[["eval_run_id", "series"]].merge(costs, on="eval_run_id") if not costs.empty else costs
+    if costs.empty:
+        st.caption("These runs' answers carry no latency, tokens or cost (their runs are not logged here).")
+    else:
+        shown_measures = measures(settings)
+        st.plotly_chart(
+            costs_figure(costs, "series", "created_at", "name", shown_measures, "run time"),
+            width="stretch",
+            key="run_costs",
+        )
+        table, config = costs_table(costs, ["name", "created_at"], shown_measures)
+        st.dataframe(table, hide_index=True, width="stretch", column_config=config, key="run_costs_table")
+    st.caption(
+        "Per run, over its questions: latency (mean, p50, p95), tokens (prompt + completion) and, with prices per "
+        "1000 tokens set, the estimated cost of a question, counted as the Runs page counts a run's."
+    )
 
 st.subheader("Traced runs: daily faithfulness per service")
 daily = pd.DataFrame(daily_series(db))
@@ -150,8 +151,8 @@ else:
                 y=group["mean"],
                 mode="lines+markers",
                 name=name,
-                customdata=group[["n"]].values,
-                hovertemplate="%{x}<br>mean faithfulness %{y:.2f} (n=%{customdata[0]})<extra></extra>",
+                customdata=[[n, fmt_score(mean)] for n, mean in zip(group["n"], group["mean"], strict=True)],
+                hovertemplate="%{x}<br>mean faithfulness %{customdata[1]} (n=%{customdata[0]})<extra></extra>",
             )
         )
     if floor is not None:
@@ -197,6 +198,17 @@ else:
         "drop is significant and at least `min_effect`, or when the mean is below the faithfulness floor. The "
         "online worker opens these alerts (listed below, named service · day), each once."
     )
+traced_costs = pd.DataFrame(daily_costs(settings, db))
+if not (traced_costs.empty or daily.empty):  # the services chosen above
+    traced_costs = traced_costs[traced_costs["service"].isin(chosen_services)]
+if not traced_costs.empty:  # traced runs kept without verdicts have a latency too
+    st.markdown("**Traced runs: latency, tokens and cost per question, per service and day**")
+    shown_measures = measures(settings)
+    st.plotly_chart(
+        costs_figure(traced_costs, "service", "day", "day", shown_measures, "day"), width="stretch", key="daily_costs"
+    )
+    table, config = costs_table(traced_costs, ["service", "day"], shown_measures)
+    st.dataframe(table, hide_index=True, width="stretch", column_config=config, key="daily_costs_table")
 
 KIND_LABEL = {"drop": "regression (drop)", FLOOR: "below floor"}
 

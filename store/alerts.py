@@ -10,6 +10,7 @@ import json
 from datetime import date, datetime, timedelta, timezone
 
 from store.db import Database, fetch_dicts, insert_rows
+from store.history import COST_SQL, TOKENS_SQL, priced
 
 FLOOR = "floor"  # the kind of a floor breach; every other kind is a regression
 
@@ -134,6 +135,37 @@ def metric_series(db: Database) -> list[dict]:
     return rows
 
 
+# A question's latency, tokens and cost, counted as the Runs page counts a run's (store.history: its own calls,
+# cached ones too for tokens, cache hits free for cost), then per group: the mean, p50 and p95 latency, and the mean
+# tokens and cost. A run without calls (an imported answer) has no tokens and no cost, and counts in neither mean.
+def _per_question(prices: tuple[float, float]) -> str:
+    return f"r.latency_ms, {TOKENS_SQL} AS tokens, {priced(COST_SQL, prices)} AS cost"
+
+
+PER_QUESTION_AGGREGATES = (
+    "count(*) AS questions, avg(latency_ms) AS latency_ms, quantile_cont(latency_ms, 0.5) AS p50_latency_ms, "
+    "quantile_cont(latency_ms, 0.95) AS p95_latency_ms, avg(tokens) AS tokens, avg(cost) AS cost"
+)
+
+
+def eval_run_costs(db: Database, prices: tuple[float, float] = (0.0, 0.0)) -> list[dict]:
+    """Every finished evaluation run's latency, tokens and cost per question (PER_QUESTION_AGGREGATES) over its
+    items' runs, failed ones too (their calls were made); oldest run first. prices: per 1000 prompt and completion
+    tokens, (0, 0): no cost."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            f"""
+            WITH q AS (SELECT i.eval_run_id, {_per_question(prices)}
+                       FROM eval_items i JOIN runs r ON r.id = i.run_id)
+            SELECT e.id AS eval_run_id, e.name, e.dataset, e.created_at, {PER_QUESTION_AGGREGATES}
+            FROM eval_runs e JOIN q ON q.eval_run_id = e.id
+            WHERE e.status LIKE 'finished%' GROUP BY e.id, e.name, e.dataset, e.created_at
+            ORDER BY e.created_at, e.id""",
+            [],
+        )
+
+
 TRACED = "traced"  # the kind of a run made from a received trace (pipeline.evaluation.given.TRACED)
 TRACED_ALERT_COLUMNS = ["service", "service_day", *ALERT_COLUMNS[2:]]
 
@@ -148,6 +180,20 @@ def traced_daily(db: Database, since: date | None = None) -> list[dict]:
             "SELECT pipeline AS service, started_at::DATE AS day, avg(faithfulness) AS mean, count(*) AS n "
             "FROM runs WHERE kind = ? AND faithfulness IS NOT NULL AND pipeline IS NOT NULL "
             "AND started_at >= ? GROUP BY ALL ORDER BY day, service",
+            [TRACED, since or date.min],
+        )
+
+
+def traced_daily_costs(db: Database, prices: tuple[float, float] = (0.0, 0.0), since: date | None = None) -> list[dict]:
+    """Traced runs' latency, tokens and cost per question (PER_QUESTION_AGGREGATES) per service and day, every
+    traced run counted (verified or not); oldest day first."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            f"""
+            WITH q AS (SELECT r.pipeline AS service, r.started_at::DATE AS day, {_per_question(prices)}
+                       FROM runs r WHERE r.kind = ? AND r.pipeline IS NOT NULL AND r.started_at >= ?)
+            SELECT service, day, {PER_QUESTION_AGGREGATES} FROM q GROUP BY ALL ORDER BY day, service""",
             [TRACED, since or date.min],
         )
 

@@ -376,7 +376,7 @@ def test_trends_draws_a_criterion_under_its_own_prompt_version(db):
             config={**chosen, "judge_prompt_versions": {"grounding": version}},
         )
     at = app("pages/trends.py")
-    metric = next(s for s in at.selectbox if s.label == "Metric")
+    metric = next(m for m in at.multiselect if m.label == "Metrics")
     assert {"judge_correctness", "judge_grounding"} <= set(metric.options)
 
     def series() -> dict[str, int]:
@@ -384,9 +384,9 @@ def test_trends_draws_a_criterion_under_its_own_prompt_version(db):
         # a series is named "pipeline · judge pin · dataset · size"
         return {trace["name"].split(" · ")[1]: len(trace["x"]) for trace in figure["data"]}
 
-    metric.set_value("judge_grounding").run()
+    metric.set_value(["judge_grounding"]).run()
     assert series() == {"llama3.2@d1 / judge-grounding-v1": 2, "llama3.2@d1 / judge-grounding-v2": 1}
-    next(s for s in at.selectbox if s.label == "Metric").set_value("judge_correctness").run()
+    next(m for m in at.multiselect if m.label == "Metrics").set_value(["judge_correctness"]).run()
     assert series() == {"llama3.2@d1 / judge-v1": 3}  # the first three criteria's series as before
 
 

@@ -206,7 +206,8 @@ def test_the_trends_page_draws_each_services_days_with_the_floor_and_lists_their
     at = app("pages/trends.py")
     assert not at.exception, at.exception
     assert any(s.value == "Traced runs: daily faithfulness per service" for s in at.subheader)
-    (chart,) = at.get("plotly_chart")  # no evaluation runs: the traced chart is the only one
+    # no evaluation runs: the traced faithfulness chart comes first, then the traced runs' latency, tokens and cost
+    chart, _ = at.get("plotly_chart")
     figure = json.loads(chart.proto.spec)
     lines = {t["name"]: (values(t["y"]), [c[0] for c in values(t["customdata"])]) for t in figure["data"]}
     assert lines["tower-app"][0] == pytest.approx([0.95, 0.80]) and lines["tower-app"][1] == [8, 8]

@@ -120,6 +120,11 @@ def fmt_count(n: int | None) -> str:
     return NOT_AVAILABLE if n is None else f"{n:,}"
 
 
+def fmt_cost(cost: float | None) -> str:
+    """An estimated cost (at the prices per 1000 tokens): four decimals, as the Runs page lists it."""
+    return NOT_AVAILABLE if cost is None else f"{cost:.4f}"
+
+
 def fmt_ms(ms: float | None) -> str:
     """A latency or duration: '850 ms' under a second, '1.2 s' under a minute, then '2 min 5 s'."""
     if ms is None:

@@ -1,0 +1,200 @@
+"""Trends with several metrics (issue 29): latency, tokens and cost per question over evaluation runs and traced
+days (pipeline.regression.trends, counted as the Runs page counts a run's), and the page drawing several metrics at
+once, each on its own scale, with the hover's numbers written as the other pages write them."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, time
+
+import pytest
+from test_app import app, fresh_streamlit_caches  # noqa: F401 - the fixture
+from test_traced_trends import values
+
+from pages.views.markup import fmt_score
+from pipeline.config import load_settings
+from pipeline.regression.trends import daily_costs, run_costs
+from store.evals import create_eval_run, mark_eval_run
+from store.records import LLMCallRecord, RunLog, RunRecord
+from store.runs import save_run
+
+WHEN = datetime(2026, 3, 2, 9, 0)
+
+
+def call(prompt: int, completion: int, cache_hit: bool = False) -> LLMCallRecord:
+    return LLMCallRecord(
+        stage="generate",
+        model="llama3.2",
+        digest="d",
+        prompt_hash="h",
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        latency_ms=5.0,
+        cache_hit=cache_hit,
+        error=None,
+        started_at=WHEN,
+    )
+
+
+def question(db, latency_ms, calls, kind="eval", pipeline=None, started_at=WHEN) -> int:
+    run = RunRecord(
+        kind=kind,
+        question="q",
+        status="accepted",
+        started_at=started_at,
+        answer="a",
+        latency_ms=latency_ms,
+        pipeline=pipeline,
+        trace_id=f"t{latency_ms}-{started_at}" if kind == "traced" else None,
+    )
+    return save_run(db, RunLog(run, calls=calls))
+
+
+def evaluation(db, name, questions, scores, dataset="golden.jsonl", status="finished") -> int:
+    """An evaluation run over real runs (question(): latency and calls), scored per metric item by item."""
+    run_ids = [question(db, ms, calls) for ms, calls in questions]
+    eval_id = create_eval_run(db, name, dataset, "h", {"top_k": 5}, "llama3.2", "d1", "judge-v1", len(run_ids), 1)
+    with db.cursor() as cur:
+        for k, run_id in enumerate(run_ids):
+            cur.execute(
+                "INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question) VALUES (?, ?, ?, 'done', 'q')",
+                [eval_id, f"i{k}", run_id],
+            )
+            for metric, values in scores.items():
+                cur.execute(
+                    "INSERT INTO scores (eval_run_id, item_id, run_id, metric, value, status) "
+                    "VALUES (?, ?, ?, ?, ?, 'ok')",
+                    [eval_id, f"i{k}", run_id, metric, values[k]],
+                )
+    mark_eval_run(db, eval_id, status)
+    return eval_id
+
+
+# "mon": latencies 100, 200, 600 ms; tokens 10+5 and a cached 20+5 (40), 30+10 (40), 50+30 (80): 53.3 a question;
+# at 1 per 1000 prompt and 2 per 1000 completion tokens, cost 0.020 (the cached call free), 0.050, 0.110: 0.060.
+MON = [(100.0, [call(10, 5), call(20, 5, cache_hit=True)]), (200.0, [call(30, 10)]), (600.0, [call(50, 30)])]
+# "tue": 1000, 3000 and 2000 ms; one question with a call of 100+50 tokens (cost 0.2), two with none (answers not
+# made here): they count in the latency, not in the tokens' or the cost's mean.
+TUE = [(1000.0, [call(100, 50)]), (3000.0, []), (2000.0, [])]
+MON_SCORES = {"faithfulness": [0.5, 0.75, 0.625], "judge_correctness": [4, 5, 3]}  # means 0.625 and 4
+TUE_SCORES = {"faithfulness": [0.9, 0.8, 0.85], "judge_correctness": [2, 3, 3]}  # 0.85 and 2.67
+
+
+def priced(monkeypatch):
+    monkeypatch.setenv("WORKBENCH_PRICE_PER_1K_PROMPT_TOKENS", "1")
+    monkeypatch.setenv("WORKBENCH_PRICE_PER_1K_COMPLETION_TOKENS", "2")
+    return load_settings()
+
+
+def test_run_costs_are_each_runs_latency_tokens_and_cost_per_question(db, monkeypatch):
+    mon = evaluation(db, "mon", MON, MON_SCORES)
+    tue = evaluation(db, "tue", TUE, TUE_SCORES)
+    evaluation(db, "elsewhere", MON[:1], {"faithfulness": [1.0]}, dataset="other.jsonl")
+    evaluation(db, "unfinished", MON[:1], {"faithfulness": [1.0]}, status="running")
+    settings = priced(monkeypatch)
+    rows = run_costs(settings, db, "golden.jsonl")
+    assert [(r["eval_run_id"], r["name"], r["questions"]) for r in rows] == [(mon, "mon", 3), (tue, "tue", 3)]
+    first, second = rows
+    assert first["latency_ms"] == pytest.approx(300.0) and first["p50_latency_ms"] == pytest.approx(200.0)
+    assert first["p95_latency_ms"] == pytest.approx(560.0)  # interpolated: 200 + 0.9 * (600 - 200)
+    assert first["tokens"] == pytest.approx(160 / 3) and first["cost"] == pytest.approx(0.06)
+    assert second["latency_ms"] == pytest.approx(2000.0) and second["p50_latency_ms"] == pytest.approx(2000.0)
+    assert second["p95_latency_ms"] == pytest.approx(2900.0)  # 2000 + 0.9 * (3000 - 2000)
+    assert second["tokens"] == pytest.approx(150.0) and second["cost"] == pytest.approx(0.2)
+    assert [r["name"] for r in run_costs(settings, db)] == ["mon", "tue", "elsewhere"]  # every dataset's
+    monkeypatch.delenv("WORKBENCH_PRICE_PER_1K_PROMPT_TOKENS")
+    monkeypatch.delenv("WORKBENCH_PRICE_PER_1K_COMPLETION_TOKENS")
+    unpriced = run_costs(load_settings(), db, "golden.jsonl")
+    assert [r["cost"] for r in unpriced] == [None, None]  # no prices: no cost, as on the Runs page
+    assert [r["tokens"] for r in unpriced] == pytest.approx([160 / 3, 150.0])
+
+
+def test_daily_costs_are_each_services_days_figures(db, monkeypatch):
+    day, next_day = date(2026, 3, 2), date(2026, 3, 3)
+    at = lambda d: datetime.combine(d, time(9))  # noqa: E731
+    question(db, 100.0, [call(10, 10)], kind="traced", pipeline="tower", started_at=at(day))
+    question(db, 300.0, [call(30, 10)], kind="traced", pipeline="tower", started_at=at(day))
+    question(db, 800.0, [call(40, 0)], kind="traced", pipeline="tower", started_at=at(next_day))
+    question(db, 50.0, [call(1, 1)], kind="traced", pipeline="bridge", started_at=at(day))
+    question(db, 999.0, [call(1000, 1000)], kind="chat", started_at=at(day))  # not traced: in no series
+    rows = daily_costs(priced(monkeypatch), db)
+    assert [(r["service"], r["day"], r["questions"]) for r in rows] == [
+        ("bridge", day, 1),
+        ("tower", day, 2),
+        ("tower", next_day, 1),
+    ]
+    assert [r["latency_ms"] for r in rows] == pytest.approx([50.0, 200.0, 800.0])
+    assert [r["p95_latency_ms"] for r in rows] == pytest.approx([50.0, 290.0, 800.0])
+    assert [r["tokens"] for r in rows] == pytest.approx([2.0, 30.0, 40.0])
+    assert [r["cost"] for r in rows] == pytest.approx([0.003, 0.04, 0.04])  # tower's day: 0.03 and 0.05
+    assert [r["service"] for r in daily_costs(priced(monkeypatch), db, since=next_day)] == ["tower"]
+
+
+def figure(at, title: str) -> dict:
+    """The page's chart with a panel of this title."""
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        if any(a.get("text") == title for a in spec["layout"].get("annotations", [])):
+            return spec
+    raise AssertionError(f"no chart with a panel {title!r}")
+
+
+def test_trends_draws_two_metrics_on_their_own_scales_with_the_pages_rounding(db, monkeypatch):
+    evaluation(db, "mon", MON, MON_SCORES)
+    evaluation(db, "tue", TUE, TUE_SCORES)
+    at = app("pages/trends.py")
+    metrics = next(m for m in at.multiselect if m.label == "Metrics")
+    assert metrics.value == ["faithfulness"]  # the first metric, as the one metric drawn before
+    metrics.set_value(["faithfulness", "judge_correctness"]).run()
+    assert not at.exception, at.exception
+    spec = figure(at, "judge correctness")
+    panels = {t["yaxis"]: t for t in spec["data"]}
+    assert sorted(panels) == ["y", "y2"]  # one line per metric, each in its own panel
+    faithfulness, judge = panels["y"], panels["y2"]
+    assert values(faithfulness["y"]) == pytest.approx([0.625, 0.85])
+    assert values(judge["y"]) == pytest.approx([4.0, 8 / 3])
+    layout = spec["layout"]
+    assert layout["yaxis"]["range"] == pytest.approx([-0.05, 1.05])  # a 0-1 score ...
+    assert layout["yaxis2"]["range"] == pytest.approx([0.8, 5.2])  # ... and a 1-5 judge mean never share an axis
+    assert layout["xaxis"].get("matches") == "x2" or layout["xaxis2"].get("matches") == "x"  # one time axis
+    # the hover writes the mean as every page does: 0.625 is 0.62 (Python's rounding), never Plotly's 0.63
+    assert "%{y" not in faithfulness["hovertemplate"]
+    assert [row[4] for row in faithfulness["customdata"]] == ["0.62", "0.85"] == [fmt_score(0.625), fmt_score(0.85)]
+    assert [row[4] for row in judge["customdata"]] == ["4.00", "2.67"]
+    metrics.set_value(["faithfulness"]).run()
+    assert len(figure(at, "faithfulness")["data"]) == 1
+
+
+def test_trends_shows_latency_tokens_and_cost_per_question_of_each_run(db, monkeypatch):
+    priced(monkeypatch)
+    evaluation(db, "mon", MON, MON_SCORES)
+    evaluation(db, "tue", TUE, TUE_SCORES)
+    at = app("pages/trends.py")
+    assert not at.exception, at.exception
+    spec = figure(at, "cost per question")
+    by_axis = {}
+    for trace in spec["data"]:
+        by_axis.setdefault(trace["yaxis"], []).append(trace)
+    mean, p95 = by_axis["y"]  # latency: mean and p95 lines
+    assert values(mean["y"]) == pytest.approx([300.0, 2000.0]) and values(p95["y"]) == pytest.approx([560.0, 2900.0])
+    assert values(by_axis["y2"][0]["y"]) == pytest.approx([160 / 3, 150.0])
+    assert values(by_axis["y3"][0]["y"]) == pytest.approx([0.06, 0.2])
+    # the hover: run, questions, then mean, p50, p95 latency, tokens and cost as the other pages write them
+    assert [row[:7] for row in mean["customdata"]] == [
+        ["mon", "3", "300 ms", "200 ms", "560 ms", "53", "0.0600"],
+        ["tue", "3", "2.0 s", "2.0 s", "2.9 s", "150", "0.2000"],
+    ]
+    table = next(d.value for d in at.dataframe if "p95_latency_ms" in d.value.columns)
+    assert list(table["name"]) == ["mon", "tue"] and list(table["questions"]) == [3, 3]
+    assert list(table["p50_latency_ms"]) == pytest.approx([200.0, 2000.0])
+    assert list(table["cost"]) == pytest.approx([0.06, 0.2])
+
+
+def test_trends_has_no_cost_panel_without_prices(db):
+    evaluation(db, "mon", MON, MON_SCORES)
+    at = app("pages/trends.py")
+    spec = figure(at, "tokens per question")
+    titles = [a["text"] for a in spec["layout"]["annotations"]]
+    assert "cost per question" not in titles and len({t["yaxis"] for t in spec["data"]}) == 2
+    table = next(d.value for d in at.dataframe if "p95_latency_ms" in d.value.columns)
+    assert "cost" not in table.columns and list(table["tokens"]) == pytest.approx([160 / 3])
