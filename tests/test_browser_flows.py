@@ -48,6 +48,9 @@ def app(ingested_store, tmp_path_factory):
             fake.stop()
 
 
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+
 def open_start_form(page, url: str):
     from playwright.sync_api import TimeoutError as NotYet
 
@@ -58,6 +61,8 @@ def open_start_form(page, url: str):
     for _ in range(10):  # the expander is open only while there is no evaluation; the page may still be drawing
         try:
             name.wait_for(timeout=3_000)
+            # typed while the first script run still drew the form, the name was drawn again with its default
+            page.locator(IDLE).wait_for(timeout=60_000)
             return name
         except NotYet:
             if form.locator("details").get_attribute("open") is None:
@@ -135,6 +140,7 @@ def test_an_evaluation_started_with_ollama_down_says_why_and_keeps_the_form(app)
     page = new_page(app.browser)
     name = open_start_form(page, app.url)
     name.fill("offline")
+    expect(name).to_have_value("offline")
     page.get_by_role("button", name="Start evaluation").click()
     error = page.get_by_text("evaluation 'offline' cannot start: Ollama is not reachable at", exact=False)
     expect(error).to_be_visible(timeout=60_000)
