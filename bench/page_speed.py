@@ -5,8 +5,9 @@ and Debian's Chromium driven by Playwright. `python -m bench page_speed` (BENCH_
 pages).
 
 For each page, in the order of the sidebar:
-- first render: a new browser tab (a new Streamlit session) opens the page's URL; the time from the start of
-  the navigation until the page is ready;
+- first render: a new tab (a new Streamlit session) of a browser profile that has opened the app before (its
+  HTTP cache holds Streamlit's scripts, as a user's browser does) opens the page's URL, the first time the page is
+  opened since the server started; the time from the start of the navigation until the page is ready;
 - visit: in that tab, after going to another page by its sidebar link, a click on this page's link; the time
   from the click until the page is ready (the median of VISITS visits).
 Ready: the app's script run that the action started has finished (`stApp`'s data-test-script-state is
@@ -15,7 +16,8 @@ loaded element's placeholder) or stale (data-stale="true", greyed out), with not
 time taken is the moment that state was reached, read from the page's own clock (a MutationObserver records
 each change). Each figure's note says how much of it came after the script had finished (skeletons, stale
 elements, the browser drawing). One load of the app before all of this (not counted) lets the server import
-its modules and fill its process-wide caches.
+its modules and fill its process-wide caches; its time, with nothing cached in the browser either, is reported
+apart, and so is the floor under every first render: a one-line Streamlit page's, served the same way.
 
 Also: the Evaluate page's script runs in IDLE_S seconds with nothing running (a timed fragment reran it every
 second; the target is none)."""
@@ -170,14 +172,24 @@ def after(state: dict, t0: float) -> tuple[float, float, float]:
     )
 
 
-def measure(browser, url: str, label: str, path: str, other: str) -> tuple[tuple, list[tuple]]:
+def browser_profile(browser):
+    """One browser profile for every tab, as a user's browser: what it has loaded before is in its HTTP cache."""
     context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     context.add_init_script(RECORDER)
+    return context
+
+
+def first_render(context, url: str, path: str) -> tuple[tuple, object]:
+    """A new tab (a new Streamlit session) opens the page's URL: after(...) of it, and the tab."""
     page = context.new_page()
     page.set_default_timeout(180_000)
+    page.goto(f"{url}/{path}", wait_until="commit")
+    return after(wait_ready(page, 0.0), 0.0), page
+
+
+def measure(context, url: str, label: str, path: str, other: str) -> tuple[tuple, list[tuple]]:
+    first, page = first_render(context, url, path)
     try:
-        page.goto(f"{url}/{path}", wait_until="commit")
-        first = after(wait_ready(page, 0.0), 0.0)
         visits = []
         for _ in range(VISITS):
             wait_ready(page, click_link(page, other))
@@ -185,7 +197,50 @@ def measure(browser, url: str, label: str, path: str, other: str) -> tuple[tuple
             visits.append(after(wait_ready(page, t0), t0))
         return first, visits
     finally:
-        context.close()
+        page.close()
+
+
+# One-element Streamlit pages served with the app's configuration: the floor under a first render, and what one
+# element whose scripts Streamlit loads lazily (the first time a tab shows one) adds to it.
+FLOOR_PAGES = {
+    "a one-line page": "st.write('One line of text.')",
+    "one table (st.dataframe)": "st.dataframe(pd.DataFrame({'y': [1, 3, 2]}))",
+    "one Vega-Lite chart (st.line_chart)": "st.line_chart(pd.DataFrame({'y': [1, 3, 2]}))",
+    "one Plotly chart (st.plotly_chart)": "st.plotly_chart(px.line(x=[1, 2, 3], y=[1, 3, 2]))",
+}
+FLOOR_TABS = 3
+FLOOR_IMPORTS = "import pandas as pd\nimport plotly.express as px\nimport streamlit as st\n"
+
+
+def floor_renders(browser, folder: Path) -> list[Figure]:
+    """Each FLOOR_PAGES page's first render in a new tab (median of FLOOR_TABS, after the profile's first load):
+    loading Streamlit's own scripts, its connection, the script run and the element's lazily loaded scripts."""
+    from browser_server import serving
+
+    figures = []
+    for i, (name, element) in enumerate(FLOOR_PAGES.items()):
+        script = folder / f"floor_{i}.py"
+        script.write_text(f"{FLOOR_IMPORTS}\nst.title('A page')\n{element}\n")
+        with serving(dict(os.environ), idle_release_s=None, script=str(script)) as url:
+            context = browser_profile(browser)
+            try:
+                first_render(context, url, "")[1].close()  # the profile's first load of this server's scripts
+                renders = []
+                for _ in range(FLOOR_TABS):
+                    (first_s, _, _), page = first_render(context, url, "")
+                    page.close()
+                    renders.append(first_s)
+            finally:
+                context.close()
+        figures.append(
+            Figure(
+                f"floor: {name}, first render",
+                statistics.median(renders),
+                "s",
+                note=f"Streamlit alone, a new tab of a profile that loaded it once; median of {FLOOR_TABS}",
+            )
+        )
+    return figures
 
 
 def idle_runs(browser, url: str) -> int:
@@ -269,14 +324,25 @@ def run(n_runs: int | None = None) -> list[Figure]:
         with app_serving(store, fake.url) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
             try:
-                measure(browser, url, "Chat", "", "Settings & health")  # the server's first load, not counted
+                figures += floor_renders(browser, Path(folder))
+                context = browser_profile(browser)
+                (cold_s, _, _), visits = measure(context, url, "Chat", "", "Settings & health")
+                figures.append(
+                    Figure(
+                        f"the app's first load in a new browser profile ({size})",
+                        cold_s,
+                        "s",
+                        note="Chat, with nothing cached in the browser and the server's first import of the app; "
+                        "not counted below",
+                    )
+                )
                 wanted = [w.strip() for w in os.environ.get("BENCH_PAGES", "").split(",") if w.strip()]
                 for label, path in page_urls():
                     if wanted and label not in wanted:
                         continue
                     other = "Settings & health" if label == "Chat" else "Chat"
                     print(f"  {label}…", file=sys.stderr, flush=True)
-                    (first_s, first_after, first_busy), visits = measure(browser, url, label, path, other)
+                    (first_s, first_after, first_busy), visits = measure(context, url, label, path, other)
                     visit_s = statistics.median(v[0] for v in visits)
                     visit_after = statistics.median(v[1] for v in visits)
                     figures.append(

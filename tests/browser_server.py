@@ -80,9 +80,10 @@ def prepared_store(template: Path, folder: Path, ollama_url: str) -> tuple[Path,
 
 
 @contextmanager
-def serving(env: dict[str, str], idle_release_s: str | None = "0.2") -> Iterator[str]:
-    """Streamlit serving the app with env on a free port; its URL. The store is let go `idle_release_s` after each
-    use (0.2 s: a test can write to it meanwhile; None: the setting's default, as for a user)."""
+def serving(env: dict[str, str], idle_release_s: str | None = "0.2", script: str = "streamlit_app.py") -> Iterator[str]:
+    """Streamlit serving the app (or another script, with the app's configuration) with env on a free port; its URL.
+    The store is let go `idle_release_s` after each use (0.2 s: a test can write to it meanwhile; None: the
+    setting's default, as for a user)."""
     port = free_port()
     # The app's output goes to a file: a pipe that nobody read filled up (64 KiB, in one module's run) and the
     # app's next write blocked, so a page stopped rendering and SIGTERM could not stop the app (its event loop was
@@ -96,7 +97,7 @@ def serving(env: dict[str, str], idle_release_s: str | None = "0.2") -> Iterator
             "-m",
             "streamlit",
             "run",
-            "streamlit_app.py",
+            script,
             "--server.headless",
             "true",
             "--browser.gatherUsageStats",
