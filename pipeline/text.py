@@ -233,3 +233,9 @@ def question_key(question: str) -> str:
     the words kept, so punctuation and spacing make no other question."""
     text = "".join(ch for ch in unicodedata.normalize("NFKC", question) if unicodedata.category(ch) != "Cf")
     return " ".join(re.findall(r"\w+", text.casefold()))
+
+
+def plural(n: int, noun: str, plural_form: str | None = None) -> str:
+    """A count with its noun in the right number, the count with thousands separators: plural(1, "correction")
+    is '1 correction', plural(1234, "run") '1,234 runs', plural(2, "reply", "replies") '2 replies'."""
+    return f"{n:,} {noun if n == 1 else plural_form or noun + 's'}"

@@ -275,9 +275,9 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     check(db, load_settings(), "tue")
     at = app("pages/trends.py")
     alert_link = next(link for link in at.sidebar.page_link if "open regression alert" in link.value)
-    assert alert_link.value == "2 open regression alert(s): see Trends" and alert_link.proto.page.endswith("trends")
+    assert alert_link.value == "2 open regression alerts" and alert_link.proto.page.endswith("trends")
     floor_link = next(link for link in at.sidebar.page_link if "below floor" in link.value)  # apart: not a regression
-    assert floor_link.value == "1 below floor: see Trends" and floor_link.proto.page.endswith("trends")
+    assert floor_link.value == "1 metric below floor" and floor_link.proto.page.endswith("trends")
     chart = at.get("plotly_chart")[0]
     figure = json.loads(chart.proto.spec)
     assert len(figure["data"]) == 2

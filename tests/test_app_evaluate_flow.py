@@ -88,7 +88,7 @@ def test_a_first_evaluation_below_a_floor_says_so_apart_from_regressions(kb_db, 
     [report] = [w.value for w in at.warning if w.value.startswith("Below floor")]
     assert "answer\\_relevancy" in report and "faithfulness" not in report and "not a regression" in report
     assert "No open regression alerts." in [c.value for c in at.sidebar.caption]
-    assert [link.value for link in at.sidebar.page_link if "floor" in link.value] == ["1 below floor: see Trends"]
+    assert [link.value for link in at.sidebar.page_link if "floor" in link.value] == ["1 metric below floor"]
 
 
 def test_evaluate_opens_the_evaluation_a_link_names_and_explains_an_unknown_one(db):

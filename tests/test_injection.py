@@ -62,7 +62,7 @@ def test_a_flagged_chunk_is_stored_reported_and_marks_the_answer_that_rests_on_i
     doc = tmp_path / "vault.md"
     doc.write_text(VAULT)
     assert main(["ingest", str(doc)]) == 0
-    assert "1 chunk(s) flagged as possible prompt injection" in capsys.readouterr().out
+    assert "1 chunk flagged as possible prompt injection" in capsys.readouterr().out
     [row] = flagged_chunks(kb_db)
     assert Path(row["path"]).name == "vault.md" and row["flags"] == ["ignore_instructions", "dictated_answer"]
     assert "Ignore previous instructions" in row["excerpt"]

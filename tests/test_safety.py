@@ -44,7 +44,7 @@ def test_csv_export_neutralises_formula_cells_and_leaves_numbers(db, tmp_path, c
     store_runs(db, PAYLOADS)
     target = tmp_path / "runs.csv"
     assert main(["runs", "--export", str(target)]) == 0
-    assert f"exported {len(PAYLOADS)} run(s)" in capsys.readouterr().out
+    assert f"exported {len(PAYLOADS)} runs" in capsys.readouterr().out
     rows = list(csv.DictReader(target.open(newline="", encoding="utf-8")))
     assert sorted(r["question"] for r in rows) == sorted("'" + p for p in PAYLOADS)
     assert all(r["question"][0] not in "=+-@\t" for r in rows)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from pages.views.markup import escape_markdown
+from pages.views.markup import escape_markdown, plural
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.health import UNREADABLE_FIX, Check, check_ollama, unreadable_entries
@@ -58,7 +58,7 @@ def page_setup(title: str) -> tuple[Settings, Database]:
         checks = ollama_checks(hosts, settings)
         failed = [c for c in checks if not c.ok]
         if failed:
-            st.error(f"Ollama: {len(failed)} problem(s); see Settings & health", icon=":material/error:")
+            st.error(f"Ollama: {plural(len(failed), 'problem')}; see Settings & health", icon=":material/error:")
         else:
             st.success(f"Ollama ready at {escape_markdown(hosts)}", icon=":material/check_circle:")
     try:
@@ -82,19 +82,22 @@ def page_setup(title: str) -> tuple[Settings, Database]:
         bad = unreadable_entries(settings.store_path)
         if bad:
             st.warning(escape_markdown(f"{bad}: {UNREADABLE_FIX}"), icon=":material/warning:")
+        # short enough for the sidebar at 1280 px (a longer label was cut: "...: see Tre"); the link says where
         if open_alerts:
             st.page_link(
                 "pages/trends.py",
-                label=f"{open_alerts} open regression alert(s): see Trends",
+                label=plural(open_alerts, "open regression alert"),
                 icon=":material/notifications_active:",
+                help="See them on the Trends page.",
             )
         else:
             st.caption("No open regression alerts.")
         if below_floor:  # floor breaches, apart: they are not regressions
             st.page_link(
                 "pages/trends.py",
-                label=f"{below_floor} below floor: see Trends",
+                label=f"{plural(below_floor, 'metric')} below floor",
                 icon=":material/vertical_align_bottom:",
+                help="A run's metric below its floor (not a regression): see them on the Trends page.",
             )
     return settings, db
 

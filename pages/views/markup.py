@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from pipeline.history.present import placement
+from pipeline.text import plural  # noqa: F401 - the pages count with it; the CLI imports it from pipeline.text
 from pipeline.verification.faithfulness import CheckedClaim
 
 VERDICT_COLOR = {"supported": "green", "contradicted": "red", "unsupported": "orange", "unverified": "violet"}

@@ -48,7 +48,7 @@ from pipeline.knowledge.injection import flag_warning
 from pipeline.models.health import health
 from pipeline.regression import compare as regression
 from pipeline.session import open_workbench
-from pipeline.text import short_source
+from pipeline.text import plural, short_source
 from pipeline.verification.registry import verifier_names
 
 VERDICT_STYLE = {
@@ -267,7 +267,7 @@ def finish_store(db, err: Console) -> None:
     except WorkbenchError:
         pass  # the store is locked, read-only or damaged: nothing of ours is in its write-ahead log
     if db.replayed:
-        err.print(Text(f"saved {db.replayed} result(s) kept in the journal into the store", style="dim"))
+        err.print(Text(f"saved {plural(db.replayed, 'result')} kept in the journal into the store", style="dim"))
 
 
 NOT_KEPT = 4  # ask: the answer was printed, but neither the store nor any journal folder could keep it
@@ -336,7 +336,8 @@ def print_result(result: AnswerResult, out: Console) -> None:
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
     out.print(
         Text(
-            f"\nrun {result.run_id} · {result.status} · faithfulness {faith} · {len(result.attempts)} attempt(s)",
+            f"\nrun {result.run_id} · {result.status} · faithfulness {faith} · "
+            f"{plural(len(result.attempts), 'attempt')}",
             style="bold",
         )
     )
@@ -367,7 +368,7 @@ def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
         line = f"{result.status:9} {result.path}"
         line += f" ({result.chunks} chunks)" if result.chunks else ""
         line += f": {result.reason}" if result.reason else ""
-        line += f"; {result.flagged} chunk(s) flagged as possible prompt injection" if result.flagged else ""
+        line += f"; {plural(result.flagged, 'chunk')} flagged as possible prompt injection" if result.flagged else ""
         out.print(Text(line, style="yellow" if result.status == "skipped" else ""))
 
     results = ingest_and_record(args.paths, settings, db, on_result=report)
@@ -435,7 +436,7 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
         p = outcome.progress
         err.print(Text(f"{p.failed} of {p.total} items failed; run the same command to retry them. Why:", style="red"))
         for error, count in sorted(p.errors.items(), key=lambda kv: -kv[1]):
-            err.print(Text(f"  {count} item(s): {error}"))
+            err.print(Text(f"  {plural(count, 'item')}: {error}"))
     return 0 if outcome.progress.failed == 0 else 1
 
 
@@ -551,7 +552,7 @@ def export_to(db, run_filter: RunFilter, target: str, out: Console) -> int:
     if not Path(target).resolve().parent.is_dir():
         raise InputError(f"the folder of {target!r} does not exist", fix="create it, or export somewhere else")
     n = export_runs(db, run_filter, fmt, target)
-    out.print(Text(f"exported {n} run(s) to {target} ({fmt})"))
+    out.print(Text(f"exported {plural(n, 'run')} to {target} ({fmt})"))
     return 0
 
 
@@ -559,11 +560,12 @@ def cmd_collect(args, settings, db, out: Console, err: Console) -> int:
     if args.drain:
         worker = collect.drain(settings, db)
         state = worker.state
-        out.print(Text(f"{state.evaluated} trace(s) verified, {state.kept} kept without verdicts"))
+        out.print(Text(f"{plural(state.evaluated, 'trace')} verified, {state.kept} kept without verdicts"))
         if state.alerts_opened:
-            out.print(Text(f"{state.alerts_opened} alert(s) opened on traced runs' daily faithfulness: see Trends"))
+            opened = plural(state.alerts_opened, "alert")
+            out.print(Text(f"{opened} opened on traced runs' daily faithfulness: see Trends"))
         if state.journaled:
-            out.print(Text(f"{len(state.journaled)} run(s) kept in the journal: the store was busy"))
+            out.print(Text(f"{plural(len(state.journaled), 'run')} kept in the journal: the store was busy"))
         if state.last_error:
             err.print(Text(f"error: traces are still waiting: {state.last_error}", style="red"))
             return 1
@@ -651,7 +653,8 @@ def cmd_export_parquet(args, settings, db, out: Console, err: Console) -> int:
     result = export_parquet(db, args.folder)
     table = Table("table", "rows", "partitioned by", "files", title=f"Parquet export of {settings.store_path}")
     for t in result.tables:
-        table.add_row(Text(t.table), f"{t.rows:,}", partitioning(t), f"{t.days} day(s)" if t.partitioned else "1 file")
+        files = plural(t.days, "day") if t.partitioned else "1 file"
+        table.add_row(Text(t.table), f"{t.rows:,}", partitioning(t), files)
     out.print(table)
     out.print(
         Text(

@@ -16,6 +16,7 @@ from pipeline.evaluation.registry import UNIT, get_metric, scale_of
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
 from pipeline.history.runs import listed_columns
 from pipeline.regression.compare import detectable as regression_detectable
+from pipeline.text import plural
 
 
 def print_mapping(dataset: Dataset, err: Console) -> None:
@@ -343,7 +344,7 @@ def print_gate(run, baseline, comparisons, out: Console) -> None:
             out.print(Text(line))
     out.print(
         Text(
-            f"{len(regressions)} regression(s)" if regressions else "no regression",
+            plural(len(regressions), "regression") if regressions else "no regression",
             style="red bold" if regressions else "green",
         )
     )
