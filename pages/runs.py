@@ -10,7 +10,8 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.drilldown import show_drilldown
-from pages.views.markup import escape_markdown, fmt_count
+from pages.views.markup import escape_markdown, fmt_count, plural
+from pages.views.tables import count_column, ms_column, score_column, table
 from pipeline.errors import InputError
 from pipeline.history.runs import (
     GROUPS,
@@ -196,18 +197,18 @@ if group_by and group_by != GROUP_NONE:
         st.info("No runs match these filters.")
     else:
         groups["group"] = groups["group"].map(lambda g: f"(no {group_by})" if g is None else str(g))
-        st.dataframe(
+        table(
             groups if priced else groups.drop(columns=["cost"]),
             hide_index=True,
             width="stretch",
             column_config={
                 "group": st.column_config.TextColumn(group_by),
-                "runs": st.column_config.NumberColumn("runs", format="%d"),
-                "faithfulness": st.column_config.NumberColumn("mean faithfulness", format="%.2f"),
-                "p50_latency_ms": st.column_config.NumberColumn("p50 latency ms", format="%.0f"),
-                "p95_latency_ms": st.column_config.NumberColumn("p95 latency ms", format="%.0f"),
-                "tokens": st.column_config.NumberColumn("tokens", format="%d"),
-                "tokens_per_run": st.column_config.NumberColumn("tokens per run", format="%.0f"),
+                "runs": count_column("runs"),
+                "faithfulness": score_column("mean faithfulness"),
+                "p50_latency_ms": ms_column("p50 latency ms"),
+                "p95_latency_ms": ms_column("p95 latency ms"),
+                "tokens": count_column("tokens"),
+                "tokens_per_run": count_column("tokens per run"),
                 "cost": st.column_config.NumberColumn("cost", format="%.4f"),
             },
             key="runs_groups",
@@ -226,7 +227,9 @@ sort = middle.selectbox(
 descending = flip.toggle("Descending", value=True, key="runs_descending")
 found = find_runs(db, run_filter, int(page), PAGE_SIZE, sort, descending)
 total, rows = found.total, found.rows
-right.caption(f"{fmt_count(total)} runs match; page {page} of {max(1, -(-total // PAGE_SIZE))}.")
+right.caption(
+    f"{plural(total, 'run')} {'matches' if total == 1 else 'match'}; page {page} of {max(1, -(-total // PAGE_SIZE))}."
+)
 if not rows:
     st.info("No runs match these filters." if not total else "This page is past the last page.")
     st.stop()
@@ -243,7 +246,7 @@ more = st.multiselect(
     key="runs_more_columns",
     help="The key columns fit a 1280 px screen; click a heading to sort this page by it.",
 )
-st.dataframe(
+table(
     frame[["open", *columns, *judges]],
     column_order=["open", *key_columns, *more],  # the run's id as the link to its drilldown, first
     hide_index=True,
@@ -253,7 +256,7 @@ st.dataframe(
             "run", display_text=r"run_id=(\d+)", width=55, help="The run's id: open its drilldown."
         ),
         **{name: column_config(c) for name, c in columns.items()},
-        **{name: st.column_config.NumberColumn(format="%.2f") for name in judges},
+        **{name: score_column(name) for name in judges},
         "question": st.column_config.TextColumn(
             "question",
             width=WIDTHS["question"],
@@ -277,7 +280,7 @@ fmt = st.radio(
     horizontal=True,
     help="JSONL nests each run's claims (final attempt) under 'claims'.",
 )
-if st.button(f"Prepare {fmt} export of {fmt_count(total)} runs"):
+if st.button(f"Prepare {fmt} export of {plural(total, 'run')}"):
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"runs.{fmt}"
         export_runs(db, run_filter, fmt, str(path))

@@ -8,17 +8,18 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import resources
+from pages.views.tables import count_column, ms_column, table
 from pipeline.history.call_stats import CallStats, evaluation_call_stats, run_call_stats
 
 COLUMNS = {
     "stage": st.column_config.TextColumn("stage"),
-    "calls": st.column_config.NumberColumn("calls", format="%d"),
-    "cache_hits": st.column_config.NumberColumn("cache hits", format="%d"),
-    "errors": st.column_config.NumberColumn("errors", format="%d"),
-    "prompt_tokens": st.column_config.NumberColumn("prompt tokens", format="%d"),
-    "completion_tokens": st.column_config.NumberColumn("completion tokens", format="%d"),
-    "p50_ms": st.column_config.NumberColumn("p50 ms", format="%.0f"),
-    "p95_ms": st.column_config.NumberColumn("p95 ms", format="%.0f"),
+    "calls": count_column("calls"),
+    "cache_hits": count_column("cache hits"),
+    "errors": count_column("errors"),
+    "prompt_tokens": count_column("prompt tokens"),
+    "completion_tokens": count_column("completion tokens"),
+    "p50_ms": ms_column("p50 ms"),
+    "p95_ms": ms_column("p95 ms"),
     "model_s": st.column_config.NumberColumn("model time s", format="%.1f"),
     "cost": st.column_config.NumberColumn("cost", format="%.4f"),
 }
@@ -32,15 +33,16 @@ def show_call_stats(stats: CallStats, title: str = "Model calls by stage") -> No
     frame = pd.DataFrame(rows)
     if not stats.priced:
         frame = frame.drop(columns="cost")
-    st.dataframe(frame, hide_index=True, width="stretch", column_config=COLUMNS)
+    table(frame, hide_index=True, width="stretch", column_config=COLUMNS)
     st.caption(
         "Latency percentiles and model time count the calls that reached the model (cache hits excluded); "
         "tokens count every call."
         + (
             " Cost: the tokens of calls that reached the model × the price per 1k tokens set in Settings."
             if stats.priced
-            else " Set price_per_1k_prompt_tokens / price_per_1k_completion_tokens for a cost estimate."
-        )
+            else " Set the prices per 1,000 prompt and completion tokens for a cost estimate."
+        ),
+        help="Settings: price_per_1k_prompt_tokens, price_per_1k_completion_tokens.",
     )
 
 

@@ -12,6 +12,7 @@ import streamlit as st
 from pages.views.answer import show_on_topic
 from pages.views.call_stats import show_run_call_stats
 from pages.views.markup import (
+    NO_CALL_TEXT,
     VERDICT_ICON,
     annotated_markdown,
     escape_markdown,
@@ -20,6 +21,7 @@ from pages.views.markup import (
     highlighted_chunk,
     status_markdown,
 )
+from pages.views.tables import count_column, ms_column, score_column, table
 from pages.views.trace_viewer import show_trace_viewer
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, status_label
@@ -79,7 +81,12 @@ def show_drilldown(stored: StoredRun) -> None:
     with scores_tab:
         if stored.scores:
             st.subheader("Scores")
-            st.dataframe(pd.DataFrame(stored.scores), hide_index=True, width="stretch")
+            table(
+                pd.DataFrame(stored.scores),
+                hide_index=True,
+                width="stretch",
+                column_config={"value": score_column("value"), "scorer_model": "scorer", "prompt_version": "prompt"},
+            )
         else:
             st.caption("No scores yet: a run is scored when an evaluation judges it.")
 
@@ -167,7 +174,7 @@ def show_chunks(retrievals: list[dict], heading: str = "Retrieved chunks") -> No
     frame = pd.DataFrame(retrievals)[["round", "query", "rank", "score", "cited", "source", "text"]]
     frame["source"] = frame["source"].map(short_source)
     frame.insert(6, "injection flags", frame["text"].map(lambda text: ", ".join(injection_flags(text or ""))))
-    st.dataframe(frame, hide_index=True, width="stretch")
+    table(frame, hide_index=True, width="stretch", column_config={"score": score_column("score")})
 
 
 def show_calls(calls: list[dict]) -> None:
@@ -176,11 +183,21 @@ def show_calls(calls: list[dict]) -> None:
         return
     cached = sum(bool(c["cache_hit"]) for c in calls)
     st.subheader(f"LLM calls ({len(calls)}, {cached} from the cache)")
-    table = pd.DataFrame(calls)[
+    frame = pd.DataFrame(calls)[
         ["stage", "model", "origin", "cache_hit", "prompt_tokens", "completion_tokens", "latency_ms", "error"]
     ]
-    table.insert(0, "#", range(1, len(calls) + 1))
-    st.dataframe(table, hide_index=True, width="stretch")
+    frame.insert(0, "#", range(1, len(calls) + 1))
+    table(
+        frame,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "cache_hit": "cache hit",
+            "prompt_tokens": count_column("prompt tokens"),
+            "completion_tokens": count_column("completion tokens"),
+            "latency_ms": ms_column("latency ms"),
+        },
+    )
     st.caption("Open a call to read its prompt and completion.")
     for n, call in enumerate(calls, start=1):
         tokens = f"{call['prompt_tokens'] or 0}+{call['completion_tokens'] or 0} tokens"
@@ -192,7 +209,7 @@ def show_calls(calls: list[dict]) -> None:
             if call["error"]:
                 st.error(escape_markdown(call["error"]))
             if call.get("prompt_text") is None and call.get("completion_text") is None:
-                st.caption("No text was kept for this call (log_call_text is off, or it predates call texts).")
+                st.caption(NO_CALL_TEXT, help="Setting: log_call_text.")
                 continue
             st.caption("Prompt")
             st.code(prompt_as_text(call.get("prompt_text")), language=None, wrap_lines=True)
@@ -214,7 +231,13 @@ def show_timeline(calls: list[dict]) -> None:
         x_end="finished_at",
         y="stage",
         color="model",
-        hover_data=["prompt_tokens", "completion_tokens", "latency_ms", "cache_hit", "error"],
+        hover_data={
+            "prompt_tokens": True,
+            "completion_tokens": True,
+            "latency_ms": ":.0f",
+            "cache_hit": True,
+            "error": True,
+        },
     )
     chart.update_yaxes(autorange="reversed")
     st.plotly_chart(chart, width="stretch")

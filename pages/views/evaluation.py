@@ -10,7 +10,8 @@ import streamlit as st
 
 from pages.views.call_stats import show_evaluation_call_stats
 from pages.views.common import show_error
-from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_score
+from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_score, plural
+from pages.views.tables import score_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_file
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
@@ -189,7 +190,7 @@ def show_notice(job: EvalJob) -> None:
     if isinstance(outcome.regressions, str):
         text += f" · not compared with a baseline: {outcome.regressions}"
     elif outcome.regressions:
-        text += f" · {len(outcome.regressions)} regression alert(s) opened: see Trends"
+        text += f" · {plural(len(outcome.regressions), 'regression alert')} opened: see Trends"
     elif outcome.status == "finished":
         text += " · no regression alert"
     if outcome.below_floor:  # apart from the regressions: a floor breach is not one
@@ -295,14 +296,18 @@ def show_slices(result: EvalReport) -> None:
         return
     st.subheader("Slices by tag")
     frame = pd.DataFrame(result.slices).pivot(index="tag", columns="metric", values="mean")
-    st.dataframe(frame.round(2), width="stretch")
+    # every metric column in one format (two decimals, as the tiles): rounded alone, a column showed 1, 0 and 0.5
+    table(frame, width="stretch", column_config={m: score_column(label_of(m)) for m in frame.columns})
     for tag, metric, mean in weak_slices(result):
         with st.expander(escape_markdown(f"Weak slice: {tag} on {metric} ({fmt_score(mean)})")):
             worst = pd.DataFrame(worst_items(result, tag, metric))
-            st.dataframe(
+            table(
                 with_links(worst)[["item_id", metric, "question", "link"]],
                 hide_index=True,
-                column_config={"link": st.column_config.LinkColumn("run", display_text="open")},
+                column_config={
+                    metric: score_column(label_of(metric)),
+                    "link": st.column_config.LinkColumn("run", display_text="open"),
+                },
             )
 
 
@@ -328,11 +333,14 @@ def show_items(result: EvalReport) -> None:
         frame = frame[frame["tags"].map(lambda ts: bool(set(tags) & set(ts or [])))]
     if metric != "(any)":
         frame = frame[frame[metric].notna() & (frame[metric] < below)].sort_values(metric)
-    st.dataframe(
+    table(
         with_links(frame)[
             ["item_id", "item_status", "run_status", *score_columns, "question", "tags", "error", "link"]
         ],
         hide_index=True,
         width="stretch",
-        column_config={"link": st.column_config.LinkColumn("run", display_text="open")},
+        column_config={
+            **{m: score_column(label_of(m)) for m in score_columns},
+            "link": st.column_config.LinkColumn("run", display_text="open"),
+        },
     )

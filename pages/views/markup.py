@@ -25,6 +25,7 @@ STATUS_ICON = {
     "off_topic": ":material/wrong_location:",
     "no_claims": ":material/info:",
     "no_contexts": ":material/info:",
+    "not_evaluated": ":material/info:",
     "unverified": ":material/help:",
     "failed": ":material/error:",
     "cancelled": ":material/stop_circle:",
@@ -100,6 +101,9 @@ def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = "s
         + "**]"
         + escape_markdown(text[end:])
     )
+
+
+NO_CALL_TEXT = "No text was kept for this call (keeping call texts is off, or the call predates them)."
 
 
 # -- numbers: one format on every page ----------------------------------------------------------------

@@ -13,7 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages.views.markup import escape_markdown, fmt_ms
+from pages.views.markup import NO_CALL_TEXT, escape_markdown, fmt_ms, plural
+from pages.views.tables import ms_column, table
 from pipeline.history.trace_view import (
     SpanRow,
     calls_of,
@@ -36,7 +37,7 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str) -> None:
     folded_key, span_key, depth_key = f"{key}-folded", f"{key}-span", f"{key}-depth"
     folded: list[str] = st.session_state.setdefault(folded_key, [])
     by_id = {r.span_id: r for r in rows}
-    st.subheader(f"Trace ({len(rows)} spans)")
+    st.subheader(f"Trace ({plural(len(rows), 'span')})")
     deepest = max(r.depth for r in rows)
     max_depth = None
     if deepest:
@@ -66,7 +67,7 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str) -> None:
         )
         # the tree's key changes with what is shown, so a row picked before a fold never points at another span
         tree_key = f"{key}-tree-{len(shown)}-{hash(tuple(folded))}-{max_depth}"
-        st.dataframe(
+        table(
             frame,
             hide_index=True,
             width="stretch",
@@ -77,14 +78,17 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str) -> None:
             column_config={
                 "step": st.column_config.TextColumn("step", width="medium"),
                 "sub": st.column_config.TextColumn("sub", help="child spans: ▾ open, ▸ folded", width="small"),
-                "start ms": st.column_config.NumberColumn(format="%.1f", help="from the start of the trace"),
-                "ms": st.column_config.NumberColumn(format="%.1f", help="the span's duration"),
+                "start ms": ms_column("start ms", help="from the start of the trace"),
+                "ms": ms_column("ms", help="the span's duration"),
                 "calls": st.column_config.NumberColumn(help="model calls made in this span itself"),
             },
         )
         unlinked = unlinked_calls(rows, calls)
         if unlinked:
-            st.caption(f"{unlinked} of {len(calls)} calls link to no span of this trace; the Calls tab lists them all.")
+            st.caption(
+                f"{unlinked} of {plural(len(calls), 'call')} link to no span of this trace; the Calls tab lists "
+                "them all."
+            )
     with detail_column:
         selected = st.selectbox(
             "Span",
@@ -115,9 +119,9 @@ def show_span_detail(row: SpanRow, calls: list[dict], folded_key: str, folded: l
     if row.duration_ms is None:
         facts[1] = "did not finish"
     linked = calls_of(row.span_id, calls)
-    facts.append(f"{len(linked)} model call{'' if len(linked) == 1 else 's'}")
+    facts.append(plural(len(linked), "model call"))
     if row.children:
-        facts.append(f"{row.children} child span{'' if row.children == 1 else 's'}")
+        facts.append(plural(row.children, "child span"))
     st.caption(" · ".join(facts))
     if row.children:
         is_folded = row.span_id in folded
@@ -131,11 +135,11 @@ def show_span_detail(row: SpanRow, calls: list[dict], folded_key: str, folded: l
     if row.error:
         st.error(escape_markdown(row.error))
     if row.attributes:
-        st.dataframe(
+        table(
             pd.DataFrame(
                 {
                     "attribute": list(row.attributes),
-                    "value": ["" if v is None else str(v) for v in row.attributes.values()],
+                    "value": [attribute_text(v) for v in row.attributes.values()],
                 }
             ),
             hide_index=True,
@@ -166,7 +170,7 @@ def show_call(n: int, call: dict) -> None:
     if call.get("error"):
         st.error(escape_markdown(call["error"]))
     if call.get("prompt_text") is None and call.get("completion_text") is None:
-        st.caption("No text was kept for this call (log_call_text is off, or it predates call texts).")
+        st.caption(NO_CALL_TEXT, help="Setting: log_call_text.")
         return
     st.caption("Prompt")
     st.code(prompt_as_text(call.get("prompt_text")), language=None, wrap_lines=True, height=200)
@@ -201,6 +205,13 @@ def show_waterfall(rows: list[SpanRow], selected: str | None) -> None:
         title_text="Waterfall", height=min(120 + ROW_PX * len(rows), 1600), margin={"t": 40, "b": 40}, showlegend=False
     )
     st.plotly_chart(chart, width="stretch", key=None)
+
+
+def attribute_text(value) -> str:
+    """A span attribute as text: a float to three decimals (a similarity of 0.0893, not 0.08930933810770515)."""
+    if value is None:
+        return ""
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def _plain(text: str) -> str:
