@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.views.markup import annotated_markdown, escape_markdown, fmt_score
+from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, plural, status_markdown
+from pages.views.tables import delta_column, score_column, table
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
 from pipeline.evaluation.compare_runs import ItemChange, RunComparison, Side, Tile
@@ -43,8 +44,8 @@ def show_comparison(result: RunComparison) -> None:
         st.warning(
             "**Different datasets.** "
             + escape_markdown(
-                f"A ran {a.run.dataset} ({a.run.n_items} items, content {(a.dataset_hash or '?')[:12]}), "
-                f"B ran {b.run.dataset} ({b.run.n_items} items, content {(b.dataset_hash or '?')[:12]}). "
+                f"A ran {a.run.dataset} ({plural(a.run.n_items, 'item')}, content {(a.dataset_hash or '?')[:12]}), "
+                f"B ran {b.run.dataset} ({plural(b.run.n_items, 'item')}, content {(b.dataset_hash or '?')[:12]}). "
                 f"Items are matched by golden id: {len(result.shared)} in both, {len(result.only_a)} only in A, "
                 f"{len(result.only_b)} only in B; each mean is over its own run's items."
             ),
@@ -71,7 +72,7 @@ def show_side(side: Side, which: str) -> None:
     st.markdown(f"**{which}: {escape_markdown(run.name)}**")
     st.caption(
         escape_markdown(
-            f"{run.dataset} · {run.n_items} items · {run.status} · judge {side.pin} · "
+            f"{run.dataset} · {plural(run.n_items, 'item')} · {run.status} · judge {side.pin} · "
             f"content {(side.dataset_hash or '?')[:12]}"
         )
     )
@@ -137,7 +138,7 @@ def choose_change(result: RunComparison) -> ItemChange | None:
     st.subheader("Items that changed")
     labels = {t.metric: t.label for t in result.tiles if t.comparable}
     if not result.changes:
-        st.info(f"No item that both runs scored changed its score ({len(result.shared)} items in both).")
+        st.info(f"No item that both runs scored changed its score ({plural(len(result.shared), 'item')} in both).")
         return None
     left, right = st.columns(2)
     metric = left.selectbox("Metric", list(labels), format_func=labels.get, key="compare_metric")
@@ -149,7 +150,7 @@ def choose_change(result: RunComparison) -> ItemChange | None:
     if not changes:
         st.info(f"No item {direction.split(' (')[0]} on {labels[metric]}.")
         return None
-    st.dataframe(change_table(changes), hide_index=True, width="stretch", column_config=CHANGE_COLUMNS)
+    table(change_table(changes), hide_index=True, width="stretch", column_config=CHANGE_COLUMNS)
     return st.selectbox(
         "Open an item side by side",
         changes,
@@ -159,9 +160,9 @@ def choose_change(result: RunComparison) -> ItemChange | None:
 
 
 CHANGE_COLUMNS = {
-    "A": st.column_config.NumberColumn(format="%.2f"),
-    "B": st.column_config.NumberColumn(format="%.2f"),
-    "B − A": st.column_config.NumberColumn(format="%+.2f"),
+    "A": score_column("A"),
+    "B": score_column("B"),
+    "B − A": delta_column("B − A"),
     "run A": st.column_config.LinkColumn("run A", display_text=r"/runs\?run_id=(\d+)"),
     "run B": st.column_config.LinkColumn("run B", display_text=r"/runs\?run_id=(\d+)"),
 }
@@ -213,14 +214,14 @@ def show_answer(answer: AnswerResult | None, run_id: int | None) -> None:
     if answer is None:
         st.caption("This run is no longer stored.")
         return
-    st.caption(escape_markdown(status_label(answer.status)))
+    st.caption(status_markdown(status_label(answer.status), answer.status))  # the icon every page shows
     if answer.status == "abstained":
         st.markdown(escape_markdown(f"{answer.answer} ({answer.abstain_reason})"))
     else:
         st.markdown(annotated_markdown(answer.answer or "", answer.final_claims))
     claims = answer.final_claims
     if claims:
-        st.dataframe(
+        table(
             pd.DataFrame(
                 [{"#": c.claim_no, "verdict": c.verdict, "verifier": c.verifier, "claim": c.text} for c in claims]
             ),
