@@ -129,6 +129,8 @@ def test_corrections_form_names_the_annotator_and_clears_after_adding(fake, sett
     add.click().run()
     assert not at.exception, at.exception
     assert any("Correction set version 1 saved" in s.value for s in at.success)
+    # the count under the heading is read after the save, not before it
+    assert any(c.value.startswith("Correction set version 1: 1 correction.") for c in at.caption), at.caption
     # pressed again: the corrected disagreements are no longer offered and nothing new is saved
     next(b for b in at.button if b.label == "Add corrections").click().run()
     assert not at.exception, at.exception

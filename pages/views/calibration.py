@@ -8,7 +8,8 @@ import streamlit as st
 
 from pages.views.cached import agreement_heatmap, base_rates_chart
 from pages.views.common import show_error
-from pages.views.markup import escape_markdown
+from pages.views.markup import NOT_AVAILABLE, escape_markdown, fmt_score, plural
+from pages.views.tables import score_column, table
 from pipeline.calibration.agreement import (
     MIN_RELIABLE,
     Agreement,
@@ -38,21 +39,18 @@ def choose_scope(db) -> tuple[str, list[int]]:
     return choice, run_ids_under_pin(db, model, digest, version)
 
 
-def fmt(value, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
 def figure(s: Agreement, name: str) -> str:
     """The statistic, or n/a with the reason it is undefined."""
     value = getattr(s, name)
     if value is not None:
-        return fmt(value)
+        return fmt_score(value)
     reason = s.why_not(name)
-    return f"n/a ({reason})" if reason else "n/a"
+    return f"{NOT_AVAILABLE} ({reason})" if reason else NOT_AVAILABLE
 
 
 def stats_row(name: str, s: Agreement) -> dict:
-    interval = f"[{fmt(s.kappa_low)}, {fmt(s.kappa_high)}]" if s.kappa_low is not None else figure(s, "kappa_low")
+    low, high = s.kappa_low, s.kappa_high
+    interval = f"[{fmt_score(low)}, {fmt_score(high)}]" if low is not None else figure(s, "kappa_low")
     return {
         "": name,
         "n": s.n,
@@ -68,8 +66,10 @@ def stats_row(name: str, s: Agreement) -> dict:
 def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict], stats: Agreement) -> None:
     st.subheader(criterion.capitalize())
     if not stats.reliable:
-        st.warning(f"Only {stats.n} judge-human pairs: with fewer than {MIN_RELIABLE} these figures are unreliable.")
-    st.dataframe(
+        st.warning(
+            f"Only {plural(stats.n, 'judge-human pair')}: with fewer than {MIN_RELIABLE} these figures are unreliable."
+        )
+    table(
         pd.DataFrame(
             [
                 stats_row("judge vs people", stats),
@@ -89,9 +89,9 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
     wide = disagreements(pairs)
     if wide:
         with st.expander(f"Disagreements by 2 or more ({len(wide)})"):
-            st.dataframe(
+            table(
                 pd.DataFrame(wide)[["run_id", "annotator", "judge", "human", "question", "explanation"]].rename(
-                    columns={"explanation": "judge's reasoning"}
+                    columns={"run_id": "run", "explanation": "judge's reasoning"}
                 ),
                 hide_index=True,
                 width="stretch",
@@ -105,9 +105,16 @@ def claim_section(db, run_ids: list[int]) -> None:
         st.info("No claim verdicts rated yet.")
         return
     if result["n"] < MIN_RELIABLE:
-        st.warning(f"Only {result['n']} rated claims: these figures are unreliable.")
+        st.warning(f"Only {plural(result['n'], 'rated claim')}: these figures are unreliable.")
     left, right = st.columns(2)
-    left.dataframe(pd.DataFrame(result["per_verdict"]).round(2), hide_index=True, width="stretch")
+    per_verdict = pd.DataFrame(result["per_verdict"])
+    table(
+        per_verdict,
+        where=left,
+        hide_index=True,
+        width="stretch",
+        column_config={c: score_column(c) for c in per_verdict.select_dtypes("float").columns},
+    )
     right.plotly_chart(
         px.imshow(
             result["matrix"],
@@ -121,12 +128,20 @@ def claim_section(db, run_ids: list[int]) -> None:
     )
 
 
+SAVED = "calibration_saved"  # the correction set version just saved, said once after the rerun that shows it
+
+
 def corrections_form(db, pairs_by_criterion: dict[str, list[dict]]) -> None:
     version, corrections = current_corrections(db)
     st.subheader("Corrections for the judge")
+    saved = st.session_state.pop(SAVED, None)
+    if saved is not None:
+        st.success(f"Correction set version {saved} saved.")
     st.caption(
-        f"Correction set version {version or 0}: {len(corrections)} corrections. The judge's prompt carries "
-        "the most relevant ones; the version is part of the judge pin."
+        f"Correction set version {version or 0}: {plural(len(corrections), 'correction')}. The judge's prompt "
+        "carries the most relevant ones; scores judged with another set are not compared with these.",
+        help="The correction set's version is part of the judge pin (judge model, its digest and prompt version): "
+        "Trends, Compare and the regression check compare scores only under the same pin.",
     )
     corrected = {(c.criterion, c.run_id, c.human_score) for c in corrections}  # not offered twice
     candidates = [
@@ -171,8 +186,9 @@ def corrections_form(db, pairs_by_criterion: dict[str, list[dict]]) -> None:
                 )
             except WorkbenchError as exc:
                 show_error(exc)
-            else:
-                st.success(f"Correction set version {new} saved.")
+            else:  # run again, so the count above and the disagreements offered include this set
+                st.session_state[SAVED] = new
+                st.rerun()
 
 
 def rejudge_section(settings, db, run_ids: list[int], before: dict[str, Agreement]) -> None:
@@ -202,7 +218,7 @@ def rejudge_section(settings, db, run_ids: list[int], before: dict[str, Agreemen
             stats_row(f"{criterion}: after (v{version}, leave-one-out)", after),
         ]
     if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        table(pd.DataFrame(rows), hide_index=True, width="stretch")
         st.caption(
             escape_markdown(
                 "Compare the intervals, not only the point values: overlapping intervals mean the change may be noise."
