@@ -5,7 +5,8 @@ import plotly.express as px
 import streamlit as st
 
 from pages.views.common import page_setup
-from pages.views.markup import escape_markdown, fmt_pct
+from pages.views.markup import escape_markdown, fmt_pct, plural
+from pages.views.tables import count_column, ms_column, score_column, table
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.detector.results import (
     SAMPLE,
@@ -102,21 +103,16 @@ rows = [
     }
     for r in runs
 ]
-st.dataframe(
+table(
     pd.DataFrame(rows),
     hide_index=True,
     width="stretch",
     column_config={
-        c: st.column_config.NumberColumn(format="%.3f")
-        for c in (
-            "balanced accuracy",
-            "precision",
-            "recall",
-            "F1",
-            "LLM calls / answer",
-            "prompt tokens / answer",
-            "latency ms / answer",
-        )
+        **{c: score_column(c) for c in ("balanced accuracy", "precision", "recall", "F1", "LLM calls / answer")},
+        "n": count_column("n"),
+        "prompt tokens / answer": count_column("prompt tokens / answer"),
+        "latency ms / answer": ms_column("latency ms / answer", help="The median over the answers."),
+        "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
     },
 )
 
@@ -140,25 +136,42 @@ left.plotly_chart(
     width="stretch",
 )
 sweep = pd.DataFrame(metrics["sweep"])
-right.plotly_chart(
-    px.line(
-        sweep,
-        x="threshold",
-        y=["precision", "recall", "f1", "balanced_accuracy"],
-        markers=True,
-        title="Flag when faithfulness < threshold",
-    ),
-    width="stretch",
-)
+if (sweep["threshold"] < 1).any():  # a faithfulness between 0 and 1 to move the threshold over
+    right.plotly_chart(
+        px.line(
+            sweep,
+            x="threshold",
+            y=["precision", "recall", "f1", "balanced_accuracy"],
+            markers=True,
+            title="Flag when faithfulness < threshold",
+        ),
+        width="stretch",
+    )
+else:  # every answer's faithfulness is 1 or none: a curve over thresholds would be one point at x = 1
+    point = pd.DataFrame(
+        {
+            "measure": ["precision", "recall", "F1", "balanced accuracy"],
+            "value": [metrics[k] for k in ("precision", "recall", "f1", "balanced_accuracy")],
+        }
+    )
+    right.plotly_chart(
+        px.bar(point, x="measure", y="value", range_y=[0, 1], text_auto=".2f", title="One operating point"),
+        width="stretch",
+    )
+    right.caption(
+        "No threshold to move: no answer got a faithfulness between 0 and 1 (the pre-check decides a claim or "
+        "leaves it undecided; it gives no score in between), so this run has one operating point: flag an answer "
+        "when any of its claims is not supported."
+    )
 if metrics.get("flagged_by_precheck_truly_hallucinated") is not None:
     st.caption(
         f"Of the answers the pre-check flagged, {fmt_pct(metrics['flagged_by_precheck_truly_hallucinated'], 1)} are "
-        f"truly hallucinated; it decided {metrics['claims_decided_by_precheck']} of {metrics['claims']} "
-        "claims without a model call."
+        f"truly hallucinated; it decided {metrics['claims_decided_by_precheck']} of "
+        f"{plural(metrics['claims'], 'claim')} without a model call."
     )
 if metrics.get("by_model"):
     st.markdown("**By writing model** (`meta.model`; for information: some have very few hallucinated answers)")
-    st.dataframe(
+    table(
         pd.DataFrame(
             [
                 {
@@ -181,9 +194,21 @@ if wrong:
     results = [r for r in results if r["label"] != r["predicted"]]
 st.markdown("**Answers**")
 columns = ["record_id", "label", "predicted", "faithfulness", "n_claims", "decided_by_precheck", "llm_calls"]
-st.dataframe(pd.DataFrame(results, columns=[*columns, "latency_ms"]), hide_index=True, width="stretch")
+table(
+    pd.DataFrame(results, columns=[*columns, "latency_ms"]),
+    hide_index=True,
+    width="stretch",
+    column_config={
+        "record_id": "answer",
+        "faithfulness": score_column("faithfulness"),
+        "n_claims": count_column("claims"),
+        "decided_by_precheck": count_column("decided by the pre-check"),
+        "llm_calls": count_column("LLM calls"),
+        "latency_ms": ms_column("latency ms"),
+    },
+)
 st.markdown("**Claims and their verdicts**")
-st.dataframe(
+table(
     pd.DataFrame(
         verdict_rows(results), columns=["record_id", "label", "predicted", "claim #", "claim", "verdict", "by"]
     ),
