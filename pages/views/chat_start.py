@@ -14,10 +14,7 @@ def example_picker(questions: list[str]) -> str | None:
         return None
     st.caption("Not sure what to ask? Try one of these questions about the knowledge base:")
     picked = None
-    columns = st.columns(2)
-    for i, question in enumerate(questions):
-        if columns[i % 2].button(
-            escape_markdown(question), key=f"example-{i}", icon=":material/help:", width="stretch"
-        ):
+    for i, question in enumerate(questions):  # one a row: in two columns a long question was cut at 1280 px
+        if st.button(escape_markdown(question), key=f"example-{i}", icon=":material/help:", width="stretch"):
             picked = question
     return picked

@@ -449,7 +449,7 @@ class QuestionRun:
         ):
             yield from self._abstain(
                 f"no attempt reached faithfulness {threshold:.2f}; the best reached {record.faithfulness:.2f}, "
-                f"below abstain_below {self.settings.abstain_below:.2f} (when_unverified = abstain)",
+                f"below {self.settings.abstain_below:.2f}, under which an unverified answer is withheld",
                 best,
                 status.NOT_VERIFIED_RELEVANT if self.relevant else status.NOT_VERIFIED,
             )
@@ -457,8 +457,7 @@ class QuestionRun:
         if record.on_topic is False:  # the best attempt is off target, so every checked attempt was
             if self.settings.off_topic_final == "abstain":
                 yield from self._abstain(
-                    "no attempt addressed the question (off_topic_final = abstain); "
-                    f"the best: {record.on_topic_reason}",
+                    f"no attempt addressed the question, so none is given; the best: {record.on_topic_reason}",
                     best,
                     status.NOT_ON_TOPIC,
                 )

@@ -88,10 +88,10 @@ def check(llm: LLM, settings: Settings, question: str, answer: str, scale: Simil
     note = _scale_note(raw, scale)
     if score >= accept:
         return TopicCheck(
-            True, score, EMBEDDING, f"similarity {score:.2f} ≥ on_topic_accept {accept:.2f}{note}", missing
+            True, score, EMBEDDING, f"similarity {score:.2f} ≥ {accept:.2f}, the on-topic threshold{note}", missing
         )
     if score < reject:
-        reason = f"similarity {score:.2f} < on_topic_reject {reject:.2f}{note}" + _missing_text(missing)
+        reason = f"similarity {score:.2f} < {reject:.2f}, the off-topic threshold{note}" + _missing_text(missing)
         return TopicCheck(False, score, EMBEDDING, reason, missing)
     return _ask_model(llm, settings, question, answer, score, missing, note)
 
