@@ -43,9 +43,10 @@ def test_chat_answers_with_claims_marked(kb_db):
     text = markdown_text(at)
     assert ":material/check_circle: accepted" in text and "faithfulness **1.00**" in text
     assert ":green-background[" in text and "21 million passages" in text
-    claims = at.dataframe[0].value
+    claims = at.table[0].value
     assert list(claims["verdict"]) == ["supported"] * len(claims)
     assert claims["evidence"].str.contains("21 million").any()
+    assert claims["evidence"].str.startswith("\\[1\\] rag\\.md\\: ").any()  # its source first, escaped
     assert at.session_state["conversation"][0]["result"].status == "accepted"
 
 
@@ -574,3 +575,25 @@ def test_a_drop_alert_on_trends_says_the_smallest_drop_its_test_could_detect(db)
     drop = next(e for e in at.expander if "regression (drop)" in e.label.replace("\\", ""))
     message = " ".join(m.value.replace("\\", "") for m in drop.markdown)
     assert "the smallest drop it could detect: 0." in message and "(80% power)" in message
+
+
+def test_an_abstention_shows_the_withheld_answer_with_its_verdicts_and_why_in_chat_and_the_drilldown(fake, kb_db):
+    withheld = "<img src=x onerror=alert(1)> The RAG paper won the best paper award at ICML 2019 [1]."
+    fake.enqueue(withheld, model="llama3.2", match=lambda body: not body.get("format"), times=3)
+    at = app()
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception, at.exception
+    result = at.session_state["conversation"][0]["result"]
+    assert result.status == "abstained" and result.final_record.answer == withheld
+    for page in (at, open_runs_page(str(result.run_id))):
+        text = markdown_text(page)
+        assert escape_markdown(result.answer) in text  # what the abstention says
+        assert ":gray-badge[:material/visibility_off: Withheld]" in text
+        assert escape_markdown("not given as the answer: faithfulness below the threshold") in text  # why
+        # the withheld attempt itself, its sentence coloured by its claim's verdict; escaped, never HTML
+        assert (
+            ":orange-background[\\<img src\\=x onerror\\=alert\\(1\\)\\> The RAG paper won the best paper award at "
+            "ICML 2019 \\[1\\]\\.]:orange-badge[:material/warning: claim 1]"
+        ) in text
+        assert "<img" not in text.replace("\\<img", "")  # only escaped
+        assert not any(m.allow_html for m in page.markdown)

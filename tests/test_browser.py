@@ -40,7 +40,7 @@ def test_asking_on_the_running_app_shows_the_verified_answer(running_app, tmp_pa
         expect(page.get_by_text("check_circle claim 1", exact=False).first).to_be_visible()
         expect(page.get_by_text("Sources: [1] rag.md")).to_be_visible()
         page.get_by_text("Claims (2)").click()
-        expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+        expect(page.get_by_test_id("stTable").first).to_be_visible()
         artifacts = ROOT / "test-artifacts"
         artifacts.mkdir(exist_ok=True)
         page.screenshot(path=str(artifacts / "chat.png"), full_page=True)

@@ -9,7 +9,7 @@ from pages.views.common import escape_keeping_code
 from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, status_markdown
 from pipeline.answering import on_topic
 from pipeline.answering.events import AnswerResult, Event
-from pipeline.answering.status import status_label
+from pipeline.answering.status import status_label, withheld_because
 from pipeline.history.present import placement
 from pipeline.knowledge.injection import flag_warning
 from pipeline.text import short_source
@@ -116,11 +116,10 @@ def show_answer(result: AnswerResult) -> None:
     )
     claims = result.final_claims
     if result.status == "abstained":
-        st.markdown(escape_markdown(result.answer or ""))
-        st.caption(escape_markdown(f"Why: {result.abstain_reason}"))
+        show_abstention(result)
     else:
         st.markdown(annotated_markdown(result.answer or "", claims))
-    show_on_topic(result.final_record)
+        show_on_topic(result.final_record)
     bad = [c for c in claims if c.verdict != "supported"]
     if bad and result.status != "abstained":
         st.warning(unsupported_banner(result.answer or "", claims))
@@ -136,24 +135,50 @@ def show_answer(result: AnswerResult) -> None:
     show_attempts(result)
 
 
+def show_abstention(result: AnswerResult) -> None:
+    """An abstention: what it says, why, and the attempt it withheld (when one was written), in a box marked
+    withheld, with its sentences coloured by their claims' verdicts; all model text escaped, shown as text."""
+    st.markdown(escape_markdown(result.answer or ""))
+    because = withheld_because(result.answer)
+    st.caption(escape_markdown(f"Why: {result.abstain_reason or because}"))
+    record = result.final_record
+    if record is None or not record.answer:
+        st.caption(escape_markdown(f"No answer was withheld: none was written ({because})."))
+        return
+    with st.container(border=True, key=f"withheld-{result.run_id}-{record.attempt_no}"):
+        st.markdown(
+            ":gray-badge[:material/visibility_off: Withheld] "
+            + escape_markdown(
+                f"What the model answered (attempt {record.attempt_no}, faithfulness "
+                f"{fmt_score(record.faithfulness)}), not given as the answer: {because}."
+            )
+        )
+        st.markdown(annotated_markdown(record.answer, result.final_claims))
+        show_on_topic(record, emphasise=False)
+
+
 def show_claims(result: AnswerResult) -> None:
+    """The claims as a static table that wraps its text: claim, verdict, verifier and evidence (with its source)
+    all in view at 1280 px, no horizontal scroll (a data grid cut the verifier column and hid the evidence). Every
+    cell is escaped: st.table reads Markdown."""
     claims = result.final_claims
     if not claims:
         return
     with st.expander(f"Claims ({len(claims)})", expanded=result.status != "accepted"):
         rows = [
             {
-                "#": c.claim_no,
-                "verdict": c.verdict,
-                "claim": c.text,
-                "verifier": c.verifier,
-                "evidence": c.evidence or "",
-                "source": f"[{c.passage.n}] {short_source(c.passage.source)}" if c.passage else "",
-                "reason": c.reason,
+                "#": str(c.claim_no),
+                "claim": escape_markdown(c.text),
+                "verdict": escape_markdown(c.verdict),
+                "verifier": escape_markdown(c.verifier or ""),
+                "evidence": escape_markdown(
+                    (f"[{c.passage.n}] {short_source(c.passage.source)}: " if c.passage else "") + (c.evidence or "")
+                ),
+                "reason": escape_markdown(c.reason or ""),
             }
             for c in claims
         ]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.table(pd.DataFrame(rows), hide_index=True)
 
 
 def show_passages(result: AnswerResult) -> None:

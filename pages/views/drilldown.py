@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from pages.views.answer import show_on_topic
+from pages.views.answer import show_abstention, show_on_topic
 from pages.views.call_stats import show_run_call_stats
 from pages.views.markup import (
     NO_CALL_TEXT,
@@ -97,10 +97,10 @@ def show_answer(stored: StoredRun) -> None:
         st.info(escape_markdown(f"Not evaluated: {result.abstain_reason}"), icon=":material/info:")
     st.subheader("Answer")
     if result.status == "abstained":
-        st.markdown(escape_markdown(f"{result.answer} ({result.abstain_reason})"))
+        show_abstention(result)
     else:
         st.markdown(annotated_markdown(result.answer or "", result.final_claims))
-    show_on_topic(result.final_record)
+        show_on_topic(result.final_record)
     warning = flag_warning(result.final_claims)
     if warning:
         st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon=":material/flag:")

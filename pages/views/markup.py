@@ -70,13 +70,13 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
     for segment in placed.segments:
         text = escape_markdown(segment.text)
         numbers = ", ".join(str(n) for n in segment.claim_nos)
+        # the claim marker is a badge right after the sentence's last character (no space between: it belongs to
+        # this sentence, not to the next, and never wraps away from it)
         if segment.verdict and not (hold_green and segment.verdict == "supported"):
-            out.append(
-                f":{VERDICT_COLOR[segment.verdict]}-background[{text}] "
-                f"{verdict_icon(segment.verdict)} :gray[claim {numbers}]"
-            )
+            color = VERDICT_COLOR[segment.verdict]
+            out.append(f":{color}-background[{text}]:{color}-badge[{VERDICT_ICON[segment.verdict]} claim {numbers}]")
         elif segment.verdict:
-            out.append(f"{text} :gray[claim {numbers}, supported]")
+            out.append(f"{text}:gray-badge[claim {numbers}, supported]")
         else:
             out.append(text)
     markdown = " ".join(out)

@@ -40,6 +40,23 @@ NOT_VERIFIED_RELEVANT = (
 NOT_VERIFIED = "No answer could be verified against the retrieved sources."
 NOT_ON_TOPIC = "No answer that addresses this question could be written from the retrieved sources."
 
+# Why a run abstained, in a few words, by the answer it shows: what the Chat page and the drilldown say withheld
+# the attempt (when one was written) from being given as the answer.
+WITHHELD_BECAUSE = {
+    NOT_VERIFIED_RELEVANT: "faithfulness below the threshold: its claims are not supported by the sources",
+    NOT_VERIFIED: "faithfulness below the threshold: its claims are not supported by the sources",
+    NOT_ON_TOPIC: "off topic: no attempt addressed the question",
+    NOT_COVERED: "not covered: the knowledge base does not cover this question",
+    EMPTY_KB: "not covered: the knowledge base is empty",
+    NO_ANSWER_IN_SOURCES: "the model itself said the sources do not answer the question",
+}
+
+
+def withheld_because(answer: str | None) -> str:
+    """Why an abstained run withheld its answer, from the abstention's own answer text."""
+    return WITHHELD_BECAUSE.get(answer or "", "abstained")
+
+
 # The `when_unverified` setting: what a run shows when its best attempt is below `abstain_below`.
 WHEN_UNVERIFIED = ("abstain", "show_best")
 # The `off_topic_final` setting: what a run shows when no attempt addressed the question.
