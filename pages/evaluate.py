@@ -11,10 +11,28 @@ from pages.views.evaluation import choose_dataset, choose_evaluation, live_progr
 from pipeline.errors import WorkbenchError
 from pipeline.history.evaluations import list_eval_runs
 
+START_OPEN = "start_open"  # session state: whether the start form's expander is open
+
+
+def open_start_form() -> None:
+    st.session_state[START_OPEN] = True
+
+
 settings, db = page_setup("Evaluate")
 st.title("Evaluate")
 
-with st.expander("Start an evaluation", expanded=not list_eval_runs(db)):
+# Open while there is no evaluation; once there is one, a primary button above the closed form opens it (the form
+# stays where it was, above the report, so the report is not pushed down on every visit).
+has_runs = bool(list_eval_runs(db))
+if has_runs and not st.session_state.get(START_OPEN):
+    st.button("Start an evaluation", type="primary", icon=":material/play_arrow:", on_click=open_start_form)
+with st.expander(
+    "Start an evaluation",
+    expanded=not has_runs,
+    key=START_OPEN,
+    on_change="rerun",  # tracked, so that the button can open it and hides while it is open
+    icon=":material/play_arrow:",
+):
     dataset = choose_dataset(Path(settings.kb_path).parent / "eval")
     if dataset is not None:
         start_form(settings, db, dataset)

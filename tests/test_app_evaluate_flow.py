@@ -159,3 +159,16 @@ def test_runs_grid_has_the_drilldown_link_first(fake, settings, kb_db):
     grid = app("pages/runs.py").dataframe[0].value
     assert list(grid.columns[:2]) == ["open", "id"]
     assert grid.iloc[0]["open"] == f"/runs?run_id={run.run_id}"
+
+
+def test_once_an_evaluation_exists_a_primary_button_opens_the_start_form(db):
+    store_run(db, "monday", {"faithfulness": np.linspace(0.8, 1.0, 10)})
+    at = evaluate_page()
+    [opener] = [b for b in at.button if b.label == "Start an evaluation"]
+    assert opener.proto.type == "primary"
+    assert at.session_state["start_open"] is False  # the form itself starts closed: the report stays high
+    opener.click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["start_open"] is True
+    assert not [b for b in at.button if b.label == "Start an evaluation"]  # open: the button has done its job
+    assert [b for b in at.button if b.label == "Start evaluation"]  # the form's own submit
