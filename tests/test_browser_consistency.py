@@ -1,0 +1,257 @@
+"""One vocabulary and one format (issue 29), in headless Chromium at 1280x1000: every page, on a store that gives
+each of them content (a chat answer, two evaluations of which one abstains on an item, people's ratings, a
+regression alert, a detector benchmark), shows no missing value as "None" or "nan" (in a table's drawn cells too)
+and no raw float in a table, no glyph the fonts cannot draw (the old emoji status labels rendered as empty boxes),
+and no label, caption, alert or link whose text is cut. The drilldown is checked tab by tab, the side-by-side
+view of Compare on an abstained answer, Annotate with an answer to rate. A screenshot of each goes to
+test-artifacts/consistency-*.png."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from browser_server import app_env, assert_no_failure, chromium, prepared_store, screenshot, serving
+from fake_ollama import FakeOllama
+from test_browser import CHROMIUM, QUESTION
+from test_compare import RAG_QUESTION, WRONG
+from test_evaluation import ITEMS, dataset
+from test_regression import store_run
+
+from pipeline.answering.engine import VerifiedQueryEngine, final_result
+from pipeline.calibration.annotations import save_rating
+from pipeline.detector.bench import run_detector_bench
+from pipeline.detector.results import SAMPLE
+from pipeline.evaluation.judge import CRITERIA
+from pipeline.evaluation.runner import run_evaluation
+from pipeline.history.evaluations import list_eval_runs, run_ids_of
+from pipeline.regression.compare import check
+from store.db import Database
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (apt-get install -y chromium)"
+)
+
+# The emoji the status labels carried before the pages showed Material icons (pipeline/answering/status.py keeps
+# them for the terminal): without an emoji font, Chromium draws each as an empty box.
+OLD_STATUS_EMOJI = "✅⚠🤐🎯ℹ❔🚫⏹⏳"
+
+# Every text on the page that the fonts cannot draw: each distinct character beyond ASCII is drawn on a canvas in
+# the page's font and compared with an unassigned code point's drawing (the missing-glyph box). Material icons are
+# ligatures of ASCII names, so they are never looked at.
+TOFU_JS = """
+(old) => {
+  const texts = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode, el = node.parentElement;
+    if (!el || !el.checkVisibility() || el.closest('script, style')) continue;
+    texts.push(node.textContent);
+  }
+  const chars = new Set([...texts.join('')].filter(c => c.codePointAt(0) > 0x7f && c.trim()));
+  const font = getComputedStyle(document.body).fontFamily;
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 48;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const draw = (c) => {
+    ctx.clearRect(0, 0, 48, 48);
+    ctx.font = `32px ${font}`;
+    ctx.fillStyle = '#000';
+    ctx.fillText(c, 4, 36);
+    return ctx.getImageData(0, 0, 48, 48).data.join(',');
+  };
+  window.__measuring = true;
+  const missing = draw('\\u0378');  // an unassigned code point: the box drawn for a missing glyph
+  const found = [...chars].filter(c => old.includes(c) || draw(c) === missing);
+  window.__measuring = false;
+  return found;
+}
+"""
+
+# A table's cells are drawn on a canvas (its accessible table holds the raw values, not what is shown): every text
+# drawn is recorded, from before the page's own scripts run, so the cells can be read as shown.
+RECORD_DRAWN_JS = """
+window.__drawn = new Set();
+const fillText = CanvasRenderingContext2D.prototype.fillText;
+CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+  if (!window.__measuring) window.__drawn.add(String(text));
+  return fillText.call(this, text, ...rest);
+};
+"""
+# A table cell that shows a missing value as None or nan, or a number in Python's repr (a raw float: 14.0885...).
+BAD_CELL = r"^(None|nan|NaN|-?\d+\.\d{4,})$"
+
+# A value shown as Python or pandas spells a missing one: a cell, a label, a caption or a paragraph whose whole text
+# (or a "name value" pair in it) is None or nan.
+MISSING_JS = """
+() => {
+  const bad = [];
+  const cells = document.querySelectorAll('td, th, [data-testid="stMetricValue"], [data-testid="stCaptionContainer"],'
+    + ' [data-testid="stMarkdownContainer"] p, label, [data-testid="stExpander"] summary');
+  for (const el of cells) {
+    if (!el.checkVisibility() && !el.closest('[data-testid="stDataFrame"]')) continue;
+    const text = el.textContent.trim();
+    if (/(^|[\\s:=(·])(None|nan|NaN)($|[\\s,;)·])/.test(text)) bad.push(text.slice(0, 120));
+  }
+  return bad;
+}
+"""
+
+# Text cut by its box: a label, caption, alert, link, tab, metric or markdown element (or a child) wider than the box
+# that hides or ellipsises what does not fit.
+CUT_JS = """
+() => {
+  const selector = ['label', '[data-testid="stCaptionContainer"]', '[data-testid="stAlertContainer"]',
+    '[data-testid="stPageLink"]', '[data-testid="stMetricLabel"]', '[data-testid="stMetricValue"]',
+    '[data-testid="stMetricDelta"]', '[data-testid="stMarkdownContainer"]', 'button[role="tab"]',
+    '[data-testid="stExpander"] summary', '[data-testid="stWidgetLabel"]'].join(', ');
+  const cut = [];
+  for (const root of document.querySelectorAll(selector)) {
+    for (const el of [root, ...root.querySelectorAll('*')]) {
+      if (!el.checkVisibility() || !el.textContent.trim()) continue;
+      const style = getComputedStyle(el);
+      const hides = style.textOverflow === 'ellipsis' || ['hidden', 'clip'].includes(style.overflowX);
+      if (hides && el.scrollWidth > el.clientWidth + 1) cut.push(el.textContent.trim().slice(0, 120));
+    }
+  }
+  return [...new Set(cut)];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def app(ingested_store, tmp_path_factory):
+    with FakeOllama() as fake:
+        store, settings = prepared_store(ingested_store, tmp_path_factory.mktemp("consistency"), fake.url)
+        db = Database(str(store), 10, 0)
+        try:
+            chat = final_result(VerifiedQueryEngine(settings=settings, db=db).stream(QUESTION))
+            run_evaluation(settings, db, dataset(ITEMS[:3]), "before", concurrency=1)
+            # 'after': the RAG question answered with a number no source holds, not retried, so the run abstains
+            fake.enqueue(
+                WRONG,
+                model="llama3.2",
+                match=lambda body: not body.get("format") and RAG_QUESTION in json.dumps(body.get("messages")),
+            )
+            changed = dataclasses.replace(settings, cache_enabled=False, max_retries=0, when_unverified="abstain")
+            run_evaluation(changed, db, dataset(ITEMS[:3]), "after", concurrency=1)
+            evaluations = {r["name"]: r["id"] for r in list_eval_runs(db)}
+            item_runs = run_ids_of(db, evaluations["before"])
+            for n, run_id in enumerate(item_runs):
+                save_rating(db, run_id, "ana", dict.fromkeys(CRITERIA, 1 + 2 * n))
+            base = np.linspace(0.8, 1.0, 20)
+            store_run(db, "monday", {"faithfulness": base})
+            store_run(db, "tuesday", {"faithfulness": base - 0.4})
+            check(db, settings, "tuesday")
+            run_detector_bench(settings, db, str(SAMPLE), "precheck", "answer", limit=12)
+        finally:
+            db.close()
+        with serving(app_env(store, fake.url)) as url, chromium() as browser:
+            yield SimpleNamespace(url=url, browser=browser, chat_run=chat.run_id, item_run=item_runs[0])
+
+
+def open_page(app, path: str, heading: str):
+    from playwright.sync_api import expect
+
+    page = app.browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.add_init_script(RECORD_DRAWN_JS)
+    page.set_default_timeout(60_000)
+    page.goto(f"{app.url}/{path}", timeout=90_000)
+    expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible(timeout=90_000)
+    return page
+
+
+def settled(page) -> None:
+    """Wait until the script has finished and nothing is left stale or as a skeleton."""
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+        '!document.querySelector(\'[data-stale="true"], [data-testid="stSkeleton"]\')',
+        timeout=60_000,
+    )
+    page.wait_for_timeout(800)
+
+
+def whole_page_screenshot(page, name: str) -> None:
+    """The app scrolls inside its main block, not the document: the viewport is made as tall as that block for the
+    picture (the width, which decides what fits, stays 1280 px)."""
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 1000")
+    page.set_viewport_size({"width": 1280, "height": max(1000, min(int(height), 12_000))})
+    page.wait_for_timeout(500)
+    screenshot(page, f"consistency-{name}.png")
+    page.set_viewport_size({"width": 1280, "height": 1000})
+
+
+def assert_consistent(page, name: str) -> None:
+    settled(page)
+    whole_page_screenshot(page, name)  # first: every table on the page is drawn
+    assert_no_failure(page, name)
+    drawn = page.evaluate("() => [...window.__drawn]")
+    problems = {
+        "table cells drawn as None, nan or a raw float": sorted(t for t in drawn if re.match(BAD_CELL, t.strip())),
+        "shown as None or nan": page.evaluate(MISSING_JS),
+        "glyphs the fonts cannot draw": page.evaluate(TOFU_JS, OLD_STATUS_EMOJI),
+        "cut text": page.evaluate(CUT_JS),
+    }
+    assert not any(problems.values()), (name, problems)
+
+
+PAGES = [
+    ("", "Chat", "chat"),
+    ("evaluate?eval=before", "Evaluate", "evaluate"),
+    ("runs", "Runs", "runs"),
+    ("annotate", "Annotate", "annotate"),
+    ("calibration", "Calibration", "calibration"),
+    ("trends", "Trends", "trends"),
+    ("compare?a=before&b=after", "Compare evaluations", "compare"),
+    ("detector", "Detector benchmarks", "detector"),
+    ("knowledge_base", "Knowledge base", "knowledge-base"),
+    ("settings", "Settings & health", "settings"),
+]
+
+
+@pytest.mark.parametrize(("path", "heading", "name"), PAGES, ids=[p[2] for p in PAGES])
+def test_every_page_shows_one_vocabulary_and_one_format(app, path, heading, name):
+    page = open_page(app, path, heading)
+    assert_consistent(page, name)
+    page.close()
+
+
+def test_compare_shows_the_abstained_answer_with_the_shared_status_label(app):
+    from playwright.sync_api import expect
+
+    page = open_page(app, "compare?a=before&b=after", "Compare evaluations")
+    expect(page.get_by_text("Open an item side by side")).to_be_visible()
+    # B abstained on the item: its status as on every page, a Material icon and the shared label
+    status = page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(r"abstained$"))
+    expect(status).to_have_text(re.compile(r"^do_not_disturb_on\s*abstained$"))  # the icon is a ligature's name
+    icon = status.locator("span", has_text=re.compile("^do_not_disturb_on$")).last
+    font = icon.evaluate("e => getComputedStyle(e).fontFamily")
+    assert "Material Symbols" in font, font
+    assert_consistent(page, "compare-abstained")
+    page.close()
+
+
+def test_annotate_with_an_answer_to_rate(app):
+    page = open_page(app, "annotate", "Annotate")
+    page.get_by_label("Your name (ratings are saved under it)").fill("bo")
+    page.keyboard.press("Enter")
+    page.get_by_test_id("stSelectbox").filter(has_text="Rate the answers of").click()
+    page.get_by_role("option", name="before", exact=True).click()
+    page.get_by_text(re.compile("Wikipedia index|BLEU|capital city of Peru")).first.wait_for()
+    assert_consistent(page, "annotate-rating")
+    page.close()
+
+
+@pytest.mark.parametrize("run", ["chat_run", "item_run"])
+def test_every_tab_of_a_drilldown(app, run):
+    run_id = getattr(app, run)
+    page = open_page(app, f"runs?run_id={run_id}", f"Run {run_id}")
+    for tab in ("Answer and claims", "Retrieval", "Trace", "Calls", "Scores"):
+        page.get_by_role("tab", name=tab).click()
+        assert_consistent(page, f"drilldown-{run}-{tab.split()[0].lower()}")
+    page.close()
