@@ -7,7 +7,8 @@ import streamlit as st
 
 from pages.views.common import page_setup, show_error
 from pages.views.knowledge import deleted_notice, document_panel, pick_document
-from pages.views.markup import escape_markdown
+from pages.views.markup import escape_markdown, plural
+from pages.views.tables import count_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.knowledge.documents import flagged_chunks, list_documents
 from pipeline.knowledge.ingest import PDF_SUFFIXES, TEXT_SUFFIXES, ingest_and_record, save_uploads, uploads_folder
@@ -62,16 +63,23 @@ if not documents:
 
 frame = pd.DataFrame(documents)
 frame["path"] = frame["path"].map(lambda p: Path(p).name)
-st.dataframe(
+table(
     frame[["path", "title", "n_chunks", "flagged_chunks", "n_chars", "embed_model", "ingested_at"]],
     hide_index=True,
     width="stretch",
+    column_config={
+        "n_chunks": count_column("chunks"),
+        "flagged_chunks": count_column("flagged chunks"),
+        "n_chars": count_column("characters"),
+        "embed_model": "embedding model",
+        "ingested_at": st.column_config.DatetimeColumn("ingested", format="YYYY-MM-DD HH:mm"),
+    },
 )
 st.subheader("A document")
 document_panel(pick_document(documents), settings, db)
 
 flagged = flagged_chunks(db)
-st.subheader(f"Possible prompt injection ({len(flagged)} chunks)")
+st.subheader(f"Possible prompt injection ({plural(len(flagged), 'chunk')})")
 st.caption(
     'Chunks whose text reads like instructions aimed at a model ("ignore previous instructions", '
     '"you are now", chat-template tokens, …), found by fixed patterns at ingest. They are still retrieved '
@@ -81,4 +89,4 @@ if flagged:
     flags = pd.DataFrame(flagged)
     flags["path"] = flags["path"].map(lambda p: Path(p).name)
     flags["flags"] = flags["flags"].map(", ".join)
-    st.dataframe(flags[["path", "ordinal", "flags", "excerpt"]], hide_index=True, width="stretch")
+    table(flags[["path", "ordinal", "flags", "excerpt"]], hide_index=True, width="stretch")

@@ -6,6 +6,7 @@ from pages.views.common import escape_keeping_code, page_setup
 from pages.views.hosts import show_hosts
 from pages.views.markup import escape_markdown
 from pages.views.settings_table import show_settings
+from pages.views.tables import table
 from pipeline.collect.summary import traces_in
 from pipeline.config import setting_sources
 from pipeline.knowledge.similarity_scale import scale_rows
@@ -43,7 +44,7 @@ st.caption(
 )
 scales = scale_rows(settings, db)
 if scales:
-    st.dataframe(scales, hide_index=True)
+    table(scales, hide_index=True)
 else:
     st.info("No scale measured yet: it is measured on the first question, or after an ingest.")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from pages.views.tables import table
 from pipeline.models.hosts import HostStatus
 
 
@@ -17,4 +18,4 @@ def show_hosts(statuses: list[HostStatus]) -> None:
         "backoff are this app process's; a host that failed is skipped until its backoff ends."
     )
     # A dataframe renders every cell as text: host names and error messages are not Markdown here.
-    st.dataframe(pd.DataFrame([s.row() for s in statuses]), hide_index=True, width="stretch")
+    table(pd.DataFrame([s.row() for s in statuses]), hide_index=True, width="stretch")

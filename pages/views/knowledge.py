@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages.views.common import show_error
 from pages.views.markup import escape_markdown, fmt_count
+from pages.views.tables import count_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.knowledge.documents import document_with_chunks, preview
 from pipeline.knowledge.ingest import delete_document
@@ -40,10 +41,11 @@ def document_panel(doc_id: int, settings, db) -> None:
         frame = pd.DataFrame(chunks)
         frame["flags"] = frame["flags"].map(", ".join)
         frame["characters"] = frame["text"].str.len()
-        st.dataframe(
+        table(
             frame[["ordinal", "characters", "start_char", "end_char", "ingested_at", "flags", "text"]],
             hide_index=True,
             width="stretch",
+            column_config={"characters": count_column("characters")},
         )
     delete_controls(document, settings, db)
 

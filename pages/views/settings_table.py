@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from pages.views.tables import table
 from pipeline.config import GROUPS, declarations
 
 COLUMNS = ["setting", "value", "source", "environment variable", "valid values", "meaning"]
@@ -15,7 +16,7 @@ COLUMNS = ["setting", "value", "source", "environment variable", "valid values",
 def _table(rows: list[dict]) -> None:
     # Every row visible at once ("auto" would show ten and scroll the rest inside the table). A dataframe renders
     # every cell as text: values and docs are not Markdown here.
-    st.dataframe(pd.DataFrame(rows, columns=COLUMNS), hide_index=True, width="stretch", height="content")
+    table(pd.DataFrame(rows, columns=COLUMNS), hide_index=True, width="stretch", height="content")
 
 
 def _with_declaration(rows: list[dict]) -> dict[str, dict]:
