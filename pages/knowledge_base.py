@@ -30,11 +30,14 @@ def run_ingest(paths: list[str]) -> None:
         if result.status == "skipped":
             st.warning(escape_markdown(f"{name}: skipped ({result.reason})"))
         else:
-            chunks = f", {result.chunks} chunks" if result.chunks else ""
+            chunks = f", {plural(result.chunks, 'chunk')}" if result.chunks else ""
             st.info(escape_markdown(f"{name}: {result.status}{chunks}"))
             if result.flagged:
                 st.warning(
-                    escape_markdown(f"{name}: {result.flagged} chunk(s) read like instructions aimed at a model"),
+                    escape_markdown(
+                        f"{name}: {plural(result.flagged, 'chunk')} {'reads' if result.flagged == 1 else 'read'} "
+                        "like instructions aimed at a model"
+                    ),
                     icon=":material/flag:",
                 )
 

@@ -103,7 +103,7 @@ def test_the_knowledge_base_page_and_the_drilldown_show_the_flag(fake, kb_db, tm
     at.run()
     at.switch_page("pages/knowledge_base.py").run()
     assert not at.exception
-    assert any(s.value == "Possible prompt injection (1 chunks)" for s in at.subheader)
+    assert any(s.value == "Possible prompt injection (1 chunk)" for s in at.subheader)
     flags = [df.value for df in at.dataframe if "excerpt" in df.value.columns][0]
     assert flags.iloc[0]["flags"] == "ignore_instructions, dictated_answer"
     at.switch_page("pages/runs.py")

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import show_error
-from pages.views.markup import escape_markdown, fmt_count
+from pages.views.markup import escape_markdown, fmt_count, plural
 from pages.views.tables import count_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.knowledge.documents import document_with_chunks, preview
@@ -86,7 +86,8 @@ def deleted_notice() -> None:
     if not removed:
         return
     name = Path(removed["path"]).name
-    kept = f" {removed['kept_chunks']} chunk(s) stay for the runs that cite them." if removed["kept_chunks"] else ""
+    n = removed["kept_chunks"]
+    kept = f" {plural(n, 'chunk')} {'stays' if n == 1 else 'stay'} for the runs that cite them." if n else ""
     left = (
         f" The file is still at {removed['file_left']}: ingesting its folder again brings it back."
         if removed["file_left"]
