@@ -1,9 +1,9 @@
 """Detector benchmarks: run one on the shipped sample or an upload, and compare runs side by side."""
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
+from pages.views.charts import bars, heatmap, lines
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown, fmt_pct, plural
 from pages.views.tables import count_column, ms_column, score_column, table
@@ -124,26 +124,18 @@ chosen = st.selectbox(
 metrics = next(r["metrics"] for r in runs if r["id"] == chosen)
 left, right = st.columns(2)
 matrix = [[metrics["tn"], metrics["fp"]], [metrics["fn"], metrics["tp"]]]
-left.plotly_chart(
-    px.imshow(
-        matrix,
-        text_auto=True,
-        x=["flagged: no", "flagged: yes"],
-        y=["label: faithful", "label: hallucinated"],
-        color_continuous_scale="Blues",
-        title="Confusion matrix",
-    ),
+left.altair_chart(
+    heatmap(matrix, ["no", "yes"], ["faithful", "hallucinated"], "flagged", "label", "Confusion matrix"),
     width="stretch",
 )
 sweep = pd.DataFrame(metrics["sweep"])
 if (sweep["threshold"] < 1).any():  # a faithfulness between 0 and 1 to move the threshold over
-    right.plotly_chart(
-        px.line(
-            sweep,
-            x="threshold",
-            y=["precision", "recall", "f1", "balanced_accuracy"],
-            markers=True,
-            title="Flag when faithfulness < threshold",
+    right.altair_chart(
+        lines(
+            sweep.rename(columns={"f1": "F1", "balanced_accuracy": "balanced accuracy"}),
+            "threshold",
+            ["precision", "recall", "F1", "balanced accuracy"],
+            "Flag when faithfulness < threshold",
         ),
         width="stretch",
     )
@@ -154,10 +146,7 @@ else:  # every answer's faithfulness is 1 or none: a curve over thresholds would
             "value": [metrics[k] for k in ("precision", "recall", "f1", "balanced_accuracy")],
         }
     )
-    right.plotly_chart(
-        px.bar(point, x="measure", y="value", range_y=[0, 1], text_auto=".2f", title="One operating point"),
-        width="stretch",
-    )
+    right.altair_chart(bars(point, "measure", "value", "One operating point"), width="stretch")
     right.caption(
         "No threshold to move: no answer got a faithfulness between 0 and 1 (the pre-check decides a claim or "
         "leaves it undecided; it gives no score in between), so this run has one operating point: flag an answer "

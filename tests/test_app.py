@@ -259,7 +259,7 @@ def test_detector_page_compares_runs(fake, settings, db, tmp_path):
     frame = at.dataframe[0].value
     assert list(frame["verifier"]) == ["minicheck", "precheck"]
     assert list(frame["balanced accuracy"]) == [1.0, 1.0]
-    assert len(at.get("plotly_chart")) == 2
+    assert len(at.get("vega_lite_chart")) == 2
 
 
 def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
@@ -388,7 +388,7 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     assert table.iloc[0]["n"] == 4 and table.iloc[0][""] == "judge vs people"
     # everyone rated correctness 1: kappa would be 0 by construction, so the page says n/a and why
     assert table.iloc[0]["weighted kappa"].startswith("n/a (the people gave every item 1: kappa is 0 by construction")
-    assert len(at.get("plotly_chart")) >= 6
+    assert len(at.get("vega_lite_chart")) >= 6
 
 
 def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_included(fake, settings, kb_db):

@@ -4,9 +4,10 @@ page's charts. Shared by every session of the server; a result is never mutated 
 
 from __future__ import annotations
 
-import plotly.express as px
+import pandas as pd
 import streamlit as st
 
+from pages.views import charts
 from pipeline.evaluation.compare_runs import RunComparison, compare_runs
 from pipeline.evaluation.runner import EvalReport, report, report_key
 
@@ -42,29 +43,19 @@ def _comparison(_settings, _db, a: str, b: str, key: tuple) -> RunComparison:
 
 @st.cache_resource(max_entries=KEPT, show_spinner=False)
 def agreement_heatmap(matrix: tuple[tuple[int, ...], ...], criterion: str):
-    """The judge x human heat map of one criterion's pairs (a Plotly figure is slow to build: ~50 ms each)."""
-    heat = px.imshow(
-        [list(row) for row in matrix],
-        x=[str(s) for s in range(1, 6)],
-        y=[str(s) for s in range(1, 6)],
-        labels={"x": "human score", "y": "judge score", "color": "pairs"},
-        text_auto=True,
-        color_continuous_scale="Blues",
-        title=f"{criterion}: judge x human",
-    )
-    heat.update_xaxes(dtick=1)  # every score labelled; plotly's own ticks skip odd ones on a narrow chart
-    heat.update_yaxes(dtick=1)
-    return heat
+    """The judge x human grid of one criterion's pairs."""
+    scores = [str(s) for s in range(1, 6)]
+    return charts.heatmap(matrix, scores, scores, "human score", "judge score", f"{criterion}: judge x human")
 
 
 @st.cache_resource(max_entries=KEPT, show_spinner=False)
 def base_rates_chart(judge: tuple[float, ...], people: tuple[float, ...]):
     """Each score's share among the judge's scores and people's ratings, side by side."""
-    return px.bar(
-        x=list(range(1, 6)) * 2,
-        y=list(judge) + list(people),
-        color=["judge"] * 5 + ["people"] * 5,
-        barmode="group",
-        labels={"x": "score", "y": "share", "color": "rater"},
-        title="Base rates",
+    frame = pd.DataFrame(
+        {
+            "score": [str(s) for s in range(1, 6)] * 2,
+            "share": list(judge) + list(people),
+            "rater": ["judge"] * 5 + ["people"] * 5,
+        }
     )
+    return charts.grouped_bars(frame, "score", "share", "rater", "Base rates")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
 from pages.views.cached import agreement_heatmap, base_rates_chart
+from pages.views.charts import heatmap
 from pages.views.common import show_error
 from pages.views.markup import NOT_AVAILABLE, escape_markdown, fmt_score, plural
 from pages.views.tables import score_column, table
@@ -84,8 +84,8 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
     shares = [tuple(sum(p[rater] == s for p in pairs) / n for s in range(1, 6)) for rater in ("judge", "human")]
     matrix = tuple(tuple(int(n) for n in row) for row in stats.matrix)
     # keyed: two criteria may draw alike
-    left.plotly_chart(agreement_heatmap(matrix, criterion), width="stretch", key=f"heat-{criterion}")
-    right.plotly_chart(base_rates_chart(*shares), width="stretch", key=f"rates-{criterion}")
+    left.altair_chart(agreement_heatmap(matrix, criterion), width="stretch", key=f"heat-{criterion}")
+    right.altair_chart(base_rates_chart(*shares), width="stretch", key=f"rates-{criterion}")
     wide = disagreements(pairs)
     if wide:
         with st.expander(f"Disagreements by 2 or more ({len(wide)})"):
@@ -115,15 +115,8 @@ def claim_section(db, run_ids: list[int]) -> None:
         width="stretch",
         column_config={c: score_column(c) for c in per_verdict.select_dtypes("float").columns},
     )
-    right.plotly_chart(
-        px.imshow(
-            result["matrix"],
-            x=result["labels"],
-            y=result["labels"],
-            text_auto=True,
-            labels={"x": "verifier", "y": "people"},
-            color_continuous_scale="Blues",
-        ),
+    right.altair_chart(
+        heatmap(result["matrix"], result["labels"], result["labels"], "verifier", "people", "People vs the verifier"),
         width="stretch",
     )
 
