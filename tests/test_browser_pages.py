@@ -58,7 +58,7 @@ def visit(app, path: str, heading: str, texts: list[str]):
     for text in texts:
         expect(page.get_by_text(text, exact=False).first).to_be_visible(timeout=60_000)
     sidebar = page.get_by_test_id("stSidebar")
-    alerts = sidebar.get_by_text(re.compile(r"^[1-9]\d* open regression alerts?$"))
+    alerts = sidebar.get_by_text(re.compile(r"^[1-9]\d* open regression alerts?$")).first
     expect(alerts).to_be_visible(timeout=30_000)
     page.wait_for_timeout(1000)  # anything still rendering has had its chance to fail
     assert_no_failure(page, path)
