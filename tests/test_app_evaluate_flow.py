@@ -146,8 +146,10 @@ def test_chat_answer_links_to_its_run(kb_db):
 
     at = app()
     at.chat_input[0].set_value(QUESTION).run()
-    run_id = at.session_state["conversation"][0]["result"].run_id
-    assert f"attempt(s) · [run {run_id}](/runs?run_id={run_id})" in markdown_text(at)
+    result = at.session_state["conversation"][0]["result"]
+    run_id, attempts = result.run_id, len(result.attempts)
+    counted = f"{attempts} attempt{'s' if attempts > 1 else ''}"
+    assert f" {counted} · [run {run_id}](/runs?run_id={run_id})" in markdown_text(at)
 
 
 def test_runs_grid_has_the_drilldown_link_first(fake, settings, kb_db):

@@ -34,7 +34,7 @@ def test_asking_on_the_running_app_shows_the_verified_answer(running_app, tmp_pa
         box.fill(QUESTION)
         box.press("Enter")
         expect(page.get_by_text("accepted: faithfulness", exact=False).first).to_be_visible(timeout=60_000)
-        expect(page.get_by_text("· 1 attempt(s) · run 1")).to_be_visible()
+        expect(page.get_by_text("· 1 attempt · run 1")).to_be_visible()
         expect(page.get_by_text("21 million passages.", exact=False).first).to_be_visible()
         # the verdict's icon is a Material Symbol (its ligature name is the text), never an emoji
         expect(page.get_by_text("check_circle claim 1", exact=False).first).to_be_visible()

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import escape_keeping_code
-from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, status_markdown
+from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, plural, status_markdown
 from pipeline.answering import on_topic
 from pipeline.answering.events import AnswerResult, Event
 from pipeline.answering.status import status_label, withheld_because
@@ -111,7 +111,7 @@ def show_answer(result: AnswerResult) -> None:
     faith = fmt_score(result.faithfulness)
     st.markdown(
         f"**{status_markdown(status_label(result.status), result.status)}** · faithfulness **{faith}** · "
-        f"{len(result.attempts)} attempt(s) · "
+        f"{plural(len(result.attempts), 'attempt')} · "
         + (f"[run {result.run_id}](/runs?run_id={int(result.run_id)})" if result.run_id else f"run {result.run_id}")
     )
     claims = result.final_claims
