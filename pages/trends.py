@@ -4,12 +4,11 @@ faithfulness, latency, tokens and cost per service; regression alerts, and apart
 floors."""
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from pages.views.common import page_setup
-from pages.views.markup import escape_markdown, fmt_score
-from pages.views.trends import costs_figure, costs_table, metrics_figure
+from pages.views.markup import escape_markdown
+from pages.views.trends import costs_figure, costs_table, daily_figure, metrics_figure
 from pipeline.evaluation.given import OWN_PIPELINE
 from pipeline.evaluation.judge import recorded_version
 from pipeline.regression.alerts import (
@@ -90,7 +89,7 @@ else:
     if not chosen_metrics:
         st.caption("Choose one or more metrics to draw.")
     else:
-        st.plotly_chart(
+        st.altair_chart(
             metrics_figure(data, chosen_metrics, floors, pinned, pinned_name), width="stretch", key="metric_trends"
         )
     st.caption(
@@ -120,7 +119,7 @@ else:
         st.caption("These runs' answers carry no latency, tokens or cost (their runs are not logged here).")
     else:
         shown_measures = measures(settings)
-        st.plotly_chart(
+        st.altair_chart(
             costs_figure(costs, "series", "created_at", "name", shown_measures, "run time"),
             width="stretch",
             key="run_costs",
@@ -143,22 +142,8 @@ else:
     services = sorted(daily["service"].unique())
     chosen_services = st.multiselect("Services", services, default=services)
     floor = faithfulness_floor(settings)
-    traced_chart = go.Figure()
-    for name, group in daily[daily["service"].isin(chosen_services)].groupby("service"):
-        traced_chart.add_trace(
-            go.Scatter(
-                x=group["day"],
-                y=group["mean"],
-                mode="lines+markers",
-                name=name,
-                customdata=[[n, fmt_score(mean)] for n, mean in zip(group["n"], group["mean"], strict=True)],
-                hovertemplate="%{x}<br>mean faithfulness %{customdata[1]} (n=%{customdata[0]})<extra></extra>",
-            )
-        )
-    if floor is not None:
-        traced_chart.add_hline(y=floor, line_dash="dash", line_color="red", annotation_text=f"floor {fmt_score(floor)}")
-    traced_chart.update_layout(xaxis_title="day", yaxis_title="faithfulness (mean of the day)", legend_title="service")
-    st.plotly_chart(traced_chart, width="stretch")
+    traced_chart = daily_figure(daily[daily["service"].isin(chosen_services)], floor)
+    st.altair_chart(traced_chart, width="stretch", key="traced_daily")
     day = latest_complete_day()
     checks = [c for c in check_day(db, settings, day) if c.service in chosen_services]
     st.markdown(f"**{day}** (the latest complete day) against the day before")
@@ -204,7 +189,7 @@ if not (traced_costs.empty or daily.empty):  # the services chosen above
 if not traced_costs.empty:  # traced runs kept without verdicts have a latency too
     st.markdown("**Traced runs: latency, tokens and cost per question, per service and day**")
     shown_measures = measures(settings)
-    st.plotly_chart(
+    st.altair_chart(
         costs_figure(traced_costs, "service", "day", "day", shown_measures, "day"), width="stretch", key="daily_costs"
     )
     table, config = costs_table(traced_costs, ["service", "day"], shown_measures)

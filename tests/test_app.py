@@ -1,7 +1,5 @@
 """AppTests of every page, with the fake Ollama behind them."""
 
-import json
-
 import pytest
 import streamlit as st
 from conftest import ROOT
@@ -279,11 +277,13 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     assert alert_link.value == "2 open regression alerts" and alert_link.proto.page.endswith("trends")
     floor_link = next(link for link in at.sidebar.page_link if "below floor" in link.value)  # apart: not a regression
     assert floor_link.value == "1 metric below floor" and floor_link.proto.page.endswith("trends")
-    chart = at.get("plotly_chart")[0]
-    figure = json.loads(chart.proto.spec)
-    assert len(figure["data"]) == 2
-    assert any("top_k: 5 → 2" in str(trace.get("customdata")) for trace in figure["data"])
-    assert any(shape.get("y0") == 0.7 for shape in figure["layout"].get("shapes", []))
+    from test_charts import frame_with
+
+    chart = at.get("vega_lite_chart")[0]
+    points = frame_with(chart, "mean_text")
+    assert points["series"].nunique() == 2  # "other-judge" apart from mon and tue
+    assert list(points.loc[points["run"] == "tue", "changed"]) == ["top_k: 5 → 2"]  # in the hover
+    assert list(frame_with(chart, "floor_text")["floor"]) == [0.7]
     assert len(at.expander) == 3  # drop overall, drop in slice rag, floor
     kinds = [e.label.split(" — ")[1].replace("\\", "") for e in at.expander]  # labels are escaped Markdown
     assert kinds == ["regression (drop)", "regression (drop)", "below floor"]
@@ -310,23 +310,32 @@ def test_trends_page_shows_the_pinned_baseline_and_keeps_other_datasets_apart(db
     at = app("pages/trends.py")
     assert not at.exception, at.exception
     assert any("No baseline pinned" in i.value and "same content hash and size" in i.value for i in at.info)
-    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    names = sorted(trace["name"] for trace in figure["data"])
+    from test_charts import chart_data, frame_with
+
+    from pages.views.charts import STAR
+
+    points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
+    names = sorted(points["series"].unique())
     assert len(names) == 2 and names[0].endswith("· 20 items") and names[1].endswith("· 5 items")
     # the default choice is the newest run with no failed item and no open alert, not simply the newest
     assert at.selectbox[-1].value == "five-items"
-    full = next(trace for trace in figure["data"] if trace["name"].endswith("· 20 items"))
-    assert len(full["x"]) == 2  # the run with a failed item is left out ...
+    full = points[points["series"].str.endswith("· 20 items")]
+    assert list(full["run"]) == ["full-1", "full-2"]  # the run with a failed item is left out ...
+    assert points["baseline"].isna().all()  # no baseline pinned: no star
     next(c for c in at.checkbox if c.label.startswith("Include runs with failed items (1)")).check().run()
-    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    full = next(trace for trace in figure["data"] if trace["name"].endswith("· 20 items"))
-    assert len(full["x"]) == 3  # ... unless the user includes it
+    points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
+    full = points[points["series"].str.endswith("· 20 items")]
+    assert list(full["run"]) == ["full-1", "full-2", "failed-one"]  # ... unless the user includes it
     pin_baseline(db, "golden.jsonl", first)
     at = app("pages/trends.py")
     assert any(i.value.startswith("Pinned baseline for golden") and "**full\\-1**" in i.value for i in at.info)
     assert at.selectbox[-1].value == "full-1"
-    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert any(trace["name"] == "pinned baseline: full-1" for trace in figure["data"])
+    chart = at.get("vega_lite_chart")[0]
+    points = frame_with(chart, "mean_text")
+    starred = points[points["baseline"].notna()]  # the star's points (its layer keeps the rows with a baseline)
+    assert list(starred["run"]) == ["full-1"] and list(starred["baseline"]) == ["pinned baseline: full-1"]
+    star = chart_data(chart)[0]["vconcat"][0]["layer"][1]
+    assert star["mark"]["shape"] == STAR and {"filter": "isValid(datum.baseline)"} in star["transform"]
 
 
 def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings, kb_db):

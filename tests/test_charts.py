@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from pages.views import charts
@@ -42,3 +44,47 @@ def test_grouped_bars_and_bars_keep_their_values():
     ]
     point = pd.DataFrame({"measure": ["precision", "recall"], "value": [1.0, 0.5]})
     assert [r["value"] for r in rows(charts.bars(point, "measure", "value", "T"))] == [1.0, 0.5]
+
+
+def chart_data(element) -> tuple[dict, list[pd.DataFrame]]:
+    """A page's Vega-Lite chart as AppTest holds it (at.get("vega_lite_chart")[i]): its spec, and its datasets
+    (Arrow, as Streamlit sends them) as frames."""
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    spec = json.loads(element.proto.spec)
+    return spec, [convert_arrow_bytes_to_pandas_df(d.data.data) for d in element.proto.datasets]
+
+
+def frame_with(element, column: str) -> pd.DataFrame:
+    """The chart's one dataset with this column (the lines' points, not a floor's)."""
+    (frame,) = [f for f in chart_data(element)[1] if column in f.columns]
+    return frame
+
+
+def panel_titles(spec: dict) -> list[str]:
+    """The titles of a chart's panels, top to bottom."""
+    return [p.get("title") or p["layer"][0].get("title") for p in spec["vconcat"]]
+
+
+def test_stacked_panels_share_the_time_axis_and_colours_and_keep_their_own_y_scales():
+    frame = pd.DataFrame(
+        {
+            "t": pd.to_datetime(["2026-03-01", "2026-03-02"]),
+            "v": [0.5, 4.0],
+            "s": ["b", "a"],
+            "v_text": ["0.50", "4.00"],
+        }
+    )
+    colors = charts.series_colors(["b", "a", "b"])
+    assert colors.to_dict() == {"domain": ["a", "b"], "range": charts.PALETTE[:2]}  # one colour per name
+    one = charts.line_panel(frame, "t", "v", "s", colors, ["v_text:N"], "score", "score")
+    floor = charts.floor_rule(0.7, "floor 0.70")
+    spec = charts.stacked([one, one + floor]).to_dict()
+    assert spec["resolve"]["scale"]["x"] == "shared" and spec["resolve"]["scale"]["y"] == "independent"
+    assert spec["resolve"]["scale"]["color"] == "shared"
+    top, bottom = spec["vconcat"][0], spec["vconcat"][1]["layer"][0]
+    assert top["encoding"]["color"]["scale"] == bottom["encoding"]["color"]["scale"] == colors.to_dict()
+    assert [t["field"] for t in top["encoding"]["tooltip"]] == ["v_text"]  # the hover shows the text given
+    datasets = list(spec["datasets"].values())
+    assert [(r["s"], r["v"]) for r in next(d for d in datasets if "s" in d[0])] == [("b", 0.5), ("a", 4.0)]
+    assert next(d for d in datasets if "floor" in d[0]) == [{"floor": 0.7, "floor_text": "floor 0.70"}]

@@ -342,6 +342,7 @@ def test_given_answers_are_scored_the_same_on_either_executor(fake, settings, db
 
 def test_trends_draws_one_series_per_pipeline_over_the_same_dataset(db):
     from test_app import app
+    from test_charts import frame_with
     from test_regression import store_run
 
     values = [0.9, 0.8, 1.0, 0.7, 0.9]
@@ -350,6 +351,6 @@ def test_trends_draws_one_series_per_pipeline_over_the_same_dataset(db):
         with db.cursor() as cur:
             cur.execute("UPDATE eval_runs SET pipeline = ? WHERE id = ?", [pipeline, run_id])
     at = app("pages/trends.py")
-    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    series = {trace["name"].split(" · ")[0]: len(trace["x"]) for trace in figure["data"] if trace.get("x")}
+    points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
+    series = points["series"].str.split(" · ").str[0].value_counts().to_dict()
     assert series == {"bot-a": 2, "bot-b": 1, "this workbench": 1}

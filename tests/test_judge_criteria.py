@@ -380,9 +380,11 @@ def test_trends_draws_a_criterion_under_its_own_prompt_version(db):
     assert {"judge_correctness", "judge_grounding"} <= set(metric.options)
 
     def series() -> dict[str, int]:
-        figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+        from test_charts import frame_with
+
+        points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
         # a series is named "pipeline · judge pin · dataset · size"
-        return {trace["name"].split(" · ")[1]: len(trace["x"]) for trace in figure["data"]}
+        return points["series"].str.split(" · ").str[1].value_counts().to_dict()
 
     metric.set_value(["judge_grounding"]).run()
     assert series() == {"llama3.2@d1 / judge-grounding-v1": 2, "llama3.2@d1 / judge-grounding-v2": 1}

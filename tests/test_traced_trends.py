@@ -4,7 +4,6 @@ statistics rules, each opened once; the Trends page's section."""
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import replace
 from datetime import date, datetime, time, timedelta
@@ -12,6 +11,7 @@ from datetime import date, datetime, time, timedelta
 import numpy as np
 import pytest
 from test_app import app, fresh_streamlit_caches  # noqa: F401 - the fixture
+from test_charts import frame_with
 
 from pipeline.cli.main import main
 from pipeline.collect.worker import OnlineWorker
@@ -107,14 +107,6 @@ def test_the_daily_series_is_each_services_mean_over_its_verified_traced_runs(db
     assert [r["day"] for r in daily_series(db, since=DAY)] == [DAY, DAY]
 
 
-def values(data) -> list:
-    """A figure's array as plotly serialises it: a list, or numpy's bytes (dtype, bdata, shape) in base64."""
-    if isinstance(data, dict):
-        array = np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"])
-        return array.reshape([int(n) for n in str(data.get("shape", len(array))).split(",")]).tolist()
-    return data
-
-
 def kinds(db):
     return sorted((a["run_name"], a["kind"], a["status"]) for a in list_alerts(db))
 
@@ -207,12 +199,13 @@ def test_the_trends_page_draws_each_services_days_with_the_floor_and_lists_their
     assert not at.exception, at.exception
     assert any(s.value == "Traced runs: daily faithfulness per service" for s in at.subheader)
     # no evaluation runs: the traced faithfulness chart comes first, then the traced runs' latency, tokens and cost
-    chart, _ = at.get("plotly_chart")
-    figure = json.loads(chart.proto.spec)
-    lines = {t["name"]: (values(t["y"]), [c[0] for c in values(t["customdata"])]) for t in figure["data"]}
-    assert lines["tower-app"][0] == pytest.approx([0.95, 0.80]) and lines["tower-app"][1] == [8, 8]
-    assert lines["bridge-app"][0] == pytest.approx([0.55]) and lines["bridge-app"][1] == [2]
-    assert any(shape.get("y0") == 0.7 for shape in figure["layout"].get("shapes", []))
+    chart, _ = at.get("vega_lite_chart")
+    points = frame_with(chart, "mean_text")
+    lines = {s: (list(g["mean"]), list(g["n"]), list(g["mean_text"])) for s, g in points.groupby("service")}
+    assert lines["tower-app"][:2] == (pytest.approx([0.95, 0.80]), ["8", "8"])
+    assert lines["bridge-app"] == (pytest.approx([0.55]), ["2"], ["0.55"])
+    assert lines["tower-app"][2] == ["0.95", "0.80"]  # the hover's text, as the other pages write a mean
+    assert list(frame_with(chart, "floor_text")["floor"]) == [0.7]
     table = at.dataframe[0].value
     assert list(table["service"]) == ["bridge-app", "tower-app"]
     assert list(table["verdict"]) == ["below floor", "drop"]
@@ -224,8 +217,7 @@ def test_the_trends_page_draws_each_services_days_with_the_floor_and_lists_their
     links = [link.value for link in at.sidebar.page_link]
     assert "1 open regression alert" in links and "1 metric below floor" in links
     next(m for m in at.multiselect if m.label == "Services").set_value(["bridge-app"]).run()
-    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert [trace["name"] for trace in figure["data"]] == ["bridge-app"]
+    assert list(frame_with(at.get("vega_lite_chart")[0], "mean_text")["service"]) == ["bridge-app"]
 
 
 def test_collect_drain_checks_yesterday_and_says_what_it_opened(db, capsys):

@@ -1,17 +1,19 @@
 """Trends with several metrics (issue 29): latency, tokens and cost per question over evaluation runs and traced
 days (pipeline.regression.trends, counted as the Runs page counts a run's), and the page drawing several metrics at
-once, each on its own scale, with the hover's numbers written as the other pages write them."""
+once, each on its own scale, with the hover's numbers written as the other pages write them (read from the
+Vega-Lite charts' data and specs)."""
 
 from __future__ import annotations
 
-import json
 from datetime import date, datetime, time
 
+import pandas as pd
 import pytest
 from test_app import app, fresh_streamlit_caches  # noqa: F401 - the fixture
-from test_traced_trends import values
+from test_charts import chart_data, panel_titles
 
 from pages.views.markup import fmt_score
+from pages.views.trends import LATENCY
 from pipeline.config import load_settings
 from pipeline.regression.trends import daily_costs, run_costs
 from store.evals import create_eval_run, mark_eval_run
@@ -130,13 +132,19 @@ def test_daily_costs_are_each_services_days_figures(db, monkeypatch):
     assert [r["service"] for r in daily_costs(priced(monkeypatch), db, since=next_day)] == ["tower"]
 
 
-def figure(at, title: str) -> dict:
-    """The page's chart with a panel of this title."""
-    for chart in at.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
-        if any(a.get("text") == title for a in spec["layout"].get("annotations", [])):
-            return spec
+def figure(at, title: str) -> tuple[dict, pd.DataFrame]:
+    """The page's chart with a panel of this title: its Vega-Lite spec and the frame of its lines' points."""
+    for chart in at.get("vega_lite_chart"):
+        spec, frames = chart_data(chart)
+        if title in panel_titles(spec):
+            (points,) = [f for f in frames if "value" in f.columns or "mean_text" in f.columns]
+            return spec, points
     raise AssertionError(f"no chart with a panel {title!r}")
+
+
+def lines_of(panel: dict) -> dict:
+    """A panel's lines (the first layer of a layered panel)."""
+    return panel["layer"][0] if "layer" in panel else panel
 
 
 def test_trends_draws_two_metrics_on_their_own_scales_with_the_pages_rounding(db, monkeypatch):
@@ -147,22 +155,30 @@ def test_trends_draws_two_metrics_on_their_own_scales_with_the_pages_rounding(db
     assert metrics.value == ["faithfulness"]  # the first metric, as the one metric drawn before
     metrics.set_value(["faithfulness", "judge_correctness"]).run()
     assert not at.exception, at.exception
-    spec = figure(at, "judge correctness")
-    panels = {t["yaxis"]: t for t in spec["data"]}
-    assert sorted(panels) == ["y", "y2"]  # one line per metric, each in its own panel
-    faithfulness, judge = panels["y"], panels["y2"]
-    assert values(faithfulness["y"]) == pytest.approx([0.625, 0.85])
-    assert values(judge["y"]) == pytest.approx([4.0, 8 / 3])
-    layout = spec["layout"]
-    assert layout["yaxis"]["range"] == pytest.approx([-0.05, 1.05])  # a 0-1 score ...
-    assert layout["yaxis2"]["range"] == pytest.approx([0.8, 5.2])  # ... and a 1-5 judge mean never share an axis
-    assert layout["xaxis"].get("matches") == "x2" or layout["xaxis2"].get("matches") == "x"  # one time axis
-    # the hover writes the mean as every page does: 0.625 is 0.62 (Python's rounding), never Plotly's 0.63
-    assert "%{y" not in faithfulness["hovertemplate"]
-    assert [row[4] for row in faithfulness["customdata"]] == ["0.62", "0.85"] == [fmt_score(0.625), fmt_score(0.85)]
-    assert [row[4] for row in judge["customdata"]] == ["4.00", "2.67"]
+    spec, points = figure(at, "judge correctness")
+    assert panel_titles(spec) == ["faithfulness", "judge correctness"]  # one panel per metric
+    faithfulness_panel, judge_panel = (lines_of(p) for p in spec["vconcat"])
+    # each panel draws its own metric's points only
+    assert faithfulness_panel["transform"] == [{"filter": "(datum.metric === 'faithfulness')"}]
+    assert judge_panel["transform"] == [{"filter": "(datum.metric === 'judge_correctness')"}]
+    faithfulness = points[points["metric"] == "faithfulness"]
+    judge = points[points["metric"] == "judge_correctness"]
+    assert list(faithfulness["mean"]) == pytest.approx([0.625, 0.85])
+    assert list(judge["mean"]) == pytest.approx([4.0, 8 / 3])
+    # a 0-1 score and a 1-5 judge mean never share an axis; the panels share the time axis and the colours
+    assert faithfulness_panel["encoding"]["y"]["scale"]["domain"] == pytest.approx([-0.05, 1.05])
+    assert judge_panel["encoding"]["y"]["scale"]["domain"] == pytest.approx([0.8, 5.2])
+    assert spec["resolve"]["scale"]["y"] == "independent"
+    assert spec["resolve"]["scale"]["x"] == spec["resolve"]["scale"]["color"] == "shared"
+    assert faithfulness_panel["encoding"]["color"]["scale"] == judge_panel["encoding"]["color"]["scale"]
+    # the hover writes the mean as every page does: 0.625 is 0.62 (Python's rounding), never the chart's 0.63
+    hover = [t["field"] for t in faithfulness_panel["encoding"]["tooltip"]]
+    assert "mean_text" in hover and "mean" not in hover
+    assert list(faithfulness["mean_text"]) == ["0.62", "0.85"] == [fmt_score(0.625), fmt_score(0.85)]
+    assert list(judge["mean_text"]) == ["4.00", "2.67"]
     metrics.set_value(["faithfulness"]).run()
-    assert len(figure(at, "faithfulness")["data"]) == 1
+    spec, points = figure(at, "faithfulness")
+    assert len(spec["vconcat"]) == 1 and set(points["metric"]) == {"faithfulness"}
 
 
 def test_trends_shows_latency_tokens_and_cost_per_question_of_each_run(db, monkeypatch):
@@ -171,16 +187,27 @@ def test_trends_shows_latency_tokens_and_cost_per_question_of_each_run(db, monke
     evaluation(db, "tue", TUE, TUE_SCORES)
     at = app("pages/trends.py")
     assert not at.exception, at.exception
-    spec = figure(at, "cost per question")
-    by_axis = {}
-    for trace in spec["data"]:
-        by_axis.setdefault(trace["yaxis"], []).append(trace)
-    mean, p95 = by_axis["y"]  # latency: mean and p95 lines
-    assert values(mean["y"]) == pytest.approx([300.0, 2000.0]) and values(p95["y"]) == pytest.approx([560.0, 2900.0])
-    assert values(by_axis["y2"][0]["y"]) == pytest.approx([160 / 3, 150.0])
-    assert values(by_axis["y3"][0]["y"]) == pytest.approx([0.06, 0.2])
+    spec, points = figure(at, "cost per question")
+    assert panel_titles(spec) == [LATENCY, "tokens per question", "cost per question"]
+    assert spec["resolve"]["scale"]["y"] == "independent"  # ms, tokens and cost each on its own scale
+    latency = points[points["panel"] == LATENCY]
+    mean, p95 = latency[latency["line"] == "mean"], latency[latency["line"] == "p95"]
+    assert list(mean["value"]) == pytest.approx([300.0, 2000.0]) and list(p95["value"]) == pytest.approx(
+        [560.0, 2900.0]
+    )
+    dash = spec["vconcat"][0]["encoding"]["strokeDash"]  # mean solid, p95 dashed
+    assert dash["field"] == "line" and dict(zip(dash["scale"]["domain"], dash["scale"]["range"], strict=True)) == {
+        "mean": [1, 0],
+        "p95": [6, 4],
+    }
+    tokens = points[points["panel"] == "tokens per question"]
+    assert list(tokens["value"]) == pytest.approx([160 / 3, 150.0])
+    assert list(points[points["panel"] == "cost per question"]["value"]) == pytest.approx([0.06, 0.2])
     # the hover: run, questions, then mean, p50, p95 latency, tokens and cost as the other pages write them
-    assert [row[:7] for row in mean["customdata"]] == [
+    hover = [t["field"] for t in spec["vconcat"][0]["encoding"]["tooltip"]]
+    shown = ["label", "questions", "mean latency", "p50 latency", "p95 latency", "tokens per question"]
+    assert [f for f in hover if f in [*shown, "cost per question"]] == [*shown, "cost per question"]
+    assert mean[[*shown, "cost per question"]].values.tolist() == [
         ["mon", "3", "300 ms", "200 ms", "560 ms", "53", "0.0600"],
         ["tue", "3", "2.0 s", "2.0 s", "2.9 s", "150", "0.2000"],
     ]
@@ -193,8 +220,8 @@ def test_trends_shows_latency_tokens_and_cost_per_question_of_each_run(db, monke
 def test_trends_has_no_cost_panel_without_prices(db):
     evaluation(db, "mon", MON, MON_SCORES)
     at = app("pages/trends.py")
-    spec = figure(at, "tokens per question")
-    titles = [a["text"] for a in spec["layout"]["annotations"]]
-    assert "cost per question" not in titles and len({t["yaxis"] for t in spec["data"]}) == 2
+    spec, points = figure(at, "tokens per question")
+    assert panel_titles(spec) == [LATENCY, "tokens per question"] and "cost per question" not in points.columns
+    assert set(points["panel"]) == {LATENCY, "tokens per question"}
     table = next(d.value for d in at.dataframe if "p95_latency_ms" in d.value.columns)
     assert "cost" not in table.columns and list(table["tokens"]) == pytest.approx([160 / 3])
