@@ -80,7 +80,7 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
         ], links
         search.fill("wikipedia index")
         search.press("Enter")
-        expect(page.get_by_text("1 runs match;", exact=False)).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("1 run matches;", exact=False)).to_be_visible(timeout=30_000)
         page.get_by_role("button", name="Open drilldown").click()
         expect(page.get_by_role("heading", name=f"Run {wanted.run_id}")).to_be_visible(timeout=30_000)
         assert f"run_id={wanted.run_id}" in page.url

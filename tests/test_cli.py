@@ -70,7 +70,7 @@ def test_ingest_reports_each_file_and_skips_bad_ones(settings, db, tmp_path, cap
     out = capsys.readouterr().out
     assert "added" in out and "rag.md" in out
     assert "skipped" in out and "binary file" in out
-    assert "1 files ingested or unchanged, 1 skipped" in out
+    assert "1 file ingested or unchanged, 1 skipped" in out
     with db.cursor() as cur:
         stages = [r[0] for r in cur.execute("SELECT stage FROM llm_calls WHERE run_id IS NULL").fetchall()]
     # the command records its model calls: the chunks' embeddings, then the similarity scale measured on them

@@ -376,7 +376,7 @@ def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
         err.print(Text("error: no Markdown, text or PDF files found under the given paths", style="red"))
         return 2
     skipped = sum(r.status == "skipped" for r in results)
-    out.print(Text(f"{len(results) - skipped} files ingested or unchanged, {skipped} skipped"))
+    out.print(Text(f"{plural(len(results) - skipped, 'file')} ingested or unchanged, {skipped} skipped"))
     return 0 if skipped < len(results) else 1
 
 
