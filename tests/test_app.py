@@ -124,6 +124,12 @@ def test_settings_page_shows_settings_and_health(fake, db):
     assert any("nomic-embed-text" in e.value and "ollama pull nomic-embed-text" in e.value for e in at.error)
 
 
+def start_evaluation(at):
+    """Submit the Evaluate page's start form (once an evaluation exists, a 'Start an evaluation' button that opens the
+    form comes first)."""
+    return next(b for b in at.button if b.label == "Start evaluation").click().run()
+
+
 def wait_for_jobs(seconds: float = 60) -> None:
     import time
 
@@ -140,7 +146,7 @@ def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
     at.text_input[0].set_value("smoke")
     limit = next(n for n in at.number_input if "first N" in n.label)
     limit.set_value(3)
-    at.button[0].click().run()
+    start_evaluation(at)
     wait_for_jobs()
     at.run()
     assert not at.exception, at.exception

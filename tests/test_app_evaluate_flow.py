@@ -3,7 +3,7 @@
 import numpy as np
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
-from test_app import app, fresh_streamlit_caches, wait_for_jobs  # noqa: F401 - the fixture
+from test_app import app, fresh_streamlit_caches, start_evaluation, wait_for_jobs  # noqa: F401 - the fixture
 from test_regression import store_run
 
 
@@ -21,7 +21,7 @@ def evaluate_page(eval_param: str | None = None) -> AppTest:
 def start(at: AppTest, name: str, limit: int, wait: bool = True) -> AppTest:
     at.text_input(key="eval_name").set_value(name)
     at.number_input(key="eval_limit").set_value(limit)
-    at.button[0].click().run()
+    start_evaluation(at)
     if wait:
         wait_for_jobs()
         at.run()
@@ -67,7 +67,7 @@ def test_a_finished_evaluation_is_announced_and_selected(kb_db):
     at = app("pages/evaluate.py")
     at.text_input(key="eval_name").set_value("tiny")
     next(n for n in at.number_input if "first N" in n.label).set_value(2)
-    at.button[0].click().run()
+    start_evaluation(at)
     wait_for_jobs()
     at.run()
     assert not at.exception, at.exception

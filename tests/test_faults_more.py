@@ -636,7 +636,7 @@ def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_ev
     cannot retrieve (the chunks are read from the store) and is kept as failed, with why; the evaluation's status
     waits in the journal too, and the page says all that once it can read the store. Run again under its name, the
     evaluation completes without asking the done item again."""
-    from test_app import wait_for_jobs
+    from test_app import start_evaluation, wait_for_jobs
 
     monkeypatch.setenv("WORKBENCH_STORE_SAVE_WAIT_S", "0.3")
     at = page("pages/evaluate.py")
@@ -647,7 +647,7 @@ def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_ev
         json.loads(line)["question"] for line in (ROOT / "data/eval/golden.jsonl").read_text().splitlines()[:2]
     ]
     with held_once_answering(fake, settings.store_path, first) as holder:
-        at.button[0].click().run()
+        start_evaluation(at)
         wait_for_jobs(300)
         at.run()
         assert holder._held is not None, "the store was never taken"
@@ -682,7 +682,7 @@ def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_ev
 
     fake.clear()
     at.text_input(key="eval_name").set_value("held")
-    at.button[0].click().run()  # again under its name: only the failed item runs
+    start_evaluation(at)  # again under its name: only the failed item runs
     wait_for_jobs(300)
     at.run()
     assert not at.exception, at.exception

@@ -122,7 +122,7 @@ def test_a_real_drop_opens_one_regression_alert_and_a_second_check_opens_none(db
     assert alert["service"] == "tower-app" and alert["service_day"] == DAY and alert["eval_run_id"] is None
     assert alert["baseline_name"] == f"tower-app · {BEFORE}" and alert["n"] == 8
     assert alert["baseline_value"] == pytest.approx(0.95) and alert["new_value"] == pytest.approx(0.80)
-    assert "Welch" in alert["message"] and "over 1 service(s) (Holm)" in alert["message"]
+    assert "Welch" in alert["message"] and "over 1 service (Holm)" in alert["message"]
     assert [w["faithfulness"] for w in alert["worst_items"]] == pytest.approx(list(SPREAD[:5] - 0.05))
     assert count_open_alerts(db) == 1 and count_below_floor(db) == 0  # the sidebar's counts
     # checked again (the worker after every batch): nothing opens twice, open or acknowledged

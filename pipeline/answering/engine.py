@@ -27,7 +27,7 @@ from pipeline.knowledge.similarity_scale import SimilarityScale, floor, scale_fo
 from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
-from pipeline.text import one_line, sentences
+from pipeline.text import one_line, plural, sentences
 from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.claims import EXTRACTION_ERROR, context_block, scored_claims
 from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, CheckedClaim, FaithfulnessChecker, Passage
@@ -526,7 +526,7 @@ def _retry_event(record: AttemptRecord, failed: list[str], topic: on_topic.Topic
     why, names = [], []
     if failed:
         why.append(f"faithfulness {record.faithfulness:.2f} is below {settings.faithfulness_threshold:.2f}")
-        names.append(f"{len(failed)} failed claim(s)")
+        names.append(plural(len(failed), "failed claim"))
     if topic is not None:
         why.append("the answer does not address the question")
         if topic.missing:

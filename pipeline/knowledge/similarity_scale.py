@@ -34,6 +34,7 @@ import numpy as np
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.llm import LLM
+from pipeline.text import plural
 from store import kb, similarity
 from store.db import OPTIONAL_READ_WAIT_S, Database
 from store.errors import StoreError
@@ -163,7 +164,8 @@ def measure(llm: LLM, db: Database, digest: str | None = None, fingerprint: str 
         need = -(-MIN_PAIRS // len(PROBES))
         return unmeasured(
             model,
-            f"the knowledge base has {n_chunks} chunk(s) embedded with {model}; measuring needs at least {need}",
+            f"the knowledge base has {plural(n_chunks, 'chunk')} embedded with {model}; measuring needs "
+            f"at least {need}",
             digest,
             fingerprint,
         )

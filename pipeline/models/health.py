@@ -9,6 +9,7 @@ from pipeline.errors import WorkbenchError
 from pipeline.models.backends import OpenAIChat
 from pipeline.models.hosts import HostStatus, host_statuses, pinned_digests, why
 from pipeline.models.ollama_models import normalise_model
+from pipeline.text import plural
 from store import journal, kb
 from store.db import Database
 
@@ -192,7 +193,7 @@ def check_store(settings: Settings, db: Database) -> list[Check]:
             Check(
                 "journal",
                 False,
-                f"{pending} result(s) wait in the journal to be saved into the store",
+                f"{plural(pending, 'result')} wait in the journal to be saved into the store",
                 "they are saved the next time the store opens writable; fix the store check above",
             )
         )

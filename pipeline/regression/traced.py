@@ -39,6 +39,7 @@ from pipeline.config import Settings
 from pipeline.evaluation.registry import get_metric, span_of
 from pipeline.regression.compare import MIN_PAIRS, parse_floors
 from pipeline.regression.family import ALPHA, SPENT, holm_adjusted
+from pipeline.text import plural
 from store import alerts as alert_store
 from store.alerts import FLOOR
 from store.db import Database
@@ -132,8 +133,8 @@ def _message(c: DayCheck, kind: str, effect: float) -> str:
     return (
         f"{METRIC} of {c.service} on {c.day}: mean {c.mean:.3f} over {c.n} traced runs against {c.previous_mean:.3f} "
         f"over {c.previous_n} the day before: change {c.delta:+.3f}, 95% interval [{c.ci_low:+.3f}, "
-        f"{c.ci_high:+.3f}]; Welch p = {c.p_value:.4f}, adjusted p = {c.p_adjusted:.4f} over {c.family_size} "
-        f"service(s) (Holm), change beyond -{effect:g}"
+        f"{c.ci_high:+.3f}]; Welch p = {c.p_value:.4f}, adjusted p = {c.p_adjusted:.4f} over "
+        f"{plural(c.family_size, 'service')} (Holm), change beyond -{effect:g}"
     )
 
 
