@@ -84,8 +84,8 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
     shares = [tuple(sum(p[rater] == s for p in pairs) / n for s in range(1, 6)) for rater in ("judge", "human")]
     matrix = tuple(tuple(int(n) for n in row) for row in stats.matrix)
     # keyed: two criteria may draw alike
-    left.altair_chart(agreement_heatmap(matrix, criterion), width="stretch", key=f"heat-{criterion}")
-    right.altair_chart(base_rates_chart(*shares), width="stretch", key=f"rates-{criterion}")
+    left.vega_lite_chart(agreement_heatmap(matrix, criterion), width="stretch", key=f"heat-{criterion}")
+    right.vega_lite_chart(base_rates_chart(*shares), width="stretch", key=f"rates-{criterion}")
     wide = disagreements(pairs)
     if wide:
         with st.expander(f"Disagreements by 2 or more ({len(wide)})"):
