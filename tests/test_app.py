@@ -399,8 +399,8 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     at = app("pages/calibration.py")
     assert not at.exception, at.exception
     assert any("Only 4 judge-human pairs" in w.value for w in at.warning)
-    table = at.dataframe[0].value
-    assert table.iloc[0]["n"] == 4 and table.iloc[0][""] == "judge vs people"
+    table = at.table[0].value
+    assert table.iloc[0]["n"] == 4 and table.index[0] == "judge vs people"
     # everyone rated correctness 1: kappa would be 0 by construction, so the page says n/a and why
     assert table.iloc[0]["weighted kappa"].startswith("n/a (the people gave every item 1: kappa is 0 by construction")
     assert len(at.get("vega_lite_chart")) >= 6

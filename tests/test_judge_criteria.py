@@ -407,5 +407,5 @@ def test_calibration_shows_the_new_criteria_like_the_others(fake, settings, kb_d
         "Grounding",
         "Topicality",
     ], shown
-    tables = [t.value for t in at.dataframe if "judge vs people" in list(t.value.get("", []))]
+    tables = [t.value for t in at.table if "judge vs people" in list(t.value.index)]
     assert [int(t.iloc[0]["n"]) for t in tables] == [2, 2, 2, 1, 1]

@@ -129,7 +129,7 @@ def test_the_calibration_page_computes_its_intervals_once_until_a_rating_changes
     at = page("pages/calibration.py")
     at.run()
     assert not at.exception, at.exception
-    assert "[" in at.dataframe[0].value.iloc[0]["95% interval"]  # an interval is shown
+    assert "[" in at.table[0].value.iloc[0]["95% interval"]  # an interval is shown
     first = len(computed)
     assert first >= 1
     at.run()  # a later render of the same pairs

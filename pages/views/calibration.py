@@ -69,16 +69,12 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
         st.warning(
             f"Only {plural(stats.n, 'judge-human pair')}: with fewer than {MIN_RELIABLE} these figures are unreliable."
         )
-    table(
-        pd.DataFrame(
-            [
-                stats_row("judge vs people", stats),
-                stats_row("annotator vs annotator", inter_annotator(db, run_ids, criterion)),
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
-    )
+    rows = [
+        stats_row("judge vs people", stats),
+        stats_row("annotator vs annotator", inter_annotator(db, run_ids, criterion)),
+    ]
+    # a static table: its cells wrap, so a figure's "n/a (why)" does not push the interval off screen at 1280 px
+    st.table(pd.DataFrame(rows).set_index(""))
     left, right = st.columns(2)
     n = max(len(pairs), 1)
     shares = [tuple(sum(p[rater] == s for p in pairs) / n for s in range(1, 6)) for rater in ("judge", "human")]
