@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
+from pages.views.tables import table
 from pages.views.trends import costs_figure, costs_table, daily_figure, metrics_figure
 from pipeline.evaluation.given import OWN_PIPELINE
 from pipeline.evaluation.judge import recorded_version
@@ -124,8 +125,8 @@ else:
             width="stretch",
             key="run_costs",
         )
-        table, config = costs_table(costs, ["name", "created_at"], shown_measures)
-        st.dataframe(table, hide_index=True, width="stretch", column_config=config, key="run_costs_table")
+        rows, config = costs_table(costs, ["name", "created_at"], shown_measures)
+        table(rows, hide_index=True, width="stretch", column_config=config, key="run_costs_table")
     st.caption(
         "Per run, over its questions: latency (mean, p50, p95), tokens (prompt + completion) and, with prices per "
         "1000 tokens set, the estimated cost of a question, counted as the Runs page counts a run's."
@@ -150,7 +151,7 @@ else:
     if not checks:
         st.caption(f"No verified traced runs on {day}.")
     else:
-        st.dataframe(
+        table(
             pd.DataFrame(
                 [
                     {
@@ -192,8 +193,8 @@ if not traced_costs.empty:  # traced runs kept without verdicts have a latency t
     st.altair_chart(
         costs_figure(traced_costs, "service", "day", "day", shown_measures, "day"), width="stretch", key="daily_costs"
     )
-    table, config = costs_table(traced_costs, ["service", "day"], shown_measures)
-    st.dataframe(table, hide_index=True, width="stretch", column_config=config, key="daily_costs_table")
+    rows, config = costs_table(traced_costs, ["service", "day"], shown_measures)
+    table(rows, hide_index=True, width="stretch", column_config=config, key="daily_costs_table")
 
 KIND_LABEL = {"drop": "regression (drop)", FLOOR: "below floor"}
 
@@ -215,7 +216,7 @@ def show_alert(alert: dict) -> None:
         if alert["worst_items"]:
             worst = pd.DataFrame(alert["worst_items"])
             worst["run"] = worst["run_id"].map(lambda r: f"/runs?run_id={r}")
-            st.dataframe(
+            table(
                 worst,
                 hide_index=True,
                 width="stretch",

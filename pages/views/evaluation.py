@@ -51,7 +51,7 @@ def show_mapping(dataset: Dataset) -> None:
     mapping = dataset.mapping
     if mapping is not None:
         st.caption(escape_markdown(f"{dataset.name}: {mapping.convention} column names · {dataset.how_answered}"))
-        st.dataframe(
+        table(
             pd.DataFrame(mapping.describe(), columns=["field", "read from the file's column"]),
             hide_index=True,
         )
@@ -60,8 +60,8 @@ def show_mapping(dataset: Dataset) -> None:
         if mapping.unused:
             st.caption(escape_markdown(f"Columns not read: {', '.join(mapping.unused)}"))
     if dataset.bad_rows:
-        st.warning(escape_markdown(f"{len(dataset.bad_rows)} bad rows skipped (listed by line below)"))
-        st.dataframe(
+        st.warning(escape_markdown(f"{plural(len(dataset.bad_rows), 'bad row')} skipped (listed by line below)"))
+        table(
             pd.DataFrame([(b.line, b.reason) for b in dataset.bad_rows], columns=["line", "reason"]),
             hide_index=True,
         )
@@ -240,9 +240,14 @@ def show_report(result: EvalReport) -> None:
             col.metric(label_of(row["metric"]), mean_text(row["metric"], row["mean"]), help=metric_help(row))
     if result.below_floor:
         st.warning(
-            escape_markdown("Below floor: " + "; ".join(floor_text(c) for c in result.below_floor))
-            + " (setting `floors`; not a regression)",
+            escape_markdown("Below the floor you set: " + "; ".join(floor_text(c) for c in result.below_floor))
+            + " (not a regression)",
             icon=":material/vertical_align_bottom:",
+        )
+        st.caption(
+            "Floors are minimum means you set on Settings & health.",
+            help="The setting `floors` (e.g. faithfulness=0.7): a metric whose mean falls below its floor is flagged "
+            "whatever its baseline.",
         )
     if result.cause is not None:  # what changed since the baseline comes first: levels alone mislead
         st.warning(escape_markdown(f"Since the baseline {result.baseline}: {result.cause.sentence}"))
