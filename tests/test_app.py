@@ -4,6 +4,7 @@ import pytest
 import streamlit as st
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
+from test_charts import chart_data
 
 from pages.views.markup import escape_markdown
 
@@ -389,13 +390,15 @@ def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
 def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, settings, kb_db):
     from test_evaluation import dataset
 
+    from pipeline.calibration.agreement import claim_agreement
     from pipeline.calibration.annotations import save_rating
     from pipeline.evaluation.runner import run_evaluation
     from pipeline.history.evaluations import run_ids_of
 
     run_evaluation(settings, kb_db, dataset(), "cal")
-    for run_id in run_ids_of(kb_db, 1):
-        save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 3, "faithfulness": 5})
+    for run_id in run_ids_of(kb_db, 1):  # and each answer's first claim rated unsupported
+        scores = {"correctness": 1, "helpfulness": 3, "faithfulness": 5}
+        save_rating(kb_db, run_id, "ana", scores, claim_verdicts={(1, 1): "unsupported"})
     at = app("pages/calibration.py")
     assert not at.exception, at.exception
     assert any("Only 4 judge-human pairs" in w.value for w in at.warning)
@@ -403,7 +406,16 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     assert table.iloc[0]["n"] == 4 and table.index[0] == "judge vs people"
     # everyone rated correctness 1: kappa would be 0 by construction, so the page says n/a and why
     assert table.iloc[0]["weighted kappa"].startswith("n/a (the people gave every item 1: kappa is 0 by construction")
-    assert len(at.get("vega_lite_chart")) >= 6
+    charts = at.get("vega_lite_chart")
+    assert len(charts) >= 6
+    spec, (cells,) = chart_data(charts[-1])  # the claims: people's verdicts against the verifier's
+    assert spec["layer"][0]["title"] == "People vs the verifier"
+    expected = claim_agreement(kb_db, run_ids_of(kb_db, 1))  # the pairs of a rated claim and its verifier verdict
+    assert expected["n"] >= 1
+    shown = {(r.row, r.column): r.count for r in cells.itertuples()}
+    labels = expected["labels"]
+    assert shown == {(h, v): expected["matrix"][i][j] for i, h in enumerate(labels) for j, v in enumerate(labels)}
+    assert cells[cells["row"] == "unsupported"]["count"].sum() == expected["n"]  # every rating said unsupported
 
 
 def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_included(fake, settings, kb_db):

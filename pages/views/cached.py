@@ -1,13 +1,12 @@
 """Results a page computes, kept in memory by what they depend on, so that a visit shows them without computing them
-again (issue 29): a finished evaluation's report, a comparison of two finished evaluations and the Calibration
-page's charts. Shared by every session of the server; a result is never mutated by the page that shows it."""
+again (issue 29): a finished evaluation's report and a comparison of two finished evaluations (Calibration keeps its
+charts the same way, in pages/views/calibration.py). Shared by every session of the server; a result is never
+mutated by the page that shows it."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
-from pages.views import charts
 from pipeline.evaluation.compare_runs import RunComparison, compare_runs
 from pipeline.evaluation.runner import EvalReport, report, report_key
 
@@ -39,24 +38,3 @@ def _report(_settings, _db, name: str, key: tuple) -> EvalReport:
 @st.cache_resource(max_entries=KEPT, show_spinner=False)
 def _comparison(_settings, _db, a: str, b: str, key: tuple) -> RunComparison:
     return compare_runs(_settings, _db, a, b)
-
-
-@st.cache_resource(max_entries=KEPT, show_spinner=False)
-def agreement_heatmap(matrix: tuple[tuple[int, ...], ...], criterion: str):
-    """The judge x human grid of one criterion's pairs, as a Vega-Lite spec (Altair validates a chart against the
-    schema each time it is converted: ~12 ms a chart, on every render; the spec is validated once)."""
-    scores = [str(s) for s in range(1, 6)]
-    return charts.heatmap(matrix, scores, scores, "human score", "judge score", f"{criterion}: judge x human").to_dict()
-
-
-@st.cache_resource(max_entries=KEPT, show_spinner=False)
-def base_rates_chart(judge: tuple[float, ...], people: tuple[float, ...]):
-    """Each score's share among the judge's scores and people's ratings, side by side (a Vega-Lite spec)."""
-    frame = pd.DataFrame(
-        {
-            "score": [str(s) for s in range(1, 6)] * 2,
-            "share": list(judge) + list(people),
-            "rater": ["judge"] * 5 + ["people"] * 5,
-        }
-    )
-    return charts.grouped_bars(frame, "score", "share", "rater", "Base rates").to_dict()

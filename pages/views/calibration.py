@@ -5,8 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages.views.cached import agreement_heatmap, base_rates_chart
-from pages.views.charts import heatmap
+from pages.views import charts
 from pages.views.common import show_error
 from pages.views.markup import NOT_AVAILABLE, escape_markdown, fmt_score, plural
 from pages.views.tables import score_column, table
@@ -46,6 +45,30 @@ def figure(s: Agreement, name: str) -> str:
         return fmt_score(value)
     reason = s.why_not(name)
     return f"{NOT_AVAILABLE} ({reason})" if reason else NOT_AVAILABLE
+
+
+KEPT_CHARTS = 32
+
+
+@st.cache_resource(max_entries=KEPT_CHARTS, show_spinner=False)
+def agreement_heatmap(matrix: tuple[tuple[int, ...], ...], criterion: str):
+    """The judge x human grid of one criterion's pairs, as a Vega-Lite spec (Altair validates a chart against the
+    schema each time it is converted: ~12 ms a chart, on every render; the spec is validated once)."""
+    scores = [str(s) for s in range(1, 6)]
+    return charts.heatmap(matrix, scores, scores, "human score", "judge score", f"{criterion}: judge x human").to_dict()
+
+
+@st.cache_resource(max_entries=KEPT_CHARTS, show_spinner=False)
+def base_rates_chart(judge: tuple[float, ...], people: tuple[float, ...]):
+    """Each score's share among the judge's scores and people's ratings, side by side (a Vega-Lite spec)."""
+    frame = pd.DataFrame(
+        {
+            "score": [str(s) for s in range(1, 6)] * 2,
+            "share": list(judge) + list(people),
+            "rater": ["judge"] * 5 + ["people"] * 5,
+        }
+    )
+    return charts.grouped_bars(frame, "score", "share", "rater", "Base rates").to_dict()
 
 
 def stats_row(name: str, s: Agreement) -> dict:
@@ -111,8 +134,9 @@ def claim_section(db, run_ids: list[int]) -> None:
         width="stretch",
         column_config={c: score_column(c) for c in per_verdict.select_dtypes("float").columns},
     )
+    labels = result["labels"]
     right.altair_chart(
-        heatmap(result["matrix"], result["labels"], result["labels"], "verifier", "people", "People vs the verifier"),
+        charts.heatmap(result["matrix"], labels, labels, "verifier", "people", "People vs the verifier"),
         width="stretch",
     )
 
