@@ -249,8 +249,7 @@ def floor_renders(browser, folder: Path) -> list[Figure]:
 
 def idle_runs(browser, url: str) -> int:
     """Script runs of the Evaluate page in IDLE_S seconds after it is ready, with nothing running."""
-    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
-    context.add_init_script(RECORDER)
+    context = browser_profile(browser)
     page = context.new_page()
     try:
         page.goto(f"{url}/evaluate", wait_until="commit")
@@ -316,8 +315,7 @@ def annotate_key_presses(browser, url: str, size: str) -> list[Figure]:
     with the score checked (the rule of a visit: the script run has finished and nothing is a skeleton or stale,
     quiet for QUIET_S; a run so short that the page never showed it running counts from the check). The rater is
     a new name, so every answer is still to rate."""
-    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
-    context.add_init_script(RECORDER)
+    context = browser_profile(browser)
     context.add_init_script(KEY_RECORDER)
     page = context.new_page()
     page.set_default_timeout(180_000)

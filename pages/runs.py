@@ -24,7 +24,7 @@ from pipeline.history.runs import (
     listed_columns,
     load_run,
 )
-from pipeline.history.views import SavedView, delete_view, prices, save_view, saved_views
+from pipeline.history.views import SavedView, delete_view, priced, prices, save_view, saved_views
 
 PAGE_SIZE = 50
 JUDGE_CRITERIA = ("correctness", "helpfulness", "faithfulness")  # the judges' scores listed after the run's columns
@@ -68,7 +68,7 @@ if raw_id:
 
 st.title("Runs")
 choices = filter_choices(db)
-priced = any(prices(settings))
+costed = priced(settings)
 FILTER_KEYS = {  # a RunFilter field -> its widget's key
     "kinds": "runs_kinds",
     "statuses": "runs_statuses",
@@ -144,12 +144,12 @@ with st.expander("Filters", expanded=True):
     latency_max = n2.number_input("Latency ≤ ms", 0.0, None, None, step=100.0, key="runs_latency_max")
     tokens_min = n3.number_input("Tokens ≥", 0, None, None, step=100, key="runs_tokens_min")
     tokens_max = n4.number_input("Tokens ≤", 0, None, None, step=100, key="runs_tokens_max")
-    cost_help = None if priced else "Set the prices per 1000 tokens on the Settings page to estimate a run's cost."
+    cost_help = None if costed else "Set the prices per 1000 tokens on the Settings page to estimate a run's cost."
     cost_min = n5.number_input(
-        "Cost ≥", 0.0, None, None, step=0.01, format="%.4f", key="runs_cost_min", disabled=not priced, help=cost_help
+        "Cost ≥", 0.0, None, None, step=0.01, format="%.4f", key="runs_cost_min", disabled=not costed, help=cost_help
     )
     cost_max = n6.number_input(
-        "Cost ≤", 0.0, None, None, step=0.01, format="%.4f", key="runs_cost_max", disabled=not priced, help=cost_help
+        "Cost ≤", 0.0, None, None, step=0.01, format="%.4f", key="runs_cost_max", disabled=not costed, help=cost_help
     )
     text = st.text_input("Text in question or answer", key="runs_text")
 scored_only = (low, high) != (0.0, 1.0)
@@ -169,8 +169,8 @@ run_filter = RunFilter(
     latency_max_ms=latency_max,
     tokens_min=tokens_min,
     tokens_max=tokens_max,
-    cost_min=cost_min if priced else None,
-    cost_max=cost_max if priced else None,
+    cost_min=cost_min if costed else None,
+    cost_max=cost_max if costed else None,
     prices=prices(settings),
 )
 
@@ -198,7 +198,7 @@ if group_by and group_by != GROUP_NONE:
     else:
         groups["group"] = groups["group"].map(lambda g: f"(no {group_by})" if g is None else str(g))
         table(
-            groups if priced else groups.drop(columns=["cost"]),
+            groups if costed else groups.drop(columns=["cost"]),
             hide_index=True,
             width="stretch",
             column_config={
@@ -238,7 +238,7 @@ judges = [f"judge {criterion}" for criterion in JUDGE_CRITERIA]
 for criterion, name in zip(JUDGE_CRITERIA, judges, strict=True):
     frame[name] = frame["judge"].map(lambda j, c=criterion: j.get(c))
 frame["open"] = frame["id"].map(lambda i: f"/runs?run_id={i}")
-hidden = (*ON_REQUEST, "tokens" if priced else "cost")
+hidden = (*ON_REQUEST, "tokens" if costed else "cost")
 key_columns = [name for name in columns if name not in hidden]
 more = st.multiselect(
     "More columns",

@@ -34,6 +34,15 @@ CHROMIUM_FLAGS = [
 ]
 
 
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+
+def wait_idle(page, timeout_ms: float = 60_000) -> None:
+    """Until the app's script is not running: typed or pressed while a run still draws the page, a value or a key can
+    be lost (the widget or shortcut drawn again), most often on a loaded machine."""
+    page.locator(IDLE).wait_for(timeout=timeout_ms)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

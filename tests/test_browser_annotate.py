@@ -3,7 +3,7 @@ press reruns the rating form alone (a fragment), and saving refreshes the page's
 
 from __future__ import annotations
 
-from browser_server import chromium
+from browser_server import chromium, wait_idle
 from conftest import ROOT
 from test_browser import running_app  # noqa: F401 - running_app is a fixture
 
@@ -24,13 +24,10 @@ def record_reruns(page) -> list[str]:
     return reruns
 
 
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-
-
 def press(page, key: str) -> None:
     """A key press once the app is idle: on a loaded machine, a key pressed while a run still drew the page (the
     popover closing, the last score) found its button not yet drawn again, and nothing happened."""
-    page.locator(IDLE).wait_for(timeout=60_000)
+    wait_idle(page)
     page.keyboard.press(key)
 
 

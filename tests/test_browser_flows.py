@@ -9,7 +9,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from browser_server import app_env, assert_no_failure, chromium, new_page, prepared_store, screenshot, serving
+from browser_server import (
+    app_env,
+    assert_no_failure,
+    chromium,
+    new_page,
+    prepared_store,
+    screenshot,
+    serving,
+    wait_idle,
+)
 from fake_ollama import FakeOllama
 from test_browser import CHROMIUM
 
@@ -48,9 +57,6 @@ def app(ingested_store, tmp_path_factory):
             fake.stop()
 
 
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-
-
 def open_start_form(page, url: str):
     from playwright.sync_api import TimeoutError as NotYet
 
@@ -62,7 +68,7 @@ def open_start_form(page, url: str):
         try:
             name.wait_for(timeout=3_000)
             # typed while the first script run still drew the form, the name was drawn again with its default
-            page.locator(IDLE).wait_for(timeout=60_000)
+            wait_idle(page)
             return name
         except NotYet:
             if form.locator("details").get_attribute("open") is None:
@@ -107,7 +113,7 @@ def test_a_finished_evaluation_shows_its_report_and_the_alert_count_without_a_re
     chosen = page.get_by_role("combobox", name="Evaluation", exact=True)
     expect(chosen).to_have_value("flow")
     assert "eval=flow" in page.url
-    page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(timeout=60_000)
+    wait_idle(page)
     page.evaluate(COUNT_RUNS)
     page.wait_for_timeout(3000)  # it stays: not a flash
     expect(finished).to_be_visible()

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from browser_server import app_env, assert_no_failure, chromium, prepared_store, screenshot, serving
+from browser_server import app_env, assert_no_failure, chromium, prepared_store, screenshot, serving, wait_idle
 from fake_ollama import FakeOllama
 from test_browser import CHROMIUM
 from test_runs_explorer import explored
@@ -32,9 +32,6 @@ def app(ingested_store, tmp_path_factory):
             yield SimpleNamespace(url=url, browser=browser)
 
 
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"  # typed while a run draws, a value can be lost
-
-
 def grid_text(grid) -> str:
     """The text of a dataframe's cells (the grid draws on a canvas and keeps its cells in an accessible table)."""
     return " ".join(grid.locator("td, th").all_inner_texts())
@@ -49,7 +46,7 @@ def test_runs_explorer_filters_by_evaluation_and_groups_by_model(app):
     expect(page.get_by_role("heading", name="Runs", exact=True)).to_be_visible(timeout=90_000)
     expect(page.get_by_text("6 runs match;")).to_be_visible()
 
-    page.locator(IDLE).wait_for()
+    wait_idle(page)
     evaluation = page.get_by_test_id("stMultiSelect").filter(has_text="Evaluation")
     evaluation.locator("input").fill("alpha")
     page.keyboard.press("Enter")
@@ -63,7 +60,7 @@ def test_runs_explorer_filters_by_evaluation_and_groups_by_model(app):
     widths = scroller.evaluate("e => [e.scrollWidth, e.clientWidth]")
     assert widths[0] <= widths[1] + 1, widths
 
-    page.locator(IDLE).wait_for()
+    wait_idle(page)
     page.get_by_test_id("stButtonGroup").locator("button:has(p:text-is('model'))").click()  # group by model
     groups = page.get_by_test_id("stDataFrame").first
     expect(groups.locator("th, td").filter(has_text="p95 latency ms").first).to_be_attached()

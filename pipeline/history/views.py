@@ -23,6 +23,11 @@ def prices(settings: Settings) -> tuple[float, float]:
     return (settings.price_per_1k_prompt_tokens, settings.price_per_1k_completion_tokens)
 
 
+def priced(settings: Settings) -> bool:
+    """Whether a cost is estimated: a price per 1000 prompt or completion tokens is set."""
+    return any(prices(settings))
+
+
 def save_view(db: Database, name: str, run_filter: RunFilter, group_by: str | None = None) -> str:
     """Save the view under its name (stripped; replacing a view of that name); the name."""
     name = name.strip()

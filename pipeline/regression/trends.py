@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from pipeline.config import Settings
-from pipeline.history.views import prices
+from pipeline.history.views import priced, prices
 from store import alerts as alert_store
 from store.db import Database
 
@@ -35,11 +35,6 @@ MEASURES = (
     Measure("tokens", "tokens per question", "tokens"),
     Measure("cost", "cost per question", "cost"),
 )
-
-
-def priced(settings: Settings) -> bool:
-    """Whether a cost is estimated: a price per 1000 prompt or completion tokens is set."""
-    return any(prices(settings))
 
 
 def measures(settings: Settings) -> list[Measure]:
