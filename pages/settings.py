@@ -11,6 +11,7 @@ from pipeline.collect.summary import traces_in
 from pipeline.config import setting_sources
 from pipeline.knowledge.similarity_scale import scale_rows
 from pipeline.models.health import health
+from pipeline.models.slots import schedule
 
 settings, db = page_setup("Settings & health")
 st.title("Settings & health")
@@ -48,7 +49,7 @@ if scales:
 else:
     st.info("No scale measured yet: it is measured on the first question, or after an ingest.")
 
-show_hosts(hosts)
+show_hosts(hosts, *schedule(settings))
 
 st.subheader("Traces in")
 st.caption(

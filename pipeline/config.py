@@ -146,7 +146,11 @@ class Settings:
         rule="comma-separated hosts (a TOML list in workbench.toml), or empty",
     )
     ollama_slots_per_host: int = setting(
-        4, "models", "parallel requests each host serves (its OLLAMA_NUM_PARALLEL)", minimum=1
+        0,
+        "models",
+        "parallel requests each host serves per model (its OLLAMA_NUM_PARALLEL); 0: what Ollama chooses by default, "
+        "read from the host: 4 where the generator runs on a GPU, 1 where it runs on the CPU or is not loaded yet",
+        minimum=0,
     )
     ollama_host_backoff_s: float = setting(
         5.0, "models", "how long a failed host is skipped, doubled for each failure in a row (at most 300 s)", above=0
@@ -185,6 +189,21 @@ class Settings:
     top_k: int = setting(5, "answering", "chunks retrieved per question", minimum=1)
     chunk_size: int = setting(512, "answering", "tokens per chunk for the sentence splitter", minimum=32)
     chunk_overlap: int = setting(64, "answering", "tokens two neighbouring chunks share", minimum=0)
+    answer_schedule: str = setting(
+        "auto",
+        "answering",
+        "how a question's calls are ordered: overlapped (the context grade runs alongside the first answer, which "
+        "reads every retrieved chunk), sequential (grade first from the short view, then generate from the chunks "
+        "it kept), or auto: sequential where the generator's host has one slot",
+        choices=("auto", "overlapped", "sequential"),
+    )
+    context_budget_tokens: int = setting(
+        600,
+        "answering",
+        "tokens of passage text the generator reads: the chunks graded relevant, each cut to the window around "
+        "its sentences closest to the question; 0: whole chunks",
+        minimum=0,
+    )
     max_retries: int = setting(
         2, "answering", "regenerations with the stricter prompt when an attempt is not accepted", minimum=0
     )

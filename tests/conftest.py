@@ -16,7 +16,7 @@ from fake_ollama import FakeOllama  # noqa: E402
 
 from pipeline.answering import retriever  # noqa: E402
 from pipeline.config import load_settings  # noqa: E402
-from pipeline.models import llm  # noqa: E402
+from pipeline.models import llm, slots  # noqa: E402
 from store import db as store_db  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +34,7 @@ def reset_process_state() -> None:
     store_db.close_all()
     llm.forget_digests()
     retriever._indexes.clear()
+    slots.forget()  # a later fake may listen on an earlier one's port
     # the app's cached resources (settings, the store, health) belong to one test: a page run later in the same
     # process must not meet an earlier test's Ollama address or store
     import streamlit as st

@@ -199,7 +199,7 @@ def _ranked_sentences(prompt):
     """[(sentence, passage n)] of the context, best question overlap first, sentences without overlap left out."""
     question = set(content_words(_line_value(prompt, "Question")))
     ranked = {}
-    for n, block in _blocks(_section(prompt, "Context") or ""):
+    for n, block in _blocks(_section(prompt, "Context", ("Question",)) or ""):
         for sentence in map(_squash, sentences(block)):
             overlap = len(question & set(content_words(sentence)))
             if overlap and sentence not in ranked:
@@ -251,7 +251,7 @@ def paraphrase(prompt, fabricate=False):
         out.append(f"{ATTRIBUTION}{', and '.join(reword(s) for s, _ in pair)} {cites}.")
     if fabricate:
         supported = sum(len(split_claim(_CITATION.sub("", s))) for s in out)
-        out += fabricated(_section(prompt, "Context") or "", best[0][1], max(2, supported // 4 + 1))
+        out += fabricated(_section(prompt, "Context", ("Question",)) or "", best[0][1], max(2, supported // 4 + 1))
     return " ".join(out)
 
 
@@ -279,12 +279,16 @@ def extract_claims(prompt, split=False):
 
 
 def judge_relevance(prompt):
-    """{"relevant", "reason"}: at least half the question terms occur in the context."""
+    """{"relevant", "reason", "passages"}: at least half the question terms occur in the context; the passages
+    listed are those holding at least a quarter of them (and one at least)."""
     question = set(content_words(_line_value(prompt, "Question")))
-    found = len(question & set(content_words(_section(prompt, "Context") or "")))
+    context = _section(prompt, "Context", ("Question",)) or ""
+    found = len(question & set(content_words(context)))
+    need = max(1, len(question) / 4)
     return {
         "relevant": bool(question) and found >= 0.5 * len(question),
         "reason": f"{found} of {len(question)} question terms found in the context",
+        "passages": [n for n, block in _blocks(context) if len(question & set(content_words(block))) >= need],
     }
 
 
@@ -669,6 +673,7 @@ class FakeOllama:
         sleep=None,
         embed_scale="bag",
         prompt_cache=False,
+        gpu=True,
     ):
         """clock() -> seconds and sleep(seconds) drive the latency model (default: time.perf_counter and a wait
         that stop() cuts short); pass a VirtualClock and its sleep to make its waits instant and exact."""
@@ -705,6 +710,7 @@ class FakeOllama:
             self.add_model(name)
         self._seconds_per_prompt_token = 0.0
         self.prompt_cache = prompt_cache
+        self.gpu = gpu  # /api/ps: loaded models in GPU memory (size_vram), else on the CPU (0), as Ollama reports
         self.set_latency(seconds_per_token, slots, seconds_per_prompt_token)
 
     # -- lifecycle
@@ -989,7 +995,7 @@ class FakeOllama:
                     {
                         **self._model_entry(n, d),
                         "expires_at": expires,
-                        "size_vram": self._profile(n)["size"],
+                        "size_vram": self._profile(n)["size"] if self.gpu else 0,
                         "context_length": self._profile(n)["context_length"],
                     }
                     for n, d in loaded

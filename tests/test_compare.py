@@ -214,3 +214,21 @@ def test_a_judge_criterion_under_another_prompt_version_of_its_own_is_not_compar
     assert tiles["judge_grounding"].delta is None
     assert tiles["judge_correctness"].comparable and tiles["judge_correctness"].delta == pytest.approx(-1 / 6)
     assert {c.metric for c in result.changes} == {"judge_correctness"}
+
+
+def test_compare_lists_the_settings_two_runs_differ_in_such_as_the_context_budget(fake, settings, kb_db):
+    from test_evaluation import ITEMS, dataset
+
+    from pipeline.evaluation.runner import run_evaluation
+
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "whole", concurrency=1)
+    tight = dataclasses.replace(settings, context_budget_tokens=60)
+    run_evaluation(tight, kb_db, dataset(ITEMS[:2]), "budget 60", concurrency=1)
+    assert compare_runs(settings, kb_db, "whole", "budget 60").settings_diff == {
+        "context_budget_tokens": [settings.context_budget_tokens, 60]
+    }
+    at = open_compare(a="whole", b="budget 60")
+    (differ,) = [e for e in at.expander if e.label == "Settings that differ (1)"]
+    frame = next(d.value for d in at.dataframe if "setting" in d.value.columns)
+    assert frame.to_dict("records") == [{"setting": "context_budget_tokens", "A": "600", "B": "60"}]
+    assert "faithfulness" in {m.label for m in at.metric}  # its effect, metric by metric

@@ -81,7 +81,7 @@ REFUSED = [
     ("verifier_chain", " , "),
     ("context_window", "255"),
     ("llm_backend", "vllm"),
-    ("ollama_slots_per_host", "0"),
+    ("ollama_slots_per_host", "-1"),
     ("ollama_host_backoff_s", "0"),
     ("price_per_1k_prompt_tokens", "-0.01"),
     ("price_per_1k_completion_tokens", "-0.01"),

@@ -47,7 +47,7 @@ def generate_requests(fake):
 def test_faithful_answer_is_accepted_with_evidence(fake, settings, kb_db):
     events, result = ask(kb_db, settings, RAG_QUESTION)
     # the context grade runs alongside generation, so its event may come before or after the generation's
-    assert steps(events)[0] == "retrieve" and sorted(steps(events)[1:3]) == ["generate", "grade"]
+    assert steps(events)[:3] == ["retrieve", "plan", "budget"] and sorted(steps(events)[3:5]) == ["generate", "grade"]
     assert result.status == "accepted"
     assert result.faithfulness == 1.0
     assert len(result.attempts) == 1
@@ -71,7 +71,7 @@ def test_invented_fact_is_retried_and_the_retry_names_the_failed_claim(fake, set
     assert failed == ["The RAG paper won the best paper award at ICML 2019."]
     second_prompt = generate_requests(fake)[1]["body"]["messages"]
     assert "ICML 2019" in second_prompt[-1]["content"]
-    assert "previous answer" in second_prompt[0]["content"]
+    assert "previous answer" in second_prompt[-1]["content"]
     first = result.attempts[0]
     assert first.record.faithfulness == 0.5
     assert [c.verdict for c in first.claims] == ["supported", "unsupported"]
@@ -137,7 +137,10 @@ def test_out_of_scope_question_is_abstained_after_one_rewrite(fake, settings, kb
     # without the retrieval floor, which would abstain at once (the test above)
     events, result = ask(kb_db, dataclasses.replace(settings, retrieval_floor=0.0), "What is the capital city of Peru?")
     kinds = [k for k in steps(events) if k != "generate"]  # a generation may end before its grade comes in
-    assert kinds == ["retrieve", "grade", "discard", "rewrite", "retrieve", "grade", "discard", "abstain", "final"]
+    assert kinds == [
+        *("retrieve", "plan", "budget", "grade", "discard", "rewrite"),
+        *("retrieve", "budget", "grade", "discard", "abstain", "final"),
+    ]
     assert result.status == "abstained"
     assert result.attempts == []
     assert "does not cover" in result.abstain_reason
@@ -150,13 +153,9 @@ def test_rewrite_recovers_a_question_the_first_retrieval_missed(fake, settings, 
     fake.enqueue({"relevant": False, "reason": "off topic"}, model="llama3.2", match=schema_has("relevant"))
     fake.enqueue({"query": "RAG Wikipedia passages index"}, model="llama3.2", match=schema_has("query"))
     events, result = ask(kb_db, settings, RAG_QUESTION)
-    assert [k for k in steps(events) if k != "generate"][:6] == [
-        "retrieve",
-        "grade",
-        "discard",
-        "rewrite",
-        "retrieve",
-        "grade",
+    assert [k for k in steps(events) if k != "generate"][:9] == [
+        *("retrieve", "plan", "budget", "grade", "discard", "rewrite"),
+        *("retrieve", "budget", "grade"),
     ]
     assert result.rewritten_query == "RAG Wikipedia passages index"
     assert result.status == "accepted"

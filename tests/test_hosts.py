@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import ollama
 import pytest
 from fake_ollama import FakeOllama
 
@@ -64,7 +65,7 @@ def test_ollama_hosts_are_read_normalised_and_default_to_ollama_host(tmp_path):
     from_file = load_settings(environ={}, toml_path=toml)
     assert from_file.model_hosts() == ["http://a:11434", "http://b:9"] and from_file.ollama_slots_per_host == 2
     with pytest.raises(ConfigError) as caught:
-        load_settings(environ={"WORKBENCH_OLLAMA_SLOTS_PER_HOST": "0"})
+        load_settings(environ={"WORKBENCH_OLLAMA_SLOTS_PER_HOST": "-1"})
     assert "WORKBENCH_OLLAMA_SLOTS_PER_HOST" in caught.value.fix
 
 
@@ -215,7 +216,7 @@ def test_doctor_lists_each_host_with_what_is_wrong_there(two, monkeypatch, capsy
     table = out[out.index("Ollama hosts") :]
     rows = [line for line in table.splitlines() if line.startswith("│ http://")]
     assert [row.split("│")[1].strip() for row in rows] == [a.url, b.url, down]
-    assert "│ reachable " in rows[0] and "│ not reachable " in rows[2] and "UTC" in rows[2] and "0 / 4" in rows[0]
+    assert "│ reachable " in rows[0] and "│ not reachable " in rows[2] and "UTC" in rows[2] and "0 / 1" in rows[0]
 
 
 def test_settings_page_shows_a_row_per_host(two):
@@ -224,6 +225,8 @@ def test_settings_page_shows_a_row_per_host(two):
 
     a, b = two
     b.remove_model("nomic-embed-text")
+    ollama.Client(host=a.url).chat(model="llama3.2", messages=[{"role": "user", "content": "hi"}])  # loaded on A
+    a.gpu = False
     st.cache_resource.clear()
     st.cache_data.clear()
     try:
@@ -233,7 +236,12 @@ def test_settings_page_shows_a_row_per_host(two):
         st.cache_data.clear()
     frame = next(d.value for d in at.dataframe if "host" in d.value.columns)  # the hosts table, among the settings
     assert list(frame["host"]) == [a.url, b.url] and list(frame["state"]) == ["reachable", "reachable"]
-    assert list(frame["in flight / slots"]) == ["0 / 4", "0 / 4"]
+    # A runs the generator on its CPU; B has it on a GPU (the fake loads what it lists) or not loaded
+    assert list(frame["in flight / slots"])[0] == "0 / 1"
+    assert frame["slots: why"][0] == "Ollama's default: llama3.2:latest runs on the CPU"
+    (plan,) = [m.value for m in at.markdown if "A question's calls" in m.value]
+    assert plan.startswith("**A question's calls: sequential** (the context grade first")
+    assert "1 slot for llama3\\.2 \\(Ollama\\'s default\\: llama3\\.2\\:latest runs on the CPU\\)" in plan
     assert list(frame["models not used here"]) == ["", "nomic-embed-text:latest: not pulled"]
     assert frame["p50 latency (ms)"].notna().all()
     port = b.url.rsplit(":", 1)[1]  # the URL itself is shown escaped

@@ -1,5 +1,8 @@
 """The seed-pipeline model of `python -m bench answer-vs-seed` makes the calls issue 13 describes."""
 
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import ollama
 import pytest
 
@@ -90,3 +93,93 @@ def test_on_paraphrased_answers_the_seed_regenerates_once():
         assert "According to the sources, " in run.answer and "1971" not in run.answer
         fake.forget_answers()
         assert seed_pipeline.answer(client, question, CONTEXT).generations == 2
+
+
+# -- the seed's own retrieval and the bench's server profiles (issue 30) --------------------------------------
+
+KB_FOLDER = Path(__file__).resolve().parent.parent / "data" / "kb"
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
+
+
+def test_seed_index_chunks_to_500_characters_and_returns_the_top_3_by_cosine(fake, client, tmp_path):
+    from fake_ollama import embed_vector
+
+    sentence = "Chunk {n} mentions retrieval, embeddings and vector search number {n} of many."
+    long_paragraph = " ".join(sentence.format(n=n) for n in range(12))  # ~950 characters: split on sentences
+    (tmp_path / "a.md").write_text(
+        f"# Title\n\nShort paragraph about tokenization.\n\n{long_paragraph}\n\n"
+        "A line about BM25 lexical search.\nAnother line about dense retrieval and embeddings.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "b.txt").write_text(("x" * 1200) + "\n\nRetrieval with embeddings ranks chunks.", encoding="utf-8")
+    (tmp_path / "skip.json").write_text('{"not": "a document"}', encoding="utf-8")
+    index = seed_pipeline.SeedIndex(client, "nomic-embed-text", [tmp_path])
+    texts = [text for _, text in index.chunks]
+    assert all(0 < len(t) <= seed_pipeline.CHUNK_SIZE for t in texts)
+    assert {source for source, _ in index.chunks} == {"a.md", "b.txt"}
+    assert " ".join(" ".join(texts).split()).count("Chunk ") == 12  # no sentence lost, none cut
+    assert texts.count("x" * 500) == 2 and "x" * 200 in texts  # a 1,200-character word: cut every 500
+    assert all(len(t) > 250 for t in texts if t.startswith("Chunk "))  # sentences merged up to the limit
+    with_kb = seed_pipeline.SeedIndex(client, "nomic-embed-text", [KB_FOLDER])
+    assert len(with_kb.chunks) > 100 and max(len(t) for _, t in with_kb.chunks) <= 500
+
+    question = "How are chunks ranked by retrieval with embeddings?"
+    fake.clear()
+    found = index.search(question)
+    by_hand = sorted(
+        range(len(texts)), key=lambda i: -cosine(embed_vector(question, 768), embed_vector(texts[i], 768))
+    )[:3]
+    assert [text for _, _, text in found] == [texts[i] for i in by_hand]
+    scores = [score for score, _, _ in found]
+    assert scores == sorted(scores, reverse=True) and len(found) == 3
+    assert scores[0] == pytest.approx(cosine(embed_vector(question, 768), embed_vector(texts[by_hand[0]], 768)))
+    assert index.context(question) == "\n\n".join(
+        f"[{n}] source: {source}\n{text}" for n, (_, source, text) in enumerate(found, start=1)
+    )
+    from bench import answer_vs_seed
+
+    assert [r["path"] for r in fake.requests] == ["/api/embed"] * 2  # the question, not counted as prompt tokens
+    assert answer_vs_seed.served(fake) == (0, {})
+
+
+def test_the_laptop_profiles_charge_a_one_slot_server(kb_db, fake, monkeypatch):
+    import dataclasses
+
+    from bench import answer_vs_seed
+    from pipeline.config import load_settings
+
+    monkeypatch.setenv("WORKBENCH_CACHE_ENABLED", "false")
+    settings = load_settings()
+    laptops = [p for p in answer_vs_seed.PROFILES if p.name.startswith("laptop")]
+    assert [(p.slots, p.prompt_cache) for p in laptops] == [(1, False), (1, True)]
+    assert {p.name for p in answer_vs_seed.PROFILES} == {"GPU-like", "CPU-like", "laptop", "laptop, prompt cache"}
+    with ollama.Client(host=fake.url) as index_client:
+        index = seed_pipeline.SeedIndex(index_client, settings.embed_model, [KB_FOLDER])
+        lane = answer_vs_seed.Lane(settings, kb_db, fake, index)
+        for profile in laptops:  # the profile's shape, faster
+            lane.configure(dataclasses.replace(profile, seconds_per_token=0.0005, seconds_per_prompt_token=0.00001))
+            assert lane.engine.settings.ollama_slots_per_host == 1 and fake.prompt_cache is profile.prompt_cache
+            question = "What did the RAG paper use as its retriever?"
+            fake.forget_answers()
+            lane.fresh_slots()
+            mine = answer_vs_seed.ours(lane.engine, fake, question)
+            assert fake.max_generating == 1 and mine.prompt_tokens > 0 and mine.verified is not None
+            base = answer_vs_seed.seed(lane.client, lane.retrieve, fake, question)
+            assert fake.max_generating == 1 and base.calls["llama3.2"] >= 2
+            generate = next(r for r in fake.requests if answer_vs_seed.stage_of(r) == "generate")
+            assert generate["body"]["messages"][1]["content"].count("] source: ") == 3  # the seed's top 3
+            # the server itself has one slot: of two requests at once, the second waits for the first
+            fake.clear()
+            both_received = lambda f: sum(r["path"] == "/api/chat" for r in f.requests) >= 2  # noqa: E731
+            with fake.hold(until=both_received, timeout_s=5), ThreadPoolExecutor(2) as pool:
+                list(
+                    pool.map(
+                        lambda text: lane.client.chat(model="llama3.2", messages=[{"role": "user", "content": text}]),
+                        ["hi", "hello"],
+                    )
+                )
+            assert fake.max_generating == 1
+        lane.client.close()

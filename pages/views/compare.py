@@ -58,7 +58,24 @@ def show_comparison(result: RunComparison) -> None:
             + "judge scores are shown for each run but not compared.",
             icon=":material/gavel:",
         )
+    show_settings_diff(result.settings_diff)
     show_tiles(result.tiles)
+
+
+def show_settings_diff(diff: dict) -> None:
+    """The settings the runs differ in (their effect is what the tiles below show), or that they are the same."""
+    if not diff:
+        st.caption("Both runs used the same settings and prompt versions.")
+        return
+    rows = [{"setting": key, "A": _setting_text(a), "B": _setting_text(b)} for key, (a, b) in diff.items()]
+    with st.expander(f"Settings that differ ({len(rows)})", expanded=True):
+        table(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _setting_text(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return "—" if value is None else str(value)
 
 
 def show_sides(result: RunComparison) -> None:

@@ -23,6 +23,7 @@ from pages.views.markup import (
 )
 from pages.views.tables import count_column, ms_column, score_column, table
 from pages.views.trace_viewer import show_trace_viewer
+from pipeline.answering.budget import stored_budgets
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, status_label
 from pipeline.evaluation.given import contexts_heading, origin_line
@@ -68,6 +69,7 @@ def show_drilldown(stored: StoredRun) -> None:
     with retrieval_tab:
         if stored.retrievals:
             show_chunks(stored.retrievals, contexts_heading(result.kind))
+            show_context_budget(stored.spans)
         else:
             st.caption("Nothing was retrieved for this run.")
     with trace_tab:
@@ -165,6 +167,13 @@ def show_claims(result: AnswerResult) -> None:
                 st.markdown(highlighted_chunk(claim.passage.text, claim.span, claim.verdict))
             else:
                 st.caption("No evidence in the sources.")
+
+
+def show_context_budget(spans) -> None:
+    """What the generator read of the retrieved chunks, each round (the context budget, issue 30)."""
+    for summary, rows in stored_budgets(spans):
+        st.markdown(f"**{escape_markdown(summary)}**")
+        table(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 def show_chunks(retrievals: list[dict], heading: str = "Retrieved chunks") -> None:

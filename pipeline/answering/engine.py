@@ -16,6 +16,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from pipeline import tracing
 from pipeline.answering import on_topic, prompts, status
+from pipeline.answering.budget import within_budget
 from pipeline.answering.events import AnswerResult, Attempt, Event
 from pipeline.answering.live import grade_view
 from pipeline.answering.retriever import DuckDBRetriever
@@ -26,6 +27,7 @@ from pipeline.errors import InputError, WorkbenchError
 from pipeline.knowledge.similarity_scale import SimilarityScale, floor, scale_for
 from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
+from pipeline.models.slots import schedule
 from pipeline.models.structured import ask
 from pipeline.text import one_line, plural, sentences
 from pipeline.verification.chain import VerifierChain, effective_chain
@@ -54,6 +56,8 @@ OPTIONS = (
     "top_k",
     "chunk_size",
     "chunk_overlap",
+    "answer_schedule",
+    "context_budget_tokens",
     "faithfulness_threshold",
     "max_retries",
     "abstain_below",
@@ -150,11 +154,13 @@ class QuestionRun:
         self.grades: list[GradeRecord] = []
         self.relevant: bool | None = None  # the context grade that let the question through
         self.retrievals: list[RetrievalRecord] = []
+        self.budgets: list = []  # answering/budget.Budgeted of each round answered
         self.log: RunLog | None = None
         self.classifying: list[tuple[int, CheckedClaim, Future]] = []  # (attempt, claim, its classification)
         # the embedding model's similarity scale: measured (or read from the store) on first need; an evaluation
         # on Ray sets the one its knowledge-base snapshot carries
         self.scale: SimilarityScale | None = None
+        self.schedule: str | None = None  # overlapped | sequential, chosen at the first round (models/slots.py)
 
     # -- the stream ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
@@ -322,9 +328,16 @@ class QuestionRun:
         (the first attempt, streamed while the grade ran, is then withdrawn)."""
         failed: list[str] = []
         topic: on_topic.TopicCheck | None = None  # the previous attempt's on-topic check
+        if (yield from self._plan()) == "sequential":  # one slot: grade first, generate from what it kept
+            relevant, kept = yield from self._grade_first(round_no, passages)
+            if relevant is False:
+                return False
+            passages, first_grade = (yield from self._within_budget(passages, kept)), None
+        else:  # slots to spare: the grade runs alongside the first attempt
+            passages, first_grade = (yield from self._within_budget(passages, None)), round_no
         for attempt_no in range(1, self.settings.max_retries + 2):
             retry = self._on_topic_retry(passages, failed, topic)
-            grade_round = round_no if attempt_no == 1 else None
+            grade_round = first_grade if attempt_no == 1 else None
             attempt, topic = yield from self._attempt(attempt_no, passages, failed, grade_round, retry)
             if attempt is None:
                 yield from self._settle_classifications(announce=False)
@@ -338,6 +351,38 @@ class QuestionRun:
         yield from self._settle_classifications()
         yield from self._decide()
         return True
+
+    def _plan(self):
+        """The schedule of this run's calls, chosen once from the generator host's slots (an event says which)."""
+        if self.schedule is None:
+            self.schedule, why = schedule(self.settings)
+            tracing.annotate(schedule=self.schedule, schedule_why=why)
+            detail = "grading first, then generating" if self.schedule == "sequential" else "grading while generating"
+            yield Event("plan", f"{self.schedule} schedule, {detail}: {why}", {"schedule": self.schedule, "why": why})
+        return self.schedule
+
+    def _grade_first(self, round_no: int, passages: list[Passage]):
+        """The sequential schedule's grade, before any generation: (relevant, the passage numbers it kept)."""
+        result = self._grade_call(round_no, passages)
+        event, relevant, _ = self._graded(round_no, result)
+        yield event
+        numbers = {p.n for p in passages}
+        kept = set(result.value.passages) & numbers if result.value is not None and relevant else set()
+        return relevant, kept
+
+    def _within_budget(self, passages: list[Passage], kept: set[int] | None):
+        """The passages the generator reads under the context budget (the whole chunks without one)."""
+        budget = self.settings.context_budget_tokens
+        with tracing.step("context budget", budget=budget):
+            budgeted = within_budget(self.question, passages, budget, kept)
+            tracing.annotate(
+                kept_tokens=budgeted.kept_tokens,
+                total_tokens=budgeted.total_tokens,
+                **{f"passage_{c.n}": c.line() for c in budgeted.cuts},
+            )
+        self.budgets.append(budgeted)
+        yield Event("budget", budgeted.summary(), {"budget": budget, "cuts": budgeted.cuts})
+        return budgeted.passages
 
     def _settle_classifications(self, announce: bool = True) -> Iterator[Event]:
         """Wait for the rejected claims still being classified and give each its final verdict, evidence and

@@ -19,6 +19,9 @@ from pydantic import BaseModel, Field
 class ContextGrade(BaseModel):
     relevant: bool
     reason: str
+    passages: list[int] = Field(
+        default_factory=list, description="the numbers of the passages that state facts needed to answer"
+    )
 
 
 class QueryRewrite(BaseModel):
@@ -32,11 +35,16 @@ class Prompt:
     system: str
     output: type[BaseModel] | None = None
     examples: tuple[str, ...] = ()
+    # An instruction that closes the user message, after the data: prompts that differ only here share the whole
+    # prefix before it (the system text and the context), which the server's prompt cache then reads once.
+    task: str = ""
 
     def messages(self, user: str) -> list[dict]:
         system = self.system
         if self.examples:
             system += "\n\nExamples:\n" + "\n\n".join(self.examples)
+        if self.task:
+            user += "\n\n" + self.task
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def schema(self) -> dict | None:
@@ -50,13 +58,15 @@ DATA_RULE = (
 
 GRADE_CONTEXT = Prompt(
     name="grade_context",
-    version="2",
+    version="3",
     output=ContextGrade,
     system=(
         "You decide whether retrieved context contains the information needed to answer a question. "
-        "The context shows, of each retrieved passage, the sentence closest to the question. "
+        "The context shows, of each numbered passage, the sentence closest to the question. "
         "relevant is true only if the context states facts that answer the question; a shared topic "
-        "alone is not enough. " + DATA_RULE + " Reply with JSON."
+        "alone is not enough. passages lists the numbers of the passages that state such facts. "
+        + DATA_RULE
+        + " Reply with JSON."
     ),
 )
 
@@ -72,7 +82,7 @@ REWRITE_QUERY = Prompt(
 
 GENERATE = Prompt(
     name="generate",
-    version="1",
+    version="2",
     system=(
         "Answer the question using only the numbered context passages. After every sentence, cite the "
         "passages that support it, like [1] or [2][3]. Do not add facts, numbers, names or dates that "
@@ -81,11 +91,13 @@ GENERATE = Prompt(
     ),
 )
 
+# The retries share the generation's system text and context, and state what differs after them.
 GENERATE_STRICT = Prompt(
     name="generate_strict",
-    version="1",
-    system=(
-        GENERATE.system + " Your previous answer contained claims that the passages do not support. "
+    version="2",
+    system=GENERATE.system,
+    task=(
+        "Your previous answer contained claims that the passages do not support. "
         "Write a new answer that leaves those claims out, or states only what the passages say about "
         "them. Every sentence must be directly supported by a cited passage; shorter is better than "
         "unsupported."
@@ -107,11 +119,13 @@ def rewrite_input(question: str) -> str:
 
 
 def generate_input(question: str, context: str, failed_claims: list[str] | None = None) -> str:
+    """The context first, then the question and what a retry is told: the calls on one context share their
+    prefix."""
     feedback = ""
     if failed_claims:
         listed = "\n".join(f"- {claim}" for claim in failed_claims)
         feedback = f"\n\nYour previous answer made these claims that the passages do not support:\n{listed}"
-    return f"Question: {question}{feedback}\n\nContext:\n{context}"
+    return f"Context:\n{context}\n\nQuestion: {question}{feedback}"
 
 
 # -- does the answer address the question (the on-topic check, pipeline/answering/on_topic.py) ----------
@@ -137,9 +151,10 @@ ON_TOPIC = Prompt(
 
 GENERATE_ON_TOPIC = Prompt(
     name="generate_on_topic",
-    version="1",
-    system=(
-        GENERATE.system + " Your previous answer did not address the question that was asked. Write a new "
+    version="2",
+    system=GENERATE.system,
+    task=(
+        "Your previous answer did not address the question that was asked. Write a new "
         "answer that responds to the question itself, about the things it names, using only what the "
         "passages state about them."
     ),
@@ -164,4 +179,4 @@ def generate_on_topic_input(
             "It made these claims that the passages do not support:\n" + "\n".join(f"- {c}" for c in failed_claims)
         )
     feedback = "\n\n" + "\n".join(notes) if notes else ""
-    return f"Question: {question}{feedback}\n\nContext:\n{context}"
+    return f"Context:\n{context}\n\nQuestion: {question}{feedback}"

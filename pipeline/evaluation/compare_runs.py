@@ -17,7 +17,7 @@ from pipeline.evaluation.matching import in_terms_of_a, matched_items
 from pipeline.evaluation.registry import get_metric, higher_is_better, label_of, metric_names, scale_of
 from pipeline.history.runs import load_result
 from pipeline.regression import family
-from pipeline.regression.compare import Comparison, baseline_of, compare_family, same_pin
+from pipeline.regression.compare import Comparison, baseline_of, compare_family, config_diff, same_pin
 from store import alerts as alert_store
 from store import baselines, evals
 from store.db import Database
@@ -94,6 +94,11 @@ class RunComparison:
     @property
     def same_dataset(self) -> bool:
         return (self.a.dataset_hash, self.a.run.n_items) == (self.b.dataset_hash, self.b.run.n_items)
+
+    @property
+    def settings_diff(self) -> dict:
+        """{setting: [A's, B's]} for every recorded setting (prompt versions included) the two runs differ in."""
+        return config_diff(self.a.run.config or {}, self.b.run.config or {})
 
     def changed(self, metric: str, worse: bool) -> list[ItemChange]:
         return [c for c in self.changes if c.metric == metric and c.worse == worse]

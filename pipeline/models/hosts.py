@@ -32,6 +32,7 @@ from pipeline.config import Settings
 from pipeline.errors import ModelMissing, OllamaTimeout, OllamaUnreachable, WorkbenchError
 from pipeline.models.failures import HostsUnavailable, OllamaServerError, Transient
 from pipeline.models.ollama_models import cached_models, forget_host_models, normalise_model, pulled_models
+from pipeline.models.slots import CPU_SLOTS, Slots, host_slots
 
 BACKOFF_CAP_S = 300.0
 LATENCY_WINDOW = 200  # the recent requests a host's p50 latency is taken over
@@ -298,7 +299,7 @@ class HostStatus:
     reachable: bool
     detail: str  # why it is not reachable, or how many models it has
     in_flight: int
-    slots: int
+    slots: int  # for the generator: the schedule of a question's calls follows it (models/slots.py)
     p50_ms: float | None
     requests: int
     failures: int
@@ -306,6 +307,7 @@ class HostStatus:
     unusable: dict[str, str]  # model -> why it is not used for it
     listing: dict[str, str] | None = None  # its pulled models (name -> digest) when reachable
     error: BaseException | None = None  # why it could not be listed
+    slots_why: str = ""  # where the slot count comes from
 
     def row(self) -> dict:
         return {
@@ -313,6 +315,7 @@ class HostStatus:
             "state": "reachable" if self.reachable else "not reachable",
             "detail": self.detail,
             "in flight / slots": f"{self.in_flight} / {self.slots}",
+            "slots: why": self.slots_why,
             "p50 latency (ms)": None if self.p50_ms is None else round(self.p50_ms, 1),
             "requests": self.requests,
             "failures": self.failures,
@@ -353,6 +356,10 @@ def pinned_digests(listings: dict[str, dict | BaseException], models: list[str])
 
 def _status(settings: Settings, host: HostState, listing, pins: dict[str, str]) -> HostStatus:
     reachable = isinstance(listing, dict)
+    if reachable:
+        slots = host_slots(settings, host.url, settings.generator_model)
+    else:
+        slots = Slots(settings.ollama_slots_per_host or CPU_SLOTS, "not read: the host is not reachable")
     unusable = {}
     if reachable:
         for name, pin in pins.items():
@@ -372,7 +379,8 @@ def _status(settings: Settings, host: HostState, listing, pins: dict[str, str]) 
             reachable=reachable,
             detail=f"{len(listing)} models pulled" if reachable else why(listing),
             in_flight=host.in_flight,
-            slots=settings.ollama_slots_per_host,
+            slots=slots.count,
+            slots_why=slots.why,
             p50_ms=statistics.median(latencies) * 1000 if latencies else None,
             requests=host.requests,
             failures=host.failures,

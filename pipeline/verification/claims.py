@@ -23,6 +23,7 @@ class Passage:
     source: str
     text: str
     score: float
+    offset: int = 0  # where text starts in the chunk: a window the context budget cut (answering/budget.py)
 
 
 @dataclass
