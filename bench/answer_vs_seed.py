@@ -1,28 +1,47 @@
-"""The verified engine vs a model of the seed pipeline it replaces, on one simulated Ollama (issue 13).
+"""The verified engine vs a model of the seed pipeline it replaces, on four simulated Ollama servers (issues 13, 30).
 
-    python -m bench answer-vs-seed                      # 30 golden questions, both profiles
+    python -m bench answer-vs-seed                      # 30 golden questions, all four profiles
     python -m bench.answer_vs_seed --questions 5        # a quick run
     python -m bench.answer_vs_seed --stages             # and where each pipeline's time goes
     python -m bench.answer_vs_seed --answer-style quote # answers that quote the context verbatim
+    python -m bench.answer_vs_seed --seed-retrieval ours  # the seed given the engine's passages instead
 
-Both pipelines answer the first golden questions, each question on its own simulated server: the fake
-Ollama with 4 parallel slots and 25 ms per output token, charging 0.5 ms per prompt token (GPU-like) and
-then 5 ms (CPU-like). On a server the engine answers, then the seed; several servers (lanes) run side by
-side only to keep the run short (the waits are sleeps, not CPU work).
+Both pipelines answer the first golden questions, each question on its own simulated server, the fake Ollama
+(tests/fake_ollama.py), under four profiles in turn (PROFILES): "GPU-like", 4 slots, 25 ms per output token,
+0.5 ms per prompt token; "CPU-like", 4 slots, 25 ms and 5 ms; "laptop", 1 slot, 60 ms and 5 ms; "laptop, prompt
+cache", the same with the fake's per-slot prompt cache on (a request is charged prompt time only for the words
+after the longest common prefix with its slot's previous prompt). The engine is told the server's slots
+(`ollama_slots_per_host`, a new engine per profile). Each pipeline starts each question on a fresh slot pool
+(empty caches), so neither inherits the other's or an earlier question's cache. On a server the engine answers,
+then the seed; several servers (lanes) run side by side only to keep the run short (the waits are sleeps, not
+CPU work).
+The seed retrieves with its own index by default (`--seed-retrieval own`, bench/seed_pipeline.py `SeedIndex`):
+the same files in data/kb split into chunks of at most 500 characters, the top 3 by cosine similarity of the
+embedding model's vectors (the question's embedding call is in the seed's wall time; embeddings are instant on
+the fake and are not prompt tokens). `--seed-retrieval ours`: the seed gets the passages of the engine's store
+and top_k, as before issue 30.
 The fake's generator paraphrases by default (`FakeOllama(answer_style="paraphrase")`): three sentences,
 each joining two reworded context sentences, and its first answer to a question adds two unsupported
 sentences (faithfulness about 6/8), its later ones do not; its memory is reset before each pipeline, so
 both start from the same unfaithful first answer. `--answer-style quote` quotes context sentences instead.
-Tokens are the fake's whitespace words. The seed (bench/seed_pipeline.py) gets the passages of the same
-store and top_k the engine retrieves from; the response cache is off. The engine's first visible answer
-text is its first "token" event (or, from an engine that does not stream, its "generate" event); its lag
-is that event's time minus the send time of the generation request's first chunk, both perf_counter
-times in this process.
+The response cache is off. Per profile:
+- wall time: the sum over questions of ours / the seed's (target ≤ 0.35), with per-question medians;
+- prompt tokens: the fake's whitespace words of the /api/chat and /api/generate prompts (with the prompt cache:
+  only the words processed, not the reused ones), sum of ours / the seed's (target ≤ 0.6);
+- first shown answer text: the engine's first "token" event (or, from an engine that does not stream, its
+  "generate" event), seconds after the question; the seed shows its answer only once checked, so its time is
+  its wall time; the figure is the median over questions of ours / the seed's (target ≤ 0.15);
+- first verified sentence: the engine's first "sentence" event with claims and no error; the seed's wall time;
+  the median over questions of ours / the seed's (reported);
+- LLM calls per question, each pipeline (reported);
+- GPU-like only: the lag from the server sending the generation request's first chunk to the engine showing it
+  (p95, target ≤ 100 ms), both perf_counter times in this process.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import queue
 import statistics
@@ -46,9 +65,26 @@ from pipeline.prompt_registry import all_prompts
 from pipeline.verification.faithfulness import Passage, context_block
 from store.db import get_database
 
-SECONDS_PER_TOKEN, SLOTS, LANES = 0.025, 4, 15
-PROFILES = (("GPU-like", 0.0005), ("CPU-like", 0.005))  # seconds per prompt token
-WALL_TARGET, TOKEN_TARGET, LAG_TARGET_MS = 0.40, 0.8, 100
+LANES = 15
+WALL_TARGET, TOKEN_TARGET, VISIBLE_TARGET, LAG_TARGET_MS = 0.35, 0.6, 0.15, 100
+LAG_PROFILE = "GPU-like"
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    slots: int
+    seconds_per_token: float
+    seconds_per_prompt_token: float
+    prompt_cache: bool = False
+
+
+PROFILES = (
+    Profile("GPU-like", 4, 0.025, 0.0005),
+    Profile("CPU-like", 4, 0.025, 0.005),
+    Profile("laptop", 1, 0.060, 0.005),
+    Profile("laptop, prompt cache", 1, 0.060, 0.005, prompt_cache=True),
+)
 GENERATION_PATHS = ("/api/chat", "/api/generate")
 KNOWN_PROMPTS = list(all_prompts().values())
 SEED_STAGES = {seed_pipeline.GENERATE_SYSTEM: "generate", seed_pipeline.EXTRACT_SYSTEM: "extract_claims"}
@@ -57,34 +93,54 @@ SEED_STAGES = {seed_pipeline.GENERATE_SYSTEM: "generate", seed_pipeline.EXTRACT_
 @dataclass
 class Sample:
     wall: float
-    prompt_tokens: int
+    prompt_tokens: int  # processed by the server (without the ones its prompt cache held)
     calls: Counter  # model -> chat/generate requests
     visible: float | None = None  # question -> first visible answer text, seconds
+    verified: float | None = None  # question -> first sentence shown with its claims checked, seconds
     lag: float | None = None  # server sent the first answer chunk -> the engine showed it, seconds
     stages: list[tuple[str, float, float, int]] = field(default_factory=list)  # (stage, start, end, prompt tokens)
     retries: int = 0  # answers generated again after the first
+    cached_tokens: int = 0  # prompt tokens the server's prompt cache held
+
+
+def processed(request: dict) -> int:
+    """A chat/generate request's prompt tokens the server processed: those its slot's prompt cache did not hold."""
+    return request.get("prompt_tokens", 0) - request.get("cached_tokens", 0)
 
 
 def served(fake) -> tuple[int, Counter]:
-    """Prompt tokens and calls by model of the chat/generate requests the fake has served since clear()."""
+    """Prompt tokens processed and calls by model of the chat/generate requests the fake has served since
+    clear() (embedding requests are not counted)."""
     done = [r for r in fake.requests if r["path"] in GENERATION_PATHS]
-    return sum(r.get("prompt_tokens", 0) for r in done), Counter(r["model"].split(":")[0] for r in done)
+    return sum(processed(r) for r in done), Counter(r["model"].split(":")[0] for r in done)
+
+
+def reused(fake) -> int:
+    """Prompt tokens the slots' prompt caches supplied to the chat/generate requests since clear()."""
+    return sum(r.get("cached_tokens", 0) for r in fake.requests if r["path"] in GENERATION_PATHS)
 
 
 def stage_of(request: dict) -> str:
-    """The prompt a chat request was made from (the longest known system text it starts with), or the model."""
+    """The prompt a chat request was made from (the longest known system text it starts with and, among prompts
+    that share it, the one whose closing task its user message ends with, if any), or the model."""
     messages = (request["body"] or {}).get("messages") or [{}]
     system = messages[0].get("content") or "" if messages[0].get("role") == "system" else ""
-    known = [(len(p.system), p.name) for p in KNOWN_PROMPTS if system.startswith(p.system)]
+    user = (messages[-1].get("content") or "") if len(messages) > 1 else ""
+    known = [
+        (len(p.system), len(task), p.name)
+        for p in KNOWN_PROMPTS
+        for task in [getattr(p, "task", "")]
+        if system.startswith(p.system) and (not task or user.rstrip().endswith(task))
+    ]
     if known:
-        return max(known)[1]
+        return max(known)[2]
     return SEED_STAGES.get(system) or request["model"].split(":")[0]
 
 
 def timeline(fake, start: float) -> list[tuple[str, float, float, int]]:
     """Each chat/generate request as (stage, received, done, prompt tokens), seconds after `start`."""
     return [
-        (stage_of(r), r["received"] - start, r.get("done", r["received"]) - start, r.get("prompt_tokens", 0))
+        (stage_of(r), r["received"] - start, r.get("done", r["received"]) - start, processed(r))
         for r in fake.requests
         if r["path"] in GENERATION_PATHS
     ]
@@ -107,14 +163,17 @@ def first_answer_chunk(fake, generator: str) -> float | None:
 def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
     fake.clear()
     start = time.perf_counter()
-    shown, retries = {}, 0
+    shown, retries, verified = {}, 0, None
     for event in engine.stream(question):
         if event.kind in ("token", "generate"):
             shown.setdefault(event.kind, time.perf_counter())
+        elif event.kind == "sentence" and verified is None and is_verified(event.data):
+            verified = time.perf_counter() - start
         retries += event.kind == "retry"
     wall = time.perf_counter() - start
     tokens, calls = served(fake)
-    sample = Sample(wall, tokens, calls, stages=timeline(fake, start), retries=retries)
+    sample = Sample(wall, tokens, calls, verified=verified, stages=timeline(fake, start), retries=retries)
+    sample.cached_tokens = reused(fake)
     visible = shown.get("token", shown.get("generate"))
     sent = first_answer_chunk(fake, engine.settings.generator_model)
     if visible is not None:
@@ -123,19 +182,41 @@ def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
     return sample
 
 
-def seed(client, retriever: DuckDBRetriever, fake, question: str) -> Sample:
+def is_verified(data) -> bool:
+    """Whether a "sentence" event's data shows checked claims: some claims and no extraction error."""
+    return isinstance(data, dict) and bool(data.get("claims")) and not data.get("error")
+
+
+def seed(client, retrieve, fake, question: str) -> Sample:
+    """The seed on one question; `retrieve(question)` gives its context block (timed with the rest)."""
     fake.clear()
     start = time.perf_counter()
-    passages = [
-        Passage(n, int(node.node.metadata["chunk_id"]), node.node.metadata["source"], node.node.get_content(), 0.0)
-        for n, node in enumerate(retriever.retrieve(question), start=1)
-    ]
-    run = seed_pipeline.answer(client, question, context_block(passages))
+    run = seed_pipeline.answer(client, question, retrieve(question))
     wall = time.perf_counter() - start
     tokens, calls = served(fake)
     assert calls == run.calls, (calls, run.calls)
-    # the seed showed its answer once it was checked
-    return Sample(wall, tokens, calls, visible=wall, stages=timeline(fake, start), retries=run.generations - 1)
+    # the seed showed its answer once it was checked, so its first text is its first checked sentence
+    sample = Sample(
+        wall, tokens, calls, visible=wall, verified=wall, stages=timeline(fake, start), retries=run.generations - 1
+    )
+    sample.cached_tokens = reused(fake)
+    return sample
+
+
+def our_passages(retriever: DuckDBRetriever):
+    """The seed's retrieval with `--seed-retrieval ours`: the engine's store and top_k, in its context layout."""
+
+    def retrieve(question: str) -> str:
+        return context_block(
+            [
+                Passage(
+                    n, int(node.node.metadata["chunk_id"]), node.node.metadata["source"], node.node.get_content(), 0.0
+                )
+                for n, node in enumerate(retriever.retrieve(question), start=1)
+            ]
+        )
+
+    return retrieve
 
 
 def stage_lines(name: str, samples: list[Sample]) -> list[str]:
@@ -178,18 +259,21 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
-def figures(profile: str, mine: list[Sample], base: list[Sample], targets: bool) -> list[Figure]:
+def ratio_figure(name: str, ratios: list[float], target: float | None, note: str) -> Figure:
+    return Figure(name, statistics.median(ratios), "×", target, note=f"{note}; p95 {p95(ratios):.2f}")
+
+
+def figures(profile: str, mine: list[Sample], base: list[Sample], lag: bool = False) -> list[Figure]:
+    """The figures of one profile, with targets (`lag`: also the first-token lag figure)."""
     wall = sum(s.wall for s in mine) / sum(s.wall for s in base)
     tokens = sum(s.prompt_tokens for s in mine) / sum(s.prompt_tokens for s in base)
-    lags = [s.lag * 1000 for s in mine if s.lag is not None]
-    visible = [s.visible for s in mine if s.visible is not None]
     median_ratio = statistics.median(m.wall / b.wall for m, b in zip(mine, base, strict=True))
     out = [
         Figure(
             f"answer vs seed: wall time, total ({profile})",
             wall,
             "×",
-            WALL_TARGET if targets else None,
+            WALL_TARGET,
             note=f"per question ours {statistics.median(s.wall for s in mine):.2f} s, "
             f"seed {statistics.median(s.wall for s in base):.2f} s (medians); median ratio {median_ratio:.2f}",
         ),
@@ -197,10 +281,41 @@ def figures(profile: str, mine: list[Sample], base: list[Sample], targets: bool)
             f"answer vs seed: prompt tokens, total ({profile})",
             tokens,
             "×",
-            TOKEN_TARGET if targets else None,
+            TOKEN_TARGET,
             note=f"per question ours {statistics.mean(s.prompt_tokens for s in mine):,.0f}, "
-            f"seed {statistics.mean(s.prompt_tokens for s in base):,.0f} (means)",
+            f"seed {statistics.mean(s.prompt_tokens for s in base):,.0f} (means)"
+            + (
+                f"; the prompt cache held ours {statistics.mean(s.cached_tokens for s in mine):,.0f}, "
+                f"seed {statistics.mean(s.cached_tokens for s in base):,.0f} more"
+                if any(s.cached_tokens for s in mine + base)
+                else ""
+            ),
         ),
+    ]
+    seed_wall = statistics.median(s.wall for s in base)
+    shown = [(m.visible, b.wall) for m, b in zip(mine, base, strict=True) if m.visible is not None]
+    if shown:
+        out.append(
+            ratio_figure(
+                f"answer vs seed: first shown text / seed's checked answer, median ({profile})",
+                [m / b for m, b in shown],
+                VISIBLE_TARGET,
+                f"ours {statistics.median(m for m, _ in shown):.2f} s, seed {seed_wall:.2f} s (medians); "
+                f"{len(shown)}/{len(mine)} answers shown",
+            )
+        )
+    checked = [(m.verified, b.wall) for m, b in zip(mine, base, strict=True) if m.verified is not None]
+    if checked:
+        out.append(
+            ratio_figure(
+                f"answer vs seed: first verified sentence / seed's checked answer, median ({profile})",
+                [m / b for m, b in checked],
+                None,
+                f"ours {statistics.median(m for m, _ in checked):.2f} s, seed {seed_wall:.2f} s (medians); "
+                f"{len(checked)}/{len(mine)} answers with one",
+            )
+        )
+    out += [
         Figure(
             f"answer vs seed: LLM calls per question, ours ({profile})",
             statistics.mean(sum(s.calls.values()) for s in mine),
@@ -214,7 +329,8 @@ def figures(profile: str, mine: list[Sample], base: list[Sample], targets: bool)
             note=per_question(base),
         ),
     ]
-    if lags:
+    lags = [s.lag * 1000 for s in mine if s.lag is not None]
+    if lag and lags:
         out.append(
             Figure(
                 f"answer vs seed: first token sent -> shown, p95 ({profile})",
@@ -224,40 +340,53 @@ def figures(profile: str, mine: list[Sample], base: list[Sample], targets: bool)
                 note=f"max {max(lags):.0f} ms over {len(lags)} answers",
             )
         )
-    if visible:
-        out.append(
-            Figure(
-                f"answer vs seed: question -> first visible token, median ({profile})",
-                statistics.median(visible),
-                "s",
-                note=f"p95 {p95(visible):.2f} s; the seed shows its answer after checking: "
-                f"median {statistics.median(s.visible for s in base):.2f} s",
-            )
-        )
     return out
 
 
 class Lane:
-    """One simulated server with an engine, the seed's client and a retriever that talk to it."""
+    """One simulated server with an engine and the seed's client that talk to it; the seed retrieves with
+    `seed_index` (its own 500-character top-3 index) or, when None, with the engine's retriever."""
 
-    def __init__(self, settings, db, fake: FakeOllama):
-        self.fake = fake
+    def __init__(self, settings, db, fake: FakeOllama, seed_index: seed_pipeline.SeedIndex | None = None):
+        self.fake, self.db = fake, db
         self.settings = dataclasses.replace(settings, ollama_host=fake.url)
         self.engine = VerifiedQueryEngine(settings=self.settings, db=db, kind="chat")
-        self.retriever = DuckDBRetriever(LLM(self.settings, db), db, settings.top_k)
         self.client = ollama.Client(host=fake.url)
+        self.profile: Profile | None = None
+        if seed_index is None:
+            self.retrieve = our_passages(DuckDBRetriever(LLM(self.settings, db), db, settings.top_k))
+        else:  # the shared chunk vectors; the question is embedded on this lane's server
+            index = copy.copy(seed_index)
+            index.client = self.client
+            self.retrieve = index.context
+
+    def configure(self, profile: Profile) -> None:
+        """Serve under `profile` and tell the engine the server's slots (a new engine)."""
+        self.profile = profile
+        self.fake.prompt_cache = profile.prompt_cache
+        self.fresh_slots()
+        self.settings = dataclasses.replace(self.settings, ollama_slots_per_host=profile.slots)
+        self.engine = VerifiedQueryEngine(settings=self.settings, db=self.db, kind="chat")
+
+    def fresh_slots(self) -> None:
+        """The profile's latency on a new slot pool: no prompt cached, nothing remembered from before."""
+        if self.profile is not None:
+            p = self.profile
+            self.fake.set_latency(p.seconds_per_token, p.slots, p.seconds_per_prompt_token)
 
     def both(self, question: str) -> tuple[Sample, Sample]:
         self.fake.forget_answers()  # each pipeline gets the generator's unfaithful first answer
+        self.fresh_slots()  # and an empty prompt cache
         mine = ours(self.engine, self.fake, question)
         self.fake.forget_answers()
-        return mine, seed(self.client, self.retriever, self.fake, question)
+        self.fresh_slots()
+        return mine, seed(self.client, self.retrieve, self.fake, question)
 
 
-def run_profile(lanes: list[Lane], questions: list[str], per_prompt_token: float) -> list[tuple[Sample, Sample]]:
+def run_profile(lanes: list[Lane], questions: list[str], profile: Profile) -> list[tuple[Sample, Sample]]:
     free: queue.Queue = queue.Queue()
     for lane in lanes:
-        lane.fake.set_latency(SECONDS_PER_TOKEN, SLOTS, per_prompt_token)
+        lane.configure(profile)
         free.put(lane)
 
     def on_a_free_lane(question: str) -> tuple[Sample, Sample]:
@@ -272,27 +401,38 @@ def run_profile(lanes: list[Lane], questions: list[str], per_prompt_token: float
 
 
 def measure(
-    n_questions: int, lanes: int, answer_sentences: int = 2, answer_style: str = "paraphrase"
+    n_questions: int,
+    lanes: int,
+    answer_sentences: int = 2,
+    answer_style: str = "paraphrase",
+    seed_retrieval: str = "own",
+    profiles: tuple[Profile, ...] = PROFILES,
 ) -> dict[str, tuple[list[Sample], list[Sample]]]:
-    """profile -> (the engine's samples, the seed's samples), one per question. `answer_style`: the fake
-    generator's, "paraphrase" or "quote"; `answer_sentences`: how many context sentences it quotes."""
+    """profile name -> (the engine's samples, the seed's samples), one per question. `answer_style`: the fake
+    generator's, "paraphrase" or "quote"; `answer_sentences`: how many context sentences it quotes;
+    `seed_retrieval`: "own" (the seed's 500-character top-3 index) or "ours" (the engine's passages)."""
     out = {}
     with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, _), ExitStack() as stack:
         settings = load_settings()
         db = get_database(settings)
-        ingest([str(ROOT / "data" / "kb")], settings, db, LLM(settings, db))
+        kb = ROOT / "data" / "kb"
+        ingest([str(kb)], settings, db, LLM(settings, db))
+        seed_index = None
+        if seed_retrieval == "own":
+            client = stack.enter_context(ollama.Client(host=fake.url))
+            seed_index = seed_pipeline.SeedIndex(client, settings.embed_model, [kb])
         questions = [item.question for item in load_dataset(ROOT / "data" / "eval" / "golden.jsonl").items]
         questions = questions[:n_questions]
         servers = [
             stack.enter_context(FakeOllama(answer_sentences=answer_sentences, answer_style=answer_style))
             for _ in range(min(lanes, n_questions))
         ]
-        pool = [Lane(settings, db, server) for server in servers]
+        pool = [Lane(settings, db, server, seed_index) for server in servers]
         for lane in pool:
             lane.both(questions[0])  # warm-up, no latency
-        for profile, per_prompt_token in PROFILES:
-            mine, base = zip(*run_profile(pool, questions, per_prompt_token), strict=True)
-            out[profile] = list(mine), list(base)
+        for profile in profiles:
+            mine, base = zip(*run_profile(pool, questions, profile), strict=True)
+            out[profile.name] = list(mine), list(base)
         for lane in pool:
             lane.client.close()
         db.close()
@@ -307,7 +447,7 @@ def to_figures(measured: dict) -> list[Figure]:
     return [
         figure
         for profile, (mine, base) in measured.items()
-        for figure in figures(profile, mine, base, targets=profile == PROFILES[0][0])
+        for figure in figures(profile, mine, base, lag=profile == LAG_PROFILE)
     ]
 
 
@@ -329,13 +469,20 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="with --answer-style quote: context sentences per answer (default 2); more = more claims",
     )
+    parser.add_argument(
+        "--seed-retrieval",
+        choices=("own", "ours"),
+        default="own",
+        help="the seed's context: its own index, 500-character chunks, top 3 by cosine similarity (default), "
+        "or the passages the engine retrieves (its store and top_k)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.questions <= 30:
         parser.error("--questions takes 1 to 30")
     if args.lanes < 1 or args.answer_sentences < 1:
         parser.error("--lanes and --answer-sentences take 1 or more")
     start = time.perf_counter()
-    measured = measure(args.questions, args.lanes, args.answer_sentences, args.answer_style)
+    measured = measure(args.questions, args.lanes, args.answer_sentences, args.answer_style, args.seed_retrieval)
     print_table(to_figures(measured))
     if args.stages:
         for profile, (mine, base) in measured.items():
@@ -343,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(stage_lines("ours", mine) + stage_lines("seed", base)))
     took = time.perf_counter() - start
     style = args.answer_style if args.answer_style == "paraphrase" else f"quote, {args.answer_sentences} sentences"
-    print(f"({args.questions} questions, answers: {style}, {took:.0f} s)")
+    print(f"({args.questions} questions, answers: {style}, seed retrieval: {args.seed_retrieval}, {took:.0f} s)")
     return 0
 
 

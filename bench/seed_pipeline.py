@@ -1,5 +1,11 @@
 """A model of the seed pipeline this project replaces (issue 13), for `python -m bench answer-vs-seed`.
 
+Its retrieval (`SeedIndex`, issue 30): the seed (LangGraph + Chroma) split each knowledge-base document into
+chunks of at most 500 characters (as LangChain's RecursiveCharacterTextSplitter: on paragraphs, then lines, then
+sentences, then spaces, then anywhere; no overlap), embedded each chunk and the question with the embedding model
+(no task prefixes, as LangChain's OllamaEmbeddings) and took the 3 chunks of highest cosine similarity, numbered
+`[n] source: NAME` then the chunk's text (the same layout as the workbench's context block, frozen here).
+
 Per question, on the retrieved context it is given: generate with llama3.2; extract claims with llama3.2;
 check each claim with bespoke-minicheck, one call after another, each on the whole context; regenerate
 (at most twice) while faithfulness < 0.8. It talks to Ollama with the plain `ollama` client: no cache,
@@ -11,11 +17,20 @@ the workbench's prompts change.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
 
 GENERATOR, VERIFIER = "llama3.2", "bespoke-minicheck"
 THRESHOLD, MAX_REGENERATIONS = 0.8, 2
+CHUNK_SIZE, TOP_K = 500, 3  # characters per chunk at most; chunks per question
+# (pattern, joiner) from the coarsest boundary to the finest: paragraphs, lines, sentences, words
+SEPARATORS = ((r"\n\s*\n", "\n\n"), (r"\n", "\n"), (r"(?<=[.!?])\s+", " "), (r"\s+", " "))
+TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".text", ".rst")
 
 GENERATE_SYSTEM = (
     "Answer the question using only the numbered context passages. After every sentence, cite the "
@@ -89,3 +104,76 @@ def answer(client, question: str, context: str) -> SeedRun:
         if run.faithfulness >= THRESHOLD:
             break
     return run
+
+
+def split_text(text: str, size: int = CHUNK_SIZE, separators=SEPARATORS) -> list[str]:
+    """Chunks of at most `size` characters: split on the coarsest boundary the text has, merge neighbouring
+    pieces while they fit, split a piece that does not fit on the next boundary (a word longer than `size`
+    is cut every `size` characters). Chunks are stripped; blank ones are dropped."""
+    text = text.strip()
+    if not text:
+        return []
+    if len(text) <= size:
+        return [text]
+    if not separators:
+        return [c for c in (text[i : i + size].strip() for i in range(0, len(text), size)) if c]
+    (pattern, joiner), finer = separators[0], separators[1:]
+    pieces = [p.strip() for p in re.split(pattern, text) if p.strip()]
+    if len(pieces) == 1:
+        return split_text(text, size, finer)
+    chunks, current = [], ""
+    for piece in pieces:
+        if len(piece) > size:
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.extend(split_text(piece, size, finer))
+        elif not current:
+            current = piece
+        elif len(current) + len(joiner) + len(piece) <= size:
+            current += joiner + piece
+        else:
+            chunks.append(current)
+            current = piece
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def seed_context(chunks: Iterable[tuple[str, str]]) -> str:
+    """The seed's context block for (source name, text) chunks, numbered from 1."""
+    return "\n\n".join(f"[{n}] source: {source}\n{text}" for n, (source, text) in enumerate(chunks, start=1))
+
+
+class SeedIndex:
+    """The seed's vector store: every chunk of the documents under `folders`, embedded once with `model`
+    through `client` (an `ollama.Client`); `search` embeds the question and ranks chunks by cosine similarity."""
+
+    def __init__(self, client, model: str, folders: Iterable[str | Path], size: int = CHUNK_SIZE, top_k: int = TOP_K):
+        self.client, self.model, self.top_k = client, model, top_k
+        self.chunks: list[tuple[str, str]] = []  # (source file name, text)
+        for folder in folders:
+            folder = Path(folder)
+            files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+            for path in files:
+                if path.suffix.lower() in TEXT_SUFFIXES:
+                    self.chunks += [(path.name, c) for c in split_text(path.read_text(encoding="utf-8"), size)]
+        if not self.chunks:
+            raise ValueError("no documents to index")
+        self.vectors = np.vstack(
+            [self._embed([t for _, t in self.chunks[i : i + 64]]) for i in range(0, len(self.chunks), 64)]
+        )
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        vectors = np.asarray(self.client.embed(model=self.model, input=texts).embeddings, dtype=float)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1.0, norms)
+
+    def search(self, question: str) -> list[tuple[float, str, str]]:
+        """The top_k chunks as (cosine similarity, source, text), most similar first (ties: document order)."""
+        scores = self.vectors @ self._embed([question])[0]
+        best = np.argsort(-scores, kind="stable")[: self.top_k]
+        return [(float(scores[i]), *self.chunks[i]) for i in best]
+
+    def context(self, question: str) -> str:
+        return seed_context((source, text) for _, source, text in self.search(question))
