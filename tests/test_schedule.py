@@ -52,6 +52,7 @@ def test_one_slot_grades_first_then_generates_from_the_passages_it_kept(fake, se
     kept = next(e for e in events if e.kind == "budget").data["cuts"]
     read = {c.n for c in kept if c.kept}
     assert read <= {1, 2} and [c.why for c in kept if c.n > 2] == ["not relevant to the question (context grade)"] * 3
+    assert all(r["done"] <= generation["done"] or r["received"] >= generation["done"] for r in chats(fake, "claims"))
     context = generation["body"]["messages"][1]["content"]
     assert read and all(f"[{n}] source:" in context for n in read)
     assert all(f"[{c.n}] source:" not in context for c in kept if not c.kept)
@@ -170,3 +171,28 @@ def test_the_drilldown_shows_what_the_generator_read_of_each_chunk(fake, setting
     cuts = [s for s in spans_for_run(kb_db, result.run_id) if s.name == "context budget"][0].attributes
     assert list(frame["chunk"]) == sorted(int(k.split("_")[1]) for k in cuts if k.startswith("passage_"))
     assert all(" of " in line and "tokens" in line for line in frame["the generator read"])
+
+
+def test_one_slot_extracts_a_written_answers_claims_in_one_call_and_checks_each_sentence(fake, settings, kb_db):
+    two = "RAG retrieves passages and then it writes the answer from them [1]. The index held 21 million passages [1]."
+    fake.enqueue(two, model="llama3.2", match=lambda body: not body.get("format"))
+    events, result = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=1, max_retries=0))
+    extractions = chats(fake, "claims")
+    assert len(extractions) == 1 and extractions[0]["received"] >= chats(fake)[0]["done"]
+    assert "Answer:" in extractions[0]["body"]["messages"][-1]["content"]  # the whole answer's prompt
+    sentences = [e for e in events if e.kind == "sentence"]
+    assert [e.data["index"] for e in sentences] == [0, 1]
+    claims = result.attempts[0].claims
+    assert [c.claim_no for c in claims] == list(range(1, len(claims) + 1)) and len(claims) >= 2
+    assert {c.answer_span for c in claims} == {(e.data["span"][0], e.data["span"][1]) for e in sentences}
+
+
+def test_four_slots_check_each_sentence_while_the_answer_streams(fake, settings, kb_db):
+    two = "RAG retrieves passages and then it writes the answer from them [1]. The index held 21 million passages [1]."
+    fake.enqueue(two, model="llama3.2", match=lambda body: not body.get("format"))
+    ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=4, max_retries=0))
+    answers = sorted(r["body"]["messages"][-1]["content"].split("Answer:\n")[1] for r in chats(fake, "claims"))
+    assert answers == [  # a call per sentence, each as soon as it was written
+        "RAG retrieves passages and then it writes the answer from them [1].",
+        "The index held 21 million passages [1].",
+    ]

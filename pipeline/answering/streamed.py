@@ -16,11 +16,12 @@ from pipeline.answering import prompts
 from pipeline.answering.events import Event
 from pipeline.answering.live import LiveSentence, SentenceFeed
 from pipeline.models.llm import LLMReply
-from pipeline.text import find_span, is_meta_statement, one_line, strip_citations
+from pipeline.text import Sentence, find_span, is_meta_statement, one_line, strip_citations
 from pipeline.verification.claims import EXTRACTION_ERROR, CheckedClaim, Passage, context_block, scored_claims
 from pipeline.verification.extraction_check import REPEAT, repeats
 from pipeline.verification.faithfulness import ABSTAIN_SENTENCE, ClaimExtraction, example_text
-from pipeline.verification.prompts import EXTRACT_SENTENCE_CLAIMS
+from pipeline.verification.placement import place_claim
+from pipeline.verification.prompts import EXTRACT_CLAIMS, EXTRACT_SENTENCE_CLAIMS
 
 
 def is_abstention(answer: str) -> bool:
@@ -62,6 +63,9 @@ class LiveAttempt:
         # the attempt's score or the claims a retry names, so the loop goes on without waiting for it
         self.classifying: list[tuple[CheckedClaim, Future]] = []
         self._classifying_guard = threading.Lock()
+        # the sequential schedule (one slot): calls queue, so checking sentences while the answer streams buys
+        # nothing; the whole answer's claims are extracted in one call once it is written
+        self.whole = getattr(run, "schedule", None) == "sequential"
 
     # -- the attempt's event loop -------------------------------------------------------------
     def run(self, grade_round: int | None) -> Iterator[Event]:
@@ -79,6 +83,8 @@ class LiveAttempt:
             elif kind == "generated":
                 self.reply = payload[0]
                 self._check(self.feed.finish())
+                if self.whole and self.sentences:
+                    self._submit("checked all", self._check_answer, list(self.sentences))
                 yield self._generated_event()
             elif kind == "graded":
                 grading = False
@@ -87,8 +93,9 @@ class LiveAttempt:
                 if relevant is False:
                     yield from self._withdraw()
                     return
-            elif kind == "checked":
-                self.checked[payload[0].sentence.index] = payload[0]
+            elif kind in ("checked", "checked all"):
+                for check in payload[0] if kind == "checked all" else payload:
+                    self.checked[check.sentence.index] = check
                 yield from self._show_ready()
 
     def _submit(self, kind: str, fn: Callable, *args) -> None:
@@ -146,46 +153,87 @@ class LiveAttempt:
         for sentence in finished:
             earlier = self.sentences[-1].text if self.sentences else ""
             self.sentences.append(sentence)
-            self._submit("checked", self._check_sentence, sentence, earlier)
+            if not self.whole:
+                self._submit("checked", self._check_sentence, sentence, earlier)
 
     def _check_sentence(self, sentence: LiveSentence, earlier: str) -> SentenceCheck:
         """Extract one sentence's claims and verify them, trying the passages it cites first."""
-        run = self.run_
-        if self.stop.is_set() or is_abstention(sentence.text) or is_meta_statement(sentence.text):
+        if self._uncheckable(sentence):
             return SentenceCheck(sentence)
         with tracing.step(f"check sentence {sentence.index + 1}", cited=sorted(sentence.cited)):
             extraction = self._extract(sentence, earlier)
             if extraction.claims is None:
                 return SentenceCheck(sentence, error=extraction.invalid_reason)
-            if self.stop.is_set():
-                return SentenceCheck(sentence)
-            rejected: list[CheckedClaim] = []
-            with tracing.step("verify", claims=len(extraction.claims)):
-                checked = run.checker.verify_extracted(
-                    extraction.claims,
-                    sentence.text,
-                    self.passages,
-                    question=run.question,
-                    earlier=earlier,
-                    examples=example_text(EXTRACT_SENTENCE_CLAIMS),
-                    cited=sentence.cited,
-                    deferred=rejected,
-                )
-            for claim in rejected:
-                future = tracing.submit(self.pool, run.checker.classify_rejected, claim, self.passages)
-                with self._classifying_guard:
-                    self.classifying.append((claim, future))
+            return self._verify_sentence(sentence, earlier, extraction.claims, EXTRACT_SENTENCE_CLAIMS)
+
+    def _uncheckable(self, sentence: LiveSentence) -> bool:
+        return self.stop.is_set() or is_abstention(sentence.text) or is_meta_statement(sentence.text)
+
+    def _check_answer(self, sentences: list[LiveSentence]) -> list[SentenceCheck]:
+        """The sequential schedule's check of a written answer: the sentences found verbatim in a passage are one
+        claim each, the others' claims come from one extraction call over them; each claim is then verified with
+        the sentence it was placed on (that sentence's cited passages first)."""
+        checkable = [s for s in sentences if not self._uncheckable(s)]
+        claims = {s.index: [strip_citations(s.text)] for s in checkable if self._verbatim(s)}
+        rest = [s for s in checkable if s.index not in claims]
+        errors: dict[int, str] = {}
+        if rest:
+            with tracing.step("extract claims", sentences=len(rest)):
+                extraction = self.run_.checker.extract_claims(self.run_.question, " ".join(s.text for s in rest))
+            if extraction.claims is None:
+                errors = dict.fromkeys((s.index for s in rest), extraction.invalid_reason)
+            else:
+                parts = [Sentence(s.text, s.start, s.end) for s in rest]
+                for claim in extraction.claims:  # an unplaced claim goes with the last sentence: found not in it
+                    at = place_claim(claim, parts)
+                    claims.setdefault(rest[-1 if at is None else at].index, []).append(claim)
+        checks = []
+        for i, sentence in enumerate(sentences):
+            earlier = sentences[i - 1].text if i else ""
+            if sentence.index in errors:
+                checks.append(SentenceCheck(sentence, error=errors[sentence.index]))
+            elif sentence.index in claims and not self.stop.is_set():
+                with tracing.step(f"check sentence {sentence.index + 1}", cited=sorted(sentence.cited)):
+                    checks.append(self._verify_sentence(sentence, earlier, claims[sentence.index], EXTRACT_CLAIMS))
+            else:
+                checks.append(SentenceCheck(sentence))
+        return checks
+
+    def _verify_sentence(self, sentence: LiveSentence, earlier: str, claims: list[str], prompt) -> SentenceCheck:
+        """The sentence's claims down the verifier chain; a rejected one is classified on the pool meanwhile."""
+        run = self.run_
+        if self.stop.is_set():
+            return SentenceCheck(sentence)
+        rejected: list[CheckedClaim] = []
+        with tracing.step("verify", claims=len(claims)):
+            checked = run.checker.verify_extracted(
+                claims,
+                sentence.text,
+                self.passages,
+                question=run.question,
+                earlier=earlier,
+                examples=example_text(prompt),
+                cited=sentence.cited,
+                deferred=rejected,
+            )
+        for claim in rejected:
+            future = tracing.submit(self.pool, run.checker.classify_rejected, claim, self.passages)
+            with self._classifying_guard:
+                self.classifying.append((claim, future))
         for claim in checked:
             claim.answer_span = (sentence.start, sentence.end)
         return SentenceCheck(sentence, checked)
 
+    def _verbatim(self, sentence: LiveSentence) -> bool:
+        quoted = strip_citations(sentence.text)
+        return any(find_span(p.text, quoted.rstrip(".!?;:")) for p in self.passages)
+
     def _extract(self, sentence: LiveSentence, earlier: str) -> ClaimExtraction:
         """The sentence's claims: a sentence that stands verbatim in a passage is one claim as it is (splitting
         it could only yield claims that passage states), so it costs no extraction call."""
-        quoted = strip_citations(sentence.text)
-        if any(find_span(p.text, quoted.rstrip(".!?;:")) for p in self.passages):
+        if self._verbatim(sentence):
             tracing.annotate(verbatim=True)
-            return ClaimExtraction([quoted])
+            return ClaimExtraction([strip_citations(sentence.text)])
         with tracing.step("extract claims"):
             return self.run_.checker.extract_sentence_claims(self.run_.question, sentence.text, earlier)
 
