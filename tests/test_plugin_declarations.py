@@ -47,6 +47,8 @@ RUN_KEYS = {
     "top_k",
     "chunk_size",
     "chunk_overlap",
+    "answer_schedule",
+    "context_budget_tokens",
     "faithfulness_threshold",
     "max_retries",
     "abstain_below",
@@ -194,15 +196,16 @@ def test_a_question_run_records_what_the_parts_of_its_chain_declare(settings):
     assert set(default) == set(with_llm) == RUN_KEYS  # the same keys whatever the chain: runs compare key by key
     assert "llm_verifier" not in default["prompts"] and with_llm["prompts"]["llm_verifier"] == "1"
     assert {k: v for k, v in with_llm["prompts"].items() if k != "llm_verifier"} == default["prompts"]
-    assert default["prompts"] == {  # the versions stored runs carry: moving the prompts changed none
-        "grade_context": "2",
+    assert default["prompts"] == {  # the versions stored runs carry (issue 30: the grade names the chunks it keeps,
+        # the generation prompts put the context first and a retry's instruction last)
+        "grade_context": "3",
         "rewrite_query": "1",
-        "generate": "1",
-        "generate_strict": "1",
+        "generate": "2",
+        "generate_strict": "2",
         "extract_sentence_claims": "1",
         "nli_judge": "1",
         "on_topic": "1",
-        "generate_on_topic": "1",
+        "generate_on_topic": "2",
     }
 
 

@@ -392,6 +392,7 @@ class QuestionRun:
             final = future.result()
             if claim.verdict == EXTRACTION_ERROR:  # found to repeat an earlier sentence's claim meanwhile
                 continue
+            final = self._on_whole_chunk(final)
             for name in ("verdict", "verifier", "passage", "span", "reason"):
                 setattr(claim, name, getattr(final, name))
             if announce:
@@ -400,6 +401,18 @@ class QuestionRun:
                     f"attempt {attempt_no}, claim {claim.claim_no}: {claim.verdict}",
                     {"attempt": attempt_no, "claim": claim},
                 )
+
+    def _on_whole_chunk(self, claim: CheckedClaim) -> CheckedClaim:
+        """A claim checked on a window of a chunk (the context budget), moved onto the whole retrieved chunk, as the
+        store keeps it and the answer's sources show it."""
+        window = claim.passage
+        whole = next((p for p in self.result.passages if window is not None and p.n == window.n), None)
+        if whole is None or whole is window:
+            return claim
+        claim.passage = whole
+        if claim.span is not None:
+            claim.span = (claim.span[0] + window.offset, claim.span[1] + window.offset)
+        return claim
 
     def _on_topic_retry(self, passages: list[Passage], failed: list[str], topic: on_topic.TopicCheck | None):
         """The retry prompt of an attempt after an off-target one: it names the question's terms the answer
@@ -466,7 +479,7 @@ class QuestionRun:
         if live.errors:
             record.status, record.error = "unverified", live.errors[0]
             return attempt
-        attempt.claims = _placed(answer, len(raw) - len(raw.lstrip()), live.claims)
+        attempt.claims = [self._on_whole_chunk(c) for c in _placed(answer, len(raw) - len(raw.lstrip()), live.claims)]
         faith, scored = self.checker.score(attempt.claims)
         record.status = status.attempt_status(faith, scored, self.settings.faithfulness_threshold)
         record.faithfulness = faith
