@@ -263,6 +263,26 @@ def ratio_figure(name: str, ratios: list[float], target: float | None, note: str
     return Figure(name, statistics.median(ratios), "×", target, note=f"{note}; p95 {p95(ratios):.2f}")
 
 
+def against_checked_answer(
+    mine: list[Sample], base: list[Sample], what: str, field_name: str, target, counted: str, profile: str
+) -> list[Figure]:
+    """The median over questions of our time to `what` (the Sample field) / the seed's checked answer (its wall)."""
+    pairs = [(getattr(m, field_name), b.wall) for m, b in zip(mine, base, strict=True)]
+    pairs = [(m, b) for m, b in pairs if m is not None]
+    if not pairs:
+        return []
+    seed_wall = statistics.median(s.wall for s in base)
+    return [
+        ratio_figure(
+            f"answer vs seed: {what} / seed's checked answer, median ({profile})",
+            [m / b for m, b in pairs],
+            target,
+            f"ours {statistics.median(m for m, _ in pairs):.2f} s, seed {seed_wall:.2f} s (medians); "
+            f"{len(pairs)}/{len(mine)} answers {counted}",
+        )
+    ]
+
+
 def figures(profile: str, mine: list[Sample], base: list[Sample], lag: bool = False) -> list[Figure]:
     """The figures of one profile, with targets (`lag`: also the first-token lag figure)."""
     wall = sum(s.wall for s in mine) / sum(s.wall for s in base)
@@ -292,29 +312,8 @@ def figures(profile: str, mine: list[Sample], base: list[Sample], lag: bool = Fa
             ),
         ),
     ]
-    seed_wall = statistics.median(s.wall for s in base)
-    shown = [(m.visible, b.wall) for m, b in zip(mine, base, strict=True) if m.visible is not None]
-    if shown:
-        out.append(
-            ratio_figure(
-                f"answer vs seed: first shown text / seed's checked answer, median ({profile})",
-                [m / b for m, b in shown],
-                VISIBLE_TARGET,
-                f"ours {statistics.median(m for m, _ in shown):.2f} s, seed {seed_wall:.2f} s (medians); "
-                f"{len(shown)}/{len(mine)} answers shown",
-            )
-        )
-    checked = [(m.verified, b.wall) for m, b in zip(mine, base, strict=True) if m.verified is not None]
-    if checked:
-        out.append(
-            ratio_figure(
-                f"answer vs seed: first verified sentence / seed's checked answer, median ({profile})",
-                [m / b for m, b in checked],
-                None,
-                f"ours {statistics.median(m for m, _ in checked):.2f} s, seed {seed_wall:.2f} s (medians); "
-                f"{len(checked)}/{len(mine)} answers with one",
-            )
-        )
+    out += against_checked_answer(mine, base, "first shown text", "visible", VISIBLE_TARGET, "shown", profile)
+    out += against_checked_answer(mine, base, "first verified sentence", "verified", None, "with one", profile)
     out += [
         Figure(
             f"answer vs seed: LLM calls per question, ours ({profile})",
