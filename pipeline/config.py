@@ -111,6 +111,14 @@ def _is_floor_list(text: str) -> bool:
     return True
 
 
+def _is_slot_list(text: str) -> bool:
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        host, sign, value = part.rpartition("=")
+        if not (sign and host.strip() and value.strip().isdigit() and int(value) >= 1):
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class Settings:
     # Models and hosts
@@ -151,6 +159,14 @@ class Settings:
         "parallel requests each host serves per model (its OLLAMA_NUM_PARALLEL); 0: what Ollama chooses by default, "
         "read from the host: 4 where the generator runs on a GPU, 1 where it runs on the CPU or is not loaded yet",
         minimum=0,
+    )
+    ollama_host_slots: str = setting(
+        "",
+        "models",
+        "where hosts differ: host=slots pairs, comma-separated (gpu1:11434=4, laptop:11434=1); a host not named "
+        "has ollama_slots_per_host",
+        check=_is_slot_list,
+        rule="host=N pairs, comma-separated, each N 1 or more",
     )
     ollama_host_backoff_s: float = setting(
         5.0, "models", "how long a failed host is skipped, doubled for each failure in a row (at most 300 s)", above=0
@@ -400,6 +416,19 @@ class Settings:
     diagnosis_high: float = setting(
         0.75, "advanced", "what the diagnostic grid calls a high metric mean", minimum=0, maximum=1
     )
+
+    def host_slots_entry(self, host: str) -> int | None:
+        """The host's entry in ollama_host_slots, or None."""
+        for part in filter(None, (p.strip() for p in self.ollama_host_slots.split(","))):
+            name, _, value = part.rpartition("=")
+            if normalise_host(name) == normalise_host(host):
+                return int(value)
+        return None
+
+    def slots_set_for(self, host: str) -> int:
+        """The slots set for one host: its ollama_host_slots entry, else ollama_slots_per_host (0: read it)."""
+        entry = self.host_slots_entry(host)
+        return self.ollama_slots_per_host if entry is None else entry
 
     def model_hosts(self) -> list[str]:
         """The Ollama hosts calls are spread over: ollama_hosts, or else ollama_host alone."""

@@ -69,6 +69,25 @@ def test_ollama_hosts_are_read_normalised_and_default_to_ollama_host(tmp_path):
     assert "WORKBENCH_OLLAMA_SLOTS_PER_HOST" in caught.value.fix
 
 
+def test_hosts_with_their_own_slot_counts_get_calls_by_their_free_slots(two, monkeypatch):
+    from pipeline.models import slots
+
+    a, b = two
+    monkeypatch.setenv("WORKBENCH_OLLAMA_HOST_SLOTS", f"{a.url.removeprefix('http://')}=1, {b.url}=4")
+    settings = load_settings()
+    assert (settings.slots_set_for(a.url), settings.slots_set_for(b.url)) == (1, 4)
+    pool = hosts.HostPool(settings)
+    leases = [pool.lease("llama3.2", None, []) for _ in range(4)]
+    assert [lease.host.url for lease in leases] == [b.url, b.url, b.url, a.url]  # 4 free on B before A's one
+    assert slots.host_slots(settings, a.url, "llama3.2") == slots.Slots(1, "set by ollama_host_slots")
+    assert slots.schedule(settings)[0] == "sequential"  # the generator's first host, A, has one slot
+    for lease in leases:
+        lease.release()
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"WORKBENCH_OLLAMA_HOST_SLOTS": "gpu1:11434=0"})
+    assert "WORKBENCH_OLLAMA_HOST_SLOTS" in caught.value.fix and "host=N pairs" in str(caught.value)
+
+
 def test_a_call_goes_to_the_host_with_the_most_free_slots(two):
     a, b = two
     settings = load_settings()

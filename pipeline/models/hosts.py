@@ -235,9 +235,9 @@ class HostPool:
         candidates = self._candidates(model, digest, tried)
         if not candidates:
             return None
-        slots = self.settings.ollama_slots_per_host
+        slots = {h.url: self.settings.slots_set_for(h.url) for h in candidates}  # 0 (read from the host): all alike
         with _lock:
-            host = max(candidates, key=lambda h: (slots - h.in_flight, -h.last_chosen))
+            host = max(candidates, key=lambda h: (slots[h.url] - h.in_flight, -h.last_chosen))
             host.in_flight += 1
             host.last_chosen = next(_ticket)
         return Lease(host, self.settings_for(host))

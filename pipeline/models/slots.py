@@ -27,8 +27,11 @@ class Slots:
 
 
 def host_slots(settings: Settings, host: str, model: str) -> Slots:
-    """The slots `host` serves `model` with: the setting when it is set, else what Ollama does by default on that
-    host's machine, read from its loaded models (kept KEPT_S)."""
+    """The slots `host` serves `model` with: the host's ollama_host_slots entry, else ollama_slots_per_host when it
+    is set, else what Ollama does by default on that host's machine, read from its loaded models (kept KEPT_S)."""
+    entry = settings.host_slots_entry(host)
+    if entry is not None:
+        return Slots(entry, "set by ollama_host_slots")
     if settings.ollama_slots_per_host > 0:
         return Slots(settings.ollama_slots_per_host, "set by ollama_slots_per_host")
     key = (host, normalise_model(model))
