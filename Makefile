@@ -22,7 +22,7 @@ $(VENV)/.dev-installed: requirements-dev.txt requirements-otel.txt requirements-
 
 run: $(VENV)/.installed
 	$(PY) -m pipeline ingest --if-empty data/kb || echo "Could not ingest data/kb now; the app will say why."
-	$(PY) -m streamlit run streamlit_app.py $(STREAMLIT_FLAGS)
+	$(PY) serve_app.py $(STREAMLIT_FLAGS)  # streamlit run streamlit_app.py, the pages' modules imported first
 
 test: $(VENV)/.dev-installed
 	$(PY) -m ruff check .

@@ -100,13 +100,12 @@ def serving(env: dict[str, str], idle_release_s: str | None = "0.2", script: str
     # overflowed" warnings, its rescans of the checkout costing half the app's CPU: the tests edit no source, so
     # it is off.
     output = tempfile.TemporaryFile("w+")
+    # the app as `make run` starts it (serve_app.py: its pages' modules imported before the server starts)
+    command = ["serve_app.py"] if script == "streamlit_app.py" else ["-m", "streamlit", "run", script]
     process = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            script,
+            *command,
             "--server.headless",
             "true",
             "--browser.gatherUsageStats",

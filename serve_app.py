@@ -1,0 +1,44 @@
+"""`make run`'s entry: import the modules the pages draw with, then start Streamlit's server on streamlit_app.py
+with the flags given. Each page's first visit after the server starts then finds its modules imported (they were
+0.7 s of the Evaluate page's first render) instead of importing them in its own script run; importing them here,
+before the server's threads exist, cannot deadlock on the import lock as a warm-up thread beside the first page's
+run could."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import sys
+
+import pages.views
+
+
+def warm() -> list[str]:
+    """Import every module of pages/views (and so what they import: pandas, Altair, Plotly, the pipeline)."""
+    names = [f"pages.views.{module.name}" for module in pkgutil.iter_modules(pages.views.__path__)]
+    # st.cache_data checks its parameters when a function is decorated and warns that no server runs yet; the
+    # cache itself is made at the first call, inside the server
+    from streamlit.runtime.caching import cache_data_api  # its logger gets Streamlit's level when it is made
+
+    quiet = logging.getLogger(cache_data_api.__name__)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        for name in names:
+            importlib.import_module(name)
+    finally:
+        quiet.setLevel(level)
+    return names
+
+
+def main(flags: list[str] | None = None) -> None:
+    warm()
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", "run", "streamlit_app.py", *(sys.argv[1:] if flags is None else flags)]
+    cli.main()
+
+
+if __name__ == "__main__":
+    main()
