@@ -251,6 +251,7 @@ def test_annotate_with_an_answer_to_rate(app):
 def test_every_tab_of_a_drilldown(app, run):
     run_id = getattr(app, run)
     page = open_page(app, f"runs?run_id={run_id}", f"Run {run_id}")
+    settled(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
     for tab in ("Answer and claims", "Retrieval", "Trace", "Calls", "Scores"):
         page.get_by_role("tab", name=tab).click()
         assert_consistent(page, f"drilldown-{run}-{tab.split()[0].lower()}")

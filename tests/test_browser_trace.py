@@ -7,7 +7,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from browser_server import app_env, assert_no_failure, chromium, new_page, prepared_store, screenshot, serving
+from browser_server import (
+    app_env,
+    assert_no_failure,
+    chromium,
+    new_page,
+    prepared_store,
+    screenshot,
+    serving,
+    wait_idle,
+)
 from fake_ollama import FakeOllama
 from test_browser import CHROMIUM, QUESTION
 
@@ -47,6 +56,7 @@ def open_trace_tab(app):
     page = new_page(app.browser)
     page.goto(f"{app.url}/runs?run_id={app.run_id}", timeout=90_000)
     expect(page.get_by_role("heading", name=f"Run {app.run_id}", exact=True)).to_be_visible(timeout=90_000)
+    wait_idle(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
     page.get_by_role("tab", name="Trace", exact=True).click()
     panel = page.get_by_role("tabpanel", name="Trace")
     expect(panel.get_by_text("Select a span", exact=False)).to_be_visible(timeout=60_000)
@@ -87,6 +97,7 @@ def test_the_trace_viewer_opens_a_span_picked_in_the_tree_and_shows_its_calls(ap
 def test_the_trace_viewer_opens_a_span_chosen_with_the_keyboard(app):
     page, panel = open_trace_tab(app)
     spans = panel.get_by_role("combobox", name="Span")
+    wait_idle(page)
     spans.click()
     page.keyboard.type(f"{app.row + 1}. {app.span}")
     page.keyboard.press("Enter")

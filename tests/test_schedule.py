@@ -59,8 +59,15 @@ def test_one_slot_grades_first_then_generates_from_the_passages_it_kept(fake, se
     assert result.status == "accepted"
 
 
+def arrived(schema_key):
+    """fake -> whether a generator request of that kind (None: a generation) has come in."""
+    return lambda server: bool(chats(server, schema_key))
+
+
 def test_four_slots_grade_alongside_the_first_answer(fake, settings, kb_db):
-    fake.set_latency(0.002)
+    # each reply waits for the other request to arrive: both are in flight at once on any machine, however busy
+    fake.hold(match=schema_has("relevant"), until=arrived(None), times=1)
+    fake.hold(match=lambda body: not body.get("format"), until=arrived("relevant"), times=1)
     events, _ = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=4))
     plan = next(e for e in events if e.kind == "plan")
     assert plan.data["schedule"] == "overlapped" and "4 slots" in plan.data["why"]
