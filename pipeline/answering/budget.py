@@ -109,9 +109,6 @@ class _Window:
         self.lo = self.hi = best
         self.stuck = not self.parts
 
-    def tokens(self) -> int:
-        return sum(self.cost[self.lo : self.hi])
-
     def whole(self) -> bool:
         return self.lo == 0 and self.hi == self.size
 

@@ -154,7 +154,6 @@ class QuestionRun:
         self.grades: list[GradeRecord] = []
         self.relevant: bool | None = None  # the context grade that let the question through
         self.retrievals: list[RetrievalRecord] = []
-        self.budgets: list = []  # answering/budget.Budgeted of each round answered
         self.log: RunLog | None = None
         self.classifying: list[tuple[int, CheckedClaim, Future]] = []  # (attempt, claim, its classification)
         # the embedding model's similarity scale: measured (or read from the store) on first need; an evaluation
@@ -380,7 +379,6 @@ class QuestionRun:
                 total_tokens=budgeted.total_tokens,
                 **{f"passage_{c.n}": c.line() for c in budgeted.cuts},
             )
-        self.budgets.append(budgeted)
         yield Event("budget", budgeted.summary(), {"budget": budget, "cuts": budgeted.cuts})
         return budgeted.passages
 
