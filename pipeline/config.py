@@ -111,12 +111,14 @@ def _is_floor_list(text: str) -> bool:
     return True
 
 
+def _slot_pairs(text: str) -> list[tuple[str, str]]:
+    """ollama_host_slots as (host, count) text pairs; a part without "=" has an empty host."""
+    parts = (part.rpartition("=") for part in text.split(",") if part.strip())
+    return [(host.strip(), value.strip()) for host, _, value in parts]
+
+
 def _is_slot_list(text: str) -> bool:
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        host, sign, value = part.rpartition("=")
-        if not (sign and host.strip() and value.strip().isdigit() and int(value) >= 1):
-            return False
-    return True
+    return all(host and value.isdigit() and int(value) >= 1 for host, value in _slot_pairs(text))
 
 
 @dataclass(frozen=True)
@@ -419,11 +421,8 @@ class Settings:
 
     def host_slots_entry(self, host: str) -> int | None:
         """The host's entry in ollama_host_slots, or None."""
-        for part in filter(None, (p.strip() for p in self.ollama_host_slots.split(","))):
-            name, _, value = part.rpartition("=")
-            if normalise_host(name) == normalise_host(host):
-                return int(value)
-        return None
+        wanted = normalise_host(host)
+        return next((int(n) for name, n in _slot_pairs(self.ollama_host_slots) if normalise_host(name) == wanted), None)
 
     def slots_set_for(self, host: str) -> int:
         """The slots set for one host: its ollama_host_slots entry, else ollama_slots_per_host (0: read it)."""
