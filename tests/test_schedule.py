@@ -157,13 +157,15 @@ def test_a_slot_with_the_prompt_cache_charges_the_retry_only_past_the_first_answ
 
 
 def test_a_claim_checked_on_a_window_is_stored_against_the_whole_chunk():
+    from pipeline.answering.budget import on_whole_chunk
     from pipeline.answering.events import claim_record
     from pipeline.verification.claims import CheckedClaim, Passage
 
     chunk = "First sentence here. The index held 21 million passages. Last one."
+    whole = Passage(1, 7, "rag.md", chunk, 0.9)
     window = Passage(1, 7, "rag.md", chunk[21:57], 0.9, offset=21)
     claim = CheckedClaim(1, "The index held 21 million passages.", "supported", "precheck", window, (4, 35))
-    record = claim_record(1, claim)
+    record = claim_record(1, on_whole_chunk(claim, [whole]))
     assert chunk[record.span_start : record.span_end] == claim.evidence == "index held 21 million passages."
 
 

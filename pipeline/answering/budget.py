@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from pipeline.text import content_words, sentences
-from pipeline.verification.claims import Passage
+from pipeline.verification.claims import CheckedClaim, Passage
 
 
 @cache
@@ -153,6 +153,19 @@ def _grow(windows: list[_Window], budget: int) -> None:
             used += step[1]
             still.append(window)
         growing = still
+
+
+def on_whole_chunk(claim: CheckedClaim, passages: list[Passage]) -> CheckedClaim:
+    """A claim checked on a window of a chunk, moved onto the whole retrieved chunk of `passages` (its evidence
+    span with it), as the answer's sources show it and the store keeps it; any other claim as it is."""
+    window = claim.passage
+    whole = next((p for p in passages if window is not None and p.n == window.n), None)
+    if whole is None or whole is window:
+        return claim
+    claim.passage = whole
+    if claim.span is not None:
+        claim.span = (claim.span[0] + window.offset, claim.span[1] + window.offset)
+    return claim
 
 
 def stored_budgets(spans) -> list[tuple[str, list[dict]]]:

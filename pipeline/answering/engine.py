@@ -16,7 +16,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 
 from pipeline import tracing
 from pipeline.answering import on_topic, prompts, status
-from pipeline.answering.budget import within_budget
+from pipeline.answering.budget import on_whole_chunk, within_budget
 from pipeline.answering.events import AnswerResult, Attempt, Event
 from pipeline.answering.live import grade_view
 from pipeline.answering.retriever import DuckDBRetriever
@@ -390,7 +390,7 @@ class QuestionRun:
             final = future.result()
             if claim.verdict == EXTRACTION_ERROR:  # found to repeat an earlier sentence's claim meanwhile
                 continue
-            final = self._on_whole_chunk(final)
+            final = on_whole_chunk(final, self.result.passages)
             for name in ("verdict", "verifier", "passage", "span", "reason"):
                 setattr(claim, name, getattr(final, name))
             if announce:
@@ -399,18 +399,6 @@ class QuestionRun:
                     f"attempt {attempt_no}, claim {claim.claim_no}: {claim.verdict}",
                     {"attempt": attempt_no, "claim": claim},
                 )
-
-    def _on_whole_chunk(self, claim: CheckedClaim) -> CheckedClaim:
-        """A claim checked on a window of a chunk (the context budget), moved onto the whole retrieved chunk, as the
-        store keeps it and the answer's sources show it."""
-        window = claim.passage
-        whole = next((p for p in self.result.passages if window is not None and p.n == window.n), None)
-        if whole is None or whole is window:
-            return claim
-        claim.passage = whole
-        if claim.span is not None:
-            claim.span = (claim.span[0] + window.offset, claim.span[1] + window.offset)
-        return claim
 
     def _on_topic_retry(self, passages: list[Passage], failed: list[str], topic: on_topic.TopicCheck | None):
         """The retry prompt of an attempt after an off-target one: it names the question's terms the answer
@@ -477,7 +465,8 @@ class QuestionRun:
         if live.errors:
             record.status, record.error = "unverified", live.errors[0]
             return attempt
-        attempt.claims = [self._on_whole_chunk(c) for c in _placed(answer, len(raw) - len(raw.lstrip()), live.claims)]
+        placed = _placed(answer, len(raw) - len(raw.lstrip()), live.claims)
+        attempt.claims = [on_whole_chunk(c, self.result.passages) for c in placed]
         faith, scored = self.checker.score(attempt.claims)
         record.status = status.attempt_status(faith, scored, self.settings.faithfulness_threshold)
         record.faithfulness = faith

@@ -125,7 +125,6 @@ class AnswerResult(RunRecord):
 
 
 def claim_record(attempt_no: int, claim: CheckedClaim) -> ClaimRecord:
-    shift = claim.passage.offset if claim.passage else 0
     return ClaimRecord(
         attempt_no=attempt_no,
         claim_no=claim.claim_no,
@@ -133,9 +132,8 @@ def claim_record(attempt_no: int, claim: CheckedClaim) -> ClaimRecord:
         verdict=claim.verdict,
         verifier=claim.verifier,
         evidence_chunk_id=claim.passage.chunk_id if claim.passage else None,
-        # stored against the whole chunk, which the drilldown shows, not the window the generator read
-        span_start=claim.span[0] + shift if claim.span else None,
-        span_end=claim.span[1] + shift if claim.span else None,
+        span_start=claim.span[0] if claim.span else None,
+        span_end=claim.span[1] if claim.span else None,
         evidence=claim.evidence,
         reason=claim.reason,
     )
