@@ -356,10 +356,10 @@ def pinned_digests(listings: dict[str, dict | BaseException], models: list[str])
 
 def _status(settings: Settings, host: HostState, listing, pins: dict[str, str]) -> HostStatus:
     reachable = isinstance(listing, dict)
-    if reachable:
+    if reachable or settings.slots_set_for(host.url) > 0:  # a count that is set needs no answer from the host
         slots = host_slots(settings, host.url, settings.generator_model)
     else:
-        slots = Slots(settings.ollama_slots_per_host or CPU_SLOTS, "not read: the host is not reachable")
+        slots = Slots(CPU_SLOTS, "not read: the host is not reachable")
     unusable = {}
     if reachable:
         for name, pin in pins.items():
