@@ -170,6 +170,11 @@ def _split_last_claim(text):
     return text, None
 
 
+def _context(prompt):
+    """The passages under "Context:", up to a "Question:" line when the question follows them."""
+    return _section(prompt, "Context", ("Question",)) or ""
+
+
 def _blocks(context):
     """[(n, text)] for the "[n] source: ..." blocks of a context; one block 1 if unnumbered."""
     heads = list(_BLOCK_HEAD.finditer(context))
@@ -199,7 +204,7 @@ def _ranked_sentences(prompt):
     """[(sentence, passage n)] of the context, best question overlap first, sentences without overlap left out."""
     question = set(content_words(_line_value(prompt, "Question")))
     ranked = {}
-    for n, block in _blocks(_section(prompt, "Context", ("Question",)) or ""):
+    for n, block in _blocks(_context(prompt)):
         for sentence in map(_squash, sentences(block)):
             overlap = len(question & set(content_words(sentence)))
             if overlap and sentence not in ranked:
@@ -251,7 +256,7 @@ def paraphrase(prompt, fabricate=False):
         out.append(f"{ATTRIBUTION}{', and '.join(reword(s) for s, _ in pair)} {cites}.")
     if fabricate:
         supported = sum(len(split_claim(_CITATION.sub("", s))) for s in out)
-        out += fabricated(_section(prompt, "Context", ("Question",)) or "", best[0][1], max(2, supported // 4 + 1))
+        out += fabricated(_context(prompt), best[0][1], max(2, supported // 4 + 1))
     return " ".join(out)
 
 
@@ -282,7 +287,7 @@ def judge_relevance(prompt):
     """{"relevant", "reason", "passages"}: at least half the question terms occur in the context; the passages
     listed are those holding at least a quarter of them (and one at least)."""
     question = set(content_words(_line_value(prompt, "Question")))
-    context = _section(prompt, "Context", ("Question",)) or ""
+    context = _context(prompt)
     found = len(question & set(content_words(context)))
     need = max(1, len(question) / 4)
     return {
