@@ -649,3 +649,31 @@ def m024_run_views(con: duckdb.DuckDBPyConnection) -> None:
             saved_at TIMESTAMP NOT NULL DEFAULT current_timestamp
         );
     """)
+
+
+@migration
+def m025_datasets(con: duckdb.DuckDBPyConnection) -> None:
+    """Datasets kept in the store (store/datasets.py): every save of a name is a new immutable version with its
+    items (GoldenItem as JSON, in order) and a content hash; an evaluation pins the version it ran over
+    (eval_runs.dataset_version; NULL for one over a file, as before)."""
+    con.execute("""
+        CREATE TABLE dataset_versions (
+            name VARCHAR NOT NULL,
+            version INTEGER NOT NULL,
+            content_hash VARCHAR NOT NULL,
+            n_items INTEGER NOT NULL,
+            origin VARCHAR NOT NULL,
+            note VARCHAR,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            PRIMARY KEY (name, version)
+        );
+        CREATE TABLE dataset_items (
+            name VARCHAR NOT NULL,
+            version INTEGER NOT NULL,
+            position INTEGER NOT NULL,
+            item_id VARCHAR NOT NULL,
+            item JSON NOT NULL,
+            PRIMARY KEY (name, version, position)
+        );
+        ALTER TABLE eval_runs ADD COLUMN dataset_version INTEGER;
+    """)

@@ -25,6 +25,8 @@ TABLES = {
     "schema_migrations",
     "received_spans",
     "run_views",
+    "dataset_versions",
+    "dataset_items",
     "eval_runs",
     "eval_items",
     "scores",

@@ -46,6 +46,8 @@ class GoldenItem(BaseModel):
     tags: list[str] = []
     answer: str | None = None  # given: the row is scored as it is, with no retrieval and no generation
     contexts: list[GivenContext] | None = None  # the contexts the given answer was written from
+    origin: str = "file"  # file, synthesised, run: where the item came from (a dataset in the store keeps it)
+    provenance: dict = {}  # synthesised: kind, chunk_ids, model, prompt_version, review; from a run: run_id
 
     @property
     def given(self) -> bool:
@@ -128,6 +130,7 @@ class Dataset:
     content_hash: str = ""  # of the questions (id, question, reference, tags): a dataset's identity
     mapping: ColumnMap | None = None  # how the file's columns were read
     answers_hash: str | None = None  # of the given answers and contexts; None for a golden set
+    version: int | None = None  # a dataset kept in the store: its version (its name is `name`); None: a file
 
     def select(self, limit: int | None = None, tags: list[str] | None = None) -> Dataset:
         items = [i for i in self.items if not tags or set(tags) & set(i.tags)]
