@@ -124,3 +124,163 @@ def resolve(db: Database, spec: str | Path, keep: bool = True) -> Dataset:
         ),
         str(spec),
     )
+
+
+def _replace_items(db: Database, name: str, version: int | None, change, origin: str, note: str) -> Saved:
+    """The next version of `name`: the items of `version` (None: the latest) passed through `change`."""
+    current = load(db, name, version)
+    return save(db, current.name, change(list(current.items)), origin, note)
+
+
+def _index_of(items: list[GoldenItem], item_id: str, name: str) -> int:
+    for n, item in enumerate(items):
+        if item.id == item_id:
+            return n
+    raise InputError(f"dataset {name!r} has no item {item_id!r}", fix="pick one of its items by its id")
+
+
+EDITABLE = ("question", "reference", "tags")
+
+
+def edit_item(db: Database, name: str, item_id: str, changes: dict, version: int | None = None) -> Saved:
+    """A new version with one item's question, reference or tags changed (a synthesised item counts as reviewed:
+    provenance review "edited"). An edit that empties the question is refused, and nothing is saved."""
+    unknown = sorted(set(changes) - set(EDITABLE))
+    if unknown:
+        raise InputError(f"cannot edit {', '.join(unknown)} of an item", fix=f"edit only {', '.join(EDITABLE)}")
+    if "question" in changes and not str(changes["question"] or "").strip():
+        raise InputError(
+            f"the edit would leave item {item_id!r} without a question",
+            fix="write a question, or reject the item to drop it from the dataset",
+        )
+
+    def change(items):
+        n = _index_of(items, item_id, name)
+        merged = items[n].model_dump() | changes
+        merged["provenance"] = {**items[n].provenance, "review": "edited"}
+        items[n] = GoldenItem.model_validate(merged)
+        return items
+
+    return _replace_items(db, name, version, change, "edited", f"edited {item_id}")
+
+
+def accept_item(db: Database, name: str, item_id: str, version: int | None = None) -> Saved:
+    """A new version with the item marked reviewed and kept (provenance review "accepted")."""
+
+    def change(items):
+        n = _index_of(items, item_id, name)
+        items[n] = items[n].model_copy(update={"provenance": {**items[n].provenance, "review": "accepted"}})
+        return items
+
+    return _replace_items(db, name, version, change, "edited", f"accepted {item_id}")
+
+
+def reject_item(db: Database, name: str, item_id: str, version: int | None = None) -> Saved:
+    """A new version without the item (the versions before keep it). Rejecting the last item is refused."""
+
+    def change(items):
+        del items[_index_of(items, item_id, name)]
+        return items
+
+    return _replace_items(db, name, version, change, "edited", f"rejected {item_id}")
+
+
+def pending_review(dataset: Dataset) -> list[GoldenItem]:
+    """Items a person has not reviewed yet: synthesised ones, and ones taken from a run (a draft reference)."""
+    return [i for i in dataset.items if i.provenance.get("review") == "pending"]
+
+
+@dataclass(frozen=True)
+class Change:
+    item_id: str
+    field: str
+    before: object
+    after: object
+
+
+@dataclass(frozen=True)
+class Diff:
+    added: list[GoldenItem]
+    removed: list[GoldenItem]
+    changed: list[Change]  # one per field that differs, of items in both
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+
+COMPARED = ("question", "reference", "tags", "answer", "contexts", "origin", "provenance")
+
+
+def diff(before: Dataset, after: Dataset) -> Diff:
+    """What changed from `before` to `after`, item by item (matched by id)."""
+    old = {i.id: i for i in before.items}
+    new = {i.id: i for i in after.items}
+    changed = [
+        Change(item_id, name, getattr(old[item_id], name), getattr(new[item_id], name))
+        for item_id in new
+        if item_id in old
+        for name in COMPARED
+        if getattr(old[item_id], name) != getattr(new[item_id], name)
+    ]
+    return Diff([new[i] for i in new if i not in old], [old[i] for i in old if i not in new], changed)
+
+
+EXPORT_FIELDS = ("id", "question", "reference", "tags", "answer", "contexts", "origin", "provenance")
+
+
+def export_rows(dataset: Dataset) -> list[dict]:
+    """The items as plain rows (the fields a dataset file can carry, and origin and provenance)."""
+    return [item.model_dump(mode="json", include=set(EXPORT_FIELDS)) for item in dataset.items]
+
+
+def export_text(dataset: Dataset, fmt: str) -> str:
+    """The dataset as JSONL or CSV text that `eval` (and `datasets import`) read back as the same items; in CSV,
+    tags are joined with ';' and lists and objects are JSON."""
+    rows = export_rows(dataset)
+    if fmt == "jsonl":
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    if fmt != "csv":
+        raise InputError(f"cannot export as {fmt!r}", fix="choose jsonl or csv")
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(EXPORT_FIELDS))
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(
+            {
+                k: ";".join(v)
+                if k == "tags"
+                else json.dumps(v, ensure_ascii=False)
+                if isinstance(v, list | dict)
+                else v
+                for k, v in row.items()
+            }
+        )
+    return out.getvalue()
+
+
+def add_run(db: Database, run_id: int, name: str, run: dict | None = None) -> Saved:
+    """A chat run's question into the next version of `name` (a new dataset when there is none), with its answer as
+    a draft reference for a person to confirm (provenance review "pending"). `run`: the run's row, if read."""
+    from store.runs import get_run
+
+    run = run or get_run(db, run_id)
+    if run is None:
+        raise InputError(
+            f"there is no run {run_id}", fix="pick a run on the Runs page or with `python -m pipeline runs`"
+        )
+    item = GoldenItem(
+        id=f"run-{run_id}",
+        question=run["question"],
+        reference=run.get("answer") or None,
+        origin="run",
+        provenance={"run_id": run_id, "review": "pending", "draft_reference": bool(run.get("answer"))},
+    )
+    name = check_name(name)
+    items = list(load(db, name).items) if stored.version_info(db, name) else []
+    if any(i.id == item.id for i in items):
+        raise InputError(f"run {run_id} is already in dataset {name!r}", fix="edit its item there instead")
+    return save(db, name, items + [item], "from a run", f"added run {run_id}")
