@@ -33,6 +33,8 @@ The response cache is off. Per profile:
   its wall time; the figure is the median over questions of ours / the seed's (target ≤ 0.15);
 - first verified sentence: the engine's first "sentence" event with claims and no error; the seed's wall time;
   the median over questions of ours / the seed's (reported);
+- first answer generated: when the server finished the engine's first generation call, over the seed's wall time
+  (reported): a floor under the wall-time figure, as no check can finish before the answer it checks exists;
 - LLM calls per question, each pipeline (reported);
 - GPU-like only: the lag from the server sending the generation request's first chunk to the engine showing it
   (p95, target ≤ 100 ms), both perf_counter times in this process.
@@ -101,6 +103,13 @@ class Sample:
     stages: list[tuple[str, float, float, int]] = field(default_factory=list)  # (stage, start, end, prompt tokens)
     retries: int = 0  # answers generated again after the first
     cached_tokens: int = 0  # prompt tokens the server's prompt cache held
+
+    @property
+    def generated(self) -> float | None:
+        """When the server finished the first answer (its first generation call), seconds after the question: what
+        any pipeline that generates the same answer spends before checking anything."""
+        done = [end for stage, _, end, _ in self.stages if stage.startswith("generate")]
+        return min(done, default=None)
 
 
 def processed(request: dict) -> int:
@@ -314,6 +323,7 @@ def figures(profile: str, mine: list[Sample], base: list[Sample], lag: bool = Fa
     ]
     out += against_checked_answer(mine, base, "first shown text", "visible", VISIBLE_TARGET, "shown", profile)
     out += against_checked_answer(mine, base, "first verified sentence", "verified", None, "with one", profile)
+    out += against_checked_answer(mine, base, "first answer generated", "generated", None, "generated", profile)
     out += [
         Figure(
             f"answer vs seed: LLM calls per question, ours ({profile})",

@@ -183,3 +183,14 @@ def test_the_laptop_profiles_charge_a_one_slot_server(kb_db, fake, monkeypatch):
                 )
             assert fake.max_generating == 1
         lane.client.close()
+
+
+def test_the_first_answer_is_generated_when_its_first_generation_call_ends():
+    from collections import Counter
+
+    from bench import answer_vs_seed
+
+    stages = [("grade_context", 0.0, 1.0, 9), ("generate", 1.0, 5.0, 9), ("generate_strict", 6.0, 9.0, 9)]
+    assert answer_vs_seed.Sample(9.0, 27, Counter(), stages=stages).generated == 5.0
+    checks_only = [("bespoke-minicheck", 0.0, 1.0, 9)]
+    assert answer_vs_seed.Sample(1.0, 9, Counter(), stages=checks_only).generated is None
