@@ -12,6 +12,7 @@ from bench import (
     evaluation,
     hosts,
     imported,
+    judge_variance,
     kappa,
     on_topic,
     overhead,
@@ -21,6 +22,8 @@ from bench import (
     retrieval,
     scale,
     store_contention,
+    sweep,
+    synth,
     verification,
 )
 from bench.common import print_table
@@ -42,6 +45,9 @@ SUITES = {
     "hosts": hosts.run,
     "collect": collect.run,
     "page_speed": page_speed.run,  # BENCH_RUNS=N: the store's size (default 10,000)
+    "synth": synth.run,
+    "sweep": sweep.run,
+    "judge_variance": judge_variance.run,
     "imported": lambda: imported.run(1000, "fast"),  # `gpu` at 1,000 rows takes ~80 min: python -m bench.imported
 }
 

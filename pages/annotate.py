@@ -49,5 +49,5 @@ if result is None:
     st.stop()
 
 st.subheader(f"Run {result.run_id}" + (" (rated by you before: saving updates it)" if result.run_id in done else ""))
-show_run(result, hidden)
+show_run(result, hidden, db)
 rating_form(db, annotator, result, hidden)

@@ -33,7 +33,7 @@ with st.expander(
     on_change="rerun",  # tracked, so that the button can open it and hides while it is open
     icon=":material/play_arrow:",
 ):
-    dataset = choose_dataset(Path(settings.kb_path).parent / "eval")
+    dataset = choose_dataset(Path(settings.kb_path).parent / "eval", db)
     if dataset is not None:
         start_form(settings, db, dataset)
 

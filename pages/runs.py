@@ -1,5 +1,5 @@
 """Every run, filtered and paged in SQL, grouped with aggregates, under saved views; a run's drilldown by deep link
-(?run_id=ID); exports."""
+(?run_id=ID); a conversation's turns in order (?conversation=NAME); exports."""
 
 import tempfile
 from datetime import datetime, time, timedelta
@@ -9,6 +9,8 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import page_setup
+from pages.views.conversation import conversation_picker, show_conversation
+from pages.views.datasets import add_run_form
 from pages.views.drilldown import show_drilldown
 from pages.views.markup import escape_markdown, fmt_count, plural
 from pages.views.tables import count_column, ms_column, score_column, table
@@ -30,7 +32,7 @@ PAGE_SIZE = 50
 JUDGE_CRITERIA = ("correctness", "helpfulness", "faithfulness")  # the judges' scores listed after the run's columns
 # listed columns shown only when asked for (More columns), so that the rest fit a 1280 px screen after the run's id;
 # a newly declared column is shown. With prices, the cost takes the tokens' place; without, there is no cost.
-ON_REQUEST = ("id", "kind", "pipeline", "n_attempts")
+ON_REQUEST = ("id", "kind", "pipeline", "n_attempts", "conversation_id", "turn_no")
 NUMBER_WIDTH = 75  # px: a number column's heading and value
 WIDTHS = {"status": 80, "question": 190, "tokens": 65, "generator_model": 80, "evaluation": 80, "started_at": 115}
 MOMENT = {"%Y": "YYYY", "%m": "MM", "%d": "DD", "%H": "HH", "%M": "mm", "%S": "ss"}  # strftime to momentJS
@@ -63,10 +65,25 @@ if raw_id:
         st.error(f"There is no run {escape_markdown(repr(raw_id))}: it may have been deleted, or the link is mistyped.")
         st.stop()
     st.title(f"Run {stored.result.run_id}")
-    show_drilldown(stored)
+    show_drilldown(stored, db)
+    st.stop()
+
+conversation = st.query_params.get("conversation", "")
+if conversation:
+    if st.button("← All runs", key="conversation_back"):
+        del st.query_params["conversation"]
+        st.rerun()
+    st.title("Conversation")
+    st.text(conversation)
+    if not show_conversation(db, conversation):
+        st.error(f"There is no conversation {escape_markdown(repr(conversation))}: no run is a turn of it.")
     st.stop()
 
 st.title("Runs")
+opened = conversation_picker(db)
+if opened is not None:
+    st.query_params["conversation"] = opened
+    st.rerun()
 choices = filter_choices(db)
 costed = priced(settings)
 FILTER_KEYS = {  # a RunFilter field -> its widget's key
@@ -272,6 +289,8 @@ chosen = left.selectbox("Open a run of this page", list(questions), format_func=
 if right.button("Open drilldown"):
     st.query_params["run_id"] = str(chosen)
     st.rerun()
+with st.expander(f"Add run {chosen} to a dataset", icon=":material/dataset:"):
+    add_run_form(db, int(chosen), key="runs-add")
 
 st.subheader("Export the filtered runs")
 fmt = st.radio(

@@ -10,6 +10,7 @@ from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
 from pages.views.tables import table
 from pages.views.trends import costs_figure, costs_table, daily_figure, metrics_figure
+from pipeline.evaluation.datasets import version_label
 from pipeline.evaluation.given import OWN_PIPELINE
 from pipeline.evaluation.judge import recorded_version
 from pipeline.regression.alerts import (
@@ -48,13 +49,14 @@ else:
         for r in data[["metric", "judge_prompt_version", "config"]].itertuples()
     ]
     data["pin"] = data["judge_model"] + "@" + data["judge_digest"].str[:12] + " / " + pd.Series(versions, data.index)
-    # runs are comparable only of the same pipeline, under the same judge pin, over the same dataset content and size
+    # runs are comparable only of the same pipeline, under the same judge pin, over the same dataset content (for a
+    # golden set kept in the store, the same version: NAME@VERSION) and size
     data["series"] = (
         data["pipeline"].fillna(OWN_PIPELINE)
         + " · "
         + data["pin"]
-        + " · data "
-        + data["dataset_hash"].fillna("?").str[:8]
+        + " · "
+        + data["dataset_hash"].map(lambda h: version_label(h) or f"data {(h or '?')[:8]}")
         + " · "
         + data["n_items"].astype(str)
         + " items"
@@ -65,7 +67,8 @@ else:
     if pinned_name:
         st.info(
             f"Pinned baseline for {escape_markdown(dataset)}: **{escape_markdown(pinned_name)}**. "
-            "Every run is compared with it."
+            "Every run over the same dataset content (for a golden set kept in the store, the same version) is "
+            "compared with it."
         )
     else:
         st.info(f"No baseline pinned for {escape_markdown(dataset)}. {BASELINE_RULE}")

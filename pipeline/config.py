@@ -247,6 +247,13 @@ class Settings:
         "when no attempt addresses the question: show the best one marked (status off_topic), or abstain",
         choices=("mark", "abstain"),
     )
+    conversation_history_tokens: int = setting(
+        1000,
+        "answering",
+        "tokens of earlier turns (questions and answers) a follow-up is read with, to rewrite it into a standalone "
+        "question and to resolve what it refers to; the oldest turns are dropped first; 0: no history",
+        minimum=0,
+    )
     max_question_chars: int = setting(2000, "answering", "longer questions are refused with a message", minimum=10)
     ingest_file_timeout_s: float = setting(
         60.0, "answering", "the longest splitting one file into chunks may take before the file is skipped", above=0
@@ -285,6 +292,14 @@ class Settings:
     eval_concurrency: int = setting(4, "evaluation", "items evaluated at once", minimum=1)
     judge_corrections_k: int = setting(
         3, "evaluation", "corrections the judge's prompt carries per criterion (0: none)", minimum=0
+    )
+    judge_repeats: int = setting(
+        1,
+        "evaluation",
+        "times an evaluation's judge scores each item per criterion; the score is the mean of the valid repeats, "
+        "and repeats after the first bypass the response cache, each with its own seed (seed + repeat - 1)",
+        minimum=1,
+        maximum=20,
     )
     floors: str = setting(
         "faithfulness=0.70,context_recall=0.75",
@@ -417,6 +432,14 @@ class Settings:
     )
     diagnosis_high: float = setting(
         0.75, "advanced", "what the diagnostic grid calls a high metric mean", minimum=0, maximum=1
+    )
+    synth_duplicate_similarity: float = setting(
+        0.85,
+        "advanced",
+        "synth drops a question whose similarity to a kept one, on the embedding model's own scale for questions "
+        "(0: a typical unrelated pair, 1: identical), is at or above this: a near-duplicate",
+        minimum=0,
+        maximum=1,
     )
 
     def host_slots_entry(self, host: str) -> int | None:

@@ -111,17 +111,17 @@ def pin_baseline(db: Database, dataset: str, eval_run_id: int) -> None:
 
 
 def metric_series(db: Database) -> list[dict]:
-    """Every finished evaluation run's metric means, with its time, name, dataset (name, content hash, size),
-    the pipeline that wrote its answers (None: this workbench), pin, configuration and its failed items (read
-    from the items). Scores and items are grouped by run before the join: grouping the joined rows by every run
-    column took 5x as long."""
+    """Every finished evaluation run's metric means, with its time, name, dataset (name, content hash, version of a
+    dataset kept in the store, size), the pipeline that wrote its answers (None: this workbench), pin, configuration
+    and its failed items (read from the items). Scores and items are grouped by run before the join: grouping the
+    joined rows by every run column took 5x as long."""
     with db.cursor() as cur:
         rows = fetch_dicts(
             cur,
             """
-            SELECT e.id AS eval_run_id, e.name, e.dataset, e.dataset_hash, e.n_items, e.created_at, e.config,
-                   e.pipeline, e.judge_model, e.judge_digest, e.judge_prompt_version, s.metric, s.mean, s.n,
-                   coalesce(f.failed, 0) AS failed
+            SELECT e.id AS eval_run_id, e.name, e.dataset, e.dataset_hash, e.dataset_version, e.n_items,
+                   e.created_at, e.config, e.pipeline, e.judge_model, e.judge_digest, e.judge_prompt_version,
+                   s.metric, s.mean, s.n, coalesce(f.failed, 0) AS failed
             FROM eval_runs e
             JOIN (SELECT eval_run_id, metric, avg(value) AS mean, count(*) AS n FROM scores
                   WHERE status = 'ok' GROUP BY ALL) s ON s.eval_run_id = e.id

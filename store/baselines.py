@@ -1,10 +1,11 @@
 """Which evaluation run another is compared with: the dataset a run was over, and the one baseline rule.
 
 The rule, the same for every page and command: the run pinned for the dataset (when its answers were written by
-the same pipeline); else the newest earlier run of the same pipeline over the same dataset (same content hash)
-and size, under the same judge pin, with every item done (failures are read from the items, not from the run's
-status) and no open regression alert (a metric below its floor is no reason to skip a run). A run's pipeline is
-who wrote its answers (None: this workbench)."""
+the same pipeline, over the same dataset identity: for a golden set kept in the store, the same version); else the
+newest earlier run of the same pipeline over the same dataset (same content hash, or for a stored golden set the
+same version) and size, under the same judge pin, with every item done (failures are read from the items, not from
+the run's status) and no open regression alert (a metric below its floor is no reason to skip a run). A run's
+pipeline is who wrote its answers (None: this workbench)."""
 
 from __future__ import annotations
 
@@ -26,23 +27,34 @@ def dataset_identity(db: Database, eval_run_id: int) -> tuple[str | None, int] |
 
 
 ANY_PIPELINE = object()
+ANY_HASH = object()
 
 
-def pinned(db: Database, dataset: str, pipeline=ANY_PIPELINE) -> int | None:
+def pinned(db: Database, dataset: str, pipeline=ANY_PIPELINE, dataset_hash=ANY_HASH) -> int | None:
     """The run pinned for the dataset; with `pipeline` (None: this workbench), only if that pipeline wrote its
-    answers."""
+    answers; with `dataset_hash`, only if it ran over that dataset identity (two versions of a dataset kept in the
+    store are two datasets: a run pinned over version 2 is no baseline for one over version 3)."""
+    any_hash = dataset_hash is ANY_HASH
     with db.cursor() as cur:
         row = cur.execute(
             "SELECT b.eval_run_id FROM baseline_pins b JOIN eval_runs e ON e.id = b.eval_run_id "
-            "WHERE b.dataset = ? AND (? OR e.pipeline IS NOT DISTINCT FROM ?)",
-            [dataset, pipeline is ANY_PIPELINE, None if pipeline is ANY_PIPELINE else pipeline],
+            "WHERE b.dataset = ? AND (? OR e.pipeline IS NOT DISTINCT FROM ?) "
+            "AND (? OR e.dataset_hash IS NOT DISTINCT FROM ?)",
+            [
+                dataset,
+                pipeline is ANY_PIPELINE,
+                None if pipeline is ANY_PIPELINE else pipeline,
+                any_hash,
+                None if any_hash else dataset_hash,
+            ],
         ).fetchone()
     return row[0] if row else None
 
 
 def previous_comparable(db: Database, eval_run_id: int) -> int | None:
     """The newest run before this one of the same pipeline with the same dataset hash and size and judge pin,
-    every item done and no open regression alert (floor breaches do not count)."""
+    every item done and no open regression alert (floor breaches do not count); never a sweep's combination (it
+    changed settings on purpose: it can be pinned, not found)."""
     with db.cursor() as cur:
         row = cur.execute(
             f"""
@@ -52,6 +64,7 @@ def previous_comparable(db: Database, eval_run_id: int) -> int | None:
               AND p.pipeline IS NOT DISTINCT FROM e.pipeline
               AND p.judge_model = e.judge_model AND p.judge_digest = e.judge_digest
               AND p.judge_prompt_version = e.judge_prompt_version
+              AND p.name NOT IN (SELECT eval_name FROM sweep_combinations)
               AND {CLEAN}
             ORDER BY p.created_at DESC, p.id DESC LIMIT 1""",
             [eval_run_id],

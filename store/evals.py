@@ -40,13 +40,24 @@ class EvalRun:
     n_items: int
     wall_s: float
     pipeline: str | None = None  # who wrote the answers of a dataset that carries them; None: this workbench
+    dataset_version: int | None = None  # the version of a dataset kept in the store (store.datasets); None: a file
+
+    @property
+    def dataset_label(self) -> str:
+        """How screens name its dataset: NAME@VERSION for a version kept in the store, else the file's name."""
+        return dataset_label(self.dataset, self.dataset_version)
+
+
+def dataset_label(dataset: str, version: int | None) -> str:
+    """NAME@VERSION for a dataset version kept in the store (version not None), else `dataset` as it is."""
+    return dataset if version is None else f"{dataset}@{version}"
 
 
 def get_eval_run(db: Database, name: str) -> EvalRun | None:
     with db.cursor() as cur:
         row = cur.execute(
             "SELECT id, name, dataset, status, config, judge_model, judge_digest, "
-            "judge_prompt_version, n_items, wall_s, pipeline FROM eval_runs WHERE name = ?",
+            "judge_prompt_version, n_items, wall_s, pipeline, dataset_version FROM eval_runs WHERE name = ?",
             [name],
         ).fetchone()
     if not row:
@@ -66,12 +77,14 @@ def create_eval_run(
     n_items: int,
     concurrency: int,
     pipeline: str | None = None,
+    dataset_version: int | None = None,
 ) -> int:
+    """A new evaluation run; `dataset_version`: the version of a dataset kept in the store (None: a file)."""
     with db.cursor() as cur:
         return cur.execute(
             "INSERT INTO eval_runs (name, dataset, dataset_hash, status, config, judge_model, judge_digest, "
-            "judge_prompt_version, n_items, concurrency, pipeline) "
-            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "judge_prompt_version, n_items, concurrency, pipeline, dataset_version) "
+            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             [
                 name,
                 dataset,
@@ -83,6 +96,7 @@ def create_eval_run(
                 n_items,
                 concurrency,
                 pipeline,
+                dataset_version,
             ],
         ).fetchone()[0]
 
@@ -157,6 +171,7 @@ def insert_item(cur, eval_run_id, item, status, log, scores, error, wall_ms, rep
     if replace:
         cur.execute("DELETE FROM eval_items WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
         cur.execute("DELETE FROM scores WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
+        cur.execute("DELETE FROM judge_repeats WHERE eval_run_id = ? AND item_id = ?", [eval_run_id, item.id])
     cur.execute(
         "INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, reference, tags, "
         "error, wall_ms) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -189,6 +204,49 @@ def insert_scores(cur, eval_run_id: int | None, item_id: str | None, run_id: int
             for s in scores
         ],
     )
+    if eval_run_id is not None and item_id is not None:
+        insert_repeats(cur, eval_run_id, item_id, scores)
+
+
+REPEAT_COLUMNS = ["eval_run_id", "item_id", "metric", "repeat", "seed", "value", "status", "explanation"]
+
+
+def insert_repeats(cur, eval_run_id: int, item_id: str, scores) -> None:
+    """Each repeat of the scores judged more than once (`repeats`: dicts {repeat, seed, value, status,
+    explanation}; a score, or a journal entry, from before repeats has none)."""
+    rows = [
+        [eval_run_id, item_id, s.metric, r["repeat"], r.get("seed"), r["value"], r["status"], r.get("explanation")]
+        for s in scores
+        for r in (getattr(s, "repeats", None) or [])
+    ]
+    if rows:
+        insert_rows(cur, "judge_repeats", REPEAT_COLUMNS, rows)
+
+
+def judge_repeats(db: Database, eval_run_id: int) -> list[dict]:
+    """Every judge repeat of an evaluation: metric, item_id, repeat, seed, value, status, explanation."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            "SELECT metric, item_id, repeat, seed, value, status, explanation FROM judge_repeats "
+            "WHERE eval_run_id = ? ORDER BY metric, item_id, repeat",
+            [eval_run_id],
+        )
+
+
+def judge_repeats_of_runs(db: Database, run_ids: list[int], metric: str) -> list[dict]:
+    """The judge repeats of one metric for the evaluation items these question runs answered; item_id is the
+    question run's id (unique across evaluations)."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            """
+            SELECT j.metric, i.run_id::VARCHAR AS item_id, j.repeat, j.seed, j.value, j.status
+            FROM judge_repeats j JOIN eval_items i USING (eval_run_id, item_id)
+            WHERE j.metric = ? AND list_contains(?::BIGINT[], i.run_id)
+            ORDER BY i.run_id, j.repeat""",
+            [metric, run_ids],
+        )
 
 
 RUN_CHILD_TABLES = ("retrievals", "attempts", "claims", "spans")

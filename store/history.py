@@ -103,6 +103,9 @@ RUN_COLUMNS = (
     RunColumn("tokens", "tokens", ".0f", sql=TOKENS_SQL),
     RunColumn("cost", "cost", ".4f", sql=COST_SQL),
     RunColumn("evaluation", "evaluation", sql=EVALUATION_SQL, text=True),
+    RunColumn("conversation_id", "conversation", text=True),  # a turn's conversation; none: a single question
+    RunColumn("turn_no", "turn"),
+    RunColumn("standalone_question", "standalone question", text=True, listed=False),  # what a turn retrieved for
     RunColumn("tags", "tags", sql=TAGS_SQL, text=True, listed=False),
     *(RunColumn(f"judge_{c}", f"judge {c}", ".2f", sql=judge_sql(c), listed=False) for c in JUDGE_CRITERIA),
     RunColumn("started_at", "started", "%Y-%m-%d %H:%M"),

@@ -252,6 +252,16 @@ def list_documents(db: Database) -> list[dict]:
         )
 
 
+def document_states(db: Database) -> list[dict]:
+    """Every live document: path, content_hash, embed_model, chunk_size, chunk_overlap, n_chunks (by path)."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            "SELECT path, content_hash, embed_model, chunk_size, chunk_overlap, n_chunks FROM documents ORDER BY path",
+            [],
+        )
+
+
 def count_chunks(db: Database, embed_model: str | None = None) -> int:
     with db.cursor() as cur:
         if embed_model is None:  # chunks of deleted documents that runs still reference are not counted

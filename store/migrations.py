@@ -677,3 +677,123 @@ def m025_datasets(con: duckdb.DuckDBPyConnection) -> None:
         );
         ALTER TABLE eval_runs ADD COLUMN dataset_version INTEGER;
     """)
+
+
+@migration
+def m026_synth_jobs(con: duckdb.DuckDBPyConnection) -> None:
+    """Golden sets synthesised from the knowledge base (`synth`, store/synth.py): a job per run of a name (its size,
+    the kinds' shares, the seed, its plan of which chunks each candidate is written from, and the dataset version it
+    was saved as once finished), and every candidate it wrote, kept or dropped by a gate with the reason, with the
+    model calls and tokens it cost. One row per (job, position): a resumed job writes each candidate once."""
+    con.execute("""
+        CREATE SEQUENCE synth_jobs_id_seq;
+        CREATE TABLE synth_jobs (
+            id BIGINT PRIMARY KEY DEFAULT nextval('synth_jobs_id_seq'),
+            name VARCHAR NOT NULL,
+            n INTEGER NOT NULL,
+            shares JSON NOT NULL,
+            seed BIGINT NOT NULL,
+            plan JSON NOT NULL,
+            config JSON NOT NULL,
+            status VARCHAR NOT NULL,
+            dataset_version INTEGER,
+            started_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            finished_at TIMESTAMP
+        );
+        CREATE TABLE synth_candidates (
+            job_id BIGINT NOT NULL,
+            position INTEGER NOT NULL,
+            kind VARCHAR NOT NULL,
+            chunk_ids BIGINT[] NOT NULL,
+            question VARCHAR,
+            reference VARCHAR,
+            status VARCHAR NOT NULL,
+            gate VARCHAR,
+            reason VARCHAR,
+            note VARCHAR,
+            details JSON,
+            model VARCHAR NOT NULL,
+            model_digest VARCHAR,
+            prompt_name VARCHAR NOT NULL,
+            prompt_version VARCHAR NOT NULL,
+            calls INTEGER NOT NULL,
+            cache_hits INTEGER NOT NULL,
+            prompt_tokens BIGINT NOT NULL,
+            completion_tokens BIGINT NOT NULL,
+            written_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            PRIMARY KEY (job_id, position)
+        );
+    """)
+
+
+@migration
+def m027_sweeps(con: duckdb.DuckDBPyConnection) -> None:
+    """Experiments (`sweep`, store/sweeps.py): a sweep per name (the dataset identity and the items it runs over, its
+    grid of settings and values in order, the reference combination its leaderboard tests against, its status) and
+    one row per combination (its settings, the evaluation it runs as, that evaluation's run once started, the
+    separate index it retrieves from when it changes the chunking or the embedding model, its status)."""
+    con.execute("""
+        CREATE SEQUENCE sweeps_id_seq;
+        CREATE TABLE sweeps (
+            id BIGINT PRIMARY KEY DEFAULT nextval('sweeps_id_seq'),
+            name VARCHAR NOT NULL UNIQUE,
+            dataset VARCHAR NOT NULL,
+            dataset_version INTEGER,
+            dataset_hash VARCHAR NOT NULL,
+            items_hash VARCHAR NOT NULL,
+            n_items INTEGER NOT NULL,
+            grid JSON NOT NULL,
+            metrics JSON,
+            reference VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp,
+            finished_at TIMESTAMP
+        );
+        CREATE TABLE sweep_combinations (
+            sweep_id BIGINT NOT NULL,
+            position INTEGER NOT NULL,
+            label VARCHAR NOT NULL,
+            settings JSON NOT NULL,
+            eval_name VARCHAR NOT NULL,
+            eval_run_id BIGINT,
+            index_fingerprint VARCHAR,
+            status VARCHAR NOT NULL,
+            wall_s DOUBLE,
+            started_at TIMESTAMP,
+            finished_at TIMESTAMP,
+            PRIMARY KEY (sweep_id, position)
+        );
+    """)
+
+
+@migration
+def m028_judge_repeats(con: duckdb.DuckDBPyConnection) -> None:
+    """Every repeat of a judge criterion scored more than once (setting judge_repeats, K > 1): its value, or its
+    status and reason when the reply was invalid, and the sampling seed it was asked with. The item's row in
+    `scores` holds the mean of its valid repeats; an evaluation judged once has no rows here."""
+    con.execute("""
+        CREATE TABLE judge_repeats (
+            eval_run_id BIGINT NOT NULL,
+            item_id VARCHAR NOT NULL,
+            metric VARCHAR NOT NULL,
+            repeat INTEGER NOT NULL,
+            seed BIGINT,
+            value DOUBLE,
+            status VARCHAR NOT NULL,
+            explanation VARCHAR,
+            PRIMARY KEY (eval_run_id, item_id, metric, repeat)
+        );
+    """)
+
+
+@migration
+def m029_conversations(con: duckdb.DuckDBPyConnection) -> None:
+    """Conversations (follow-up questions): a run that is a turn of one carries the conversation's name (shared by
+    its turns; the chat page makes one per conversation, `ask --conversation NAME` takes the name given), its
+    position in it, and the standalone question retrieval used (the follow-up rewritten from the earlier turns, or
+    the question as asked). Other runs leave the three NULL."""
+    con.execute("""
+        ALTER TABLE runs ADD COLUMN conversation_id VARCHAR;
+        ALTER TABLE runs ADD COLUMN turn_no INTEGER;
+        ALTER TABLE runs ADD COLUMN standalone_question VARCHAR;
+    """)

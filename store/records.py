@@ -28,7 +28,7 @@ class LLMCallRecord:
     cache_hit: bool
     error: str | None
     started_at: datetime
-    origin: str | None = None  # chat | evaluation | rejudge | detector | ingest
+    origin: str | None = None  # chat | evaluation | rejudge | detector | ingest | synth
     backend: str | None = None  # ollama | openai
     prompt_text: str | None = None  # the messages as sent, JSON (None when call texts are off)
     completion_text: str | None = None
@@ -154,6 +154,9 @@ class RunRecord:
     latency_ms: float | None = None
     pipeline: str | None = None  # who wrote the answer, for an imported or traced run (None: this workbench)
     trace_id: str | None = None  # a traced run: the received trace it was made from (hex, as OpenTelemetry writes it)
+    conversation_id: str | None = None  # a turn of a conversation: the conversation's name, shared by its turns
+    turn_no: int | None = None  # the turn's position in its conversation, from 1
+    standalone_question: str | None = None  # a turn's question as retrieval used it (rewritten when a follow-up)
 
 
 @dataclass

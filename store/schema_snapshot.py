@@ -43,6 +43,9 @@ REFERENCES: dict[str, str | tuple[str, ...]] = {
     "span_id": "spans.span_id",
     "parent_id": "spans.span_id",
     "trace_id": "received_spans.trace_id",
+    "job_id": "synth_jobs.id",
+    "sweep_id": "sweeps.id",
+    "chunk_ids": "chunks.id",  # the chunks a synthesised candidate was written from
     # a "table.column" key overrides the column's rule in that table
     "received_spans.span_id": (),  # part of the table's own key: a span id as the application sent it
     "received_spans.parent_id": "received_spans.span_id",
@@ -52,6 +55,7 @@ NOT_REFERENCES = {
     "id": "a row's own key",
     "item_id": "a golden item's id in its dataset file",
     "record_id": "a detector benchmark record's id in its dataset",
+    "conversation_id": "the name of the conversation a run is a turn of, shared by its turns (no table of its own)",
 }
 # view -> the tables it reads
 VIEWS = {"llm_cache": ("llm_texts",)}

@@ -303,6 +303,55 @@ def rewrite_query(prompt):
     return {"query": " ".join(words)}
 
 
+_TURN_QUESTION = re.compile(r"^\s*Turn \d+ question:\s*(.+?)\s*$", re.M)
+_REFERENCES = {w: "{}" for w in "it they them this that these those he she him her".split()}
+_REFERENCES.update({"its": "{}'s", "their": "{}'s", "his": "{}'s"})
+_REFERENCE = re.compile(r"\b(" + "|".join(sorted(_REFERENCES, key=len, reverse=True)) + r")\b", re.I)
+_WHAT_ABOUT = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\s+(.+?)[?.!]*\s*$", re.I)
+_NAMED = re.compile(r"\b(?:the|a|an)\s+(?:[A-Z][\w-]*)(?:\s+[A-Z][\w-]*)*")
+
+
+def main_subject(question):
+    """The main subject of a question: its first determiner with the capitalised words after it ("the Transformer"
+    of "Who introduced the Transformer?"), else its first run of capitalised words after the first word ("BERT"
+    of "Who introduced BERT?"), else "the" and the word after it, else its content words."""
+    named = _NAMED.search(question)
+    if named:
+        return named.group(0)
+    words = question.rstrip("?.! ").split()
+    for i, word in enumerate(words[1:], start=1):
+        if word[:1].isupper():
+            run = [word]
+            for after in words[i + 1 :]:
+                if not after[:1].isupper():
+                    break
+                run.append(after)
+            return " ".join(run)
+    the = re.search(r"\bthe\s+\w+", question, re.I)
+    return the.group(0) if the else " ".join(content_words(question))
+
+
+def standalone_question(prompt):
+    """{"standalone"}: the question ("Question:") with its first pronoun replaced by the main subject of the latest
+    earlier question ("Turn N question:" lines): "When was it published?" after "Who introduced the Transformer?"
+    is "When was the Transformer published?". "What about X?" is the earlier question with its subject replaced by
+    X; a question with no reference to replace is returned as it is."""
+    question = _line_value(prompt, "Question")
+    earlier = _TURN_QUESTION.findall(prompt)
+    if not earlier:
+        return {"standalone": question}
+    previous = earlier[-1]
+    subject = main_subject(previous)
+    about = _WHAT_ABOUT.match(question)
+    if about and subject and subject in previous:
+        return {"standalone": previous.replace(subject, about.group(1), 1)}
+    reference = _REFERENCE.search(question)
+    if not reference or not subject:
+        return {"standalone": question}
+    replacement = _REFERENCES[reference.group(1).lower()].format(subject)
+    return {"standalone": question[: reference.start()] + replacement + question[reference.end() :]}
+
+
 def judge_claim(prompt):
     """{"verdict", "quote", "reason"}: contradicted when a claimed number clashes with a close sentence."""
     before, claim = _split_last_claim(prompt)
@@ -330,6 +379,13 @@ def judge_score(prompt):
     return {"score": score, "reasoning": why, "reason": why}
 
 
+def noisy_score(scores, seed, prompt):
+    """One of `scores`, picked by a hash of the request's seed and its prompt: the same request gets the same score,
+    another seed (a judge's repeat) or another item an independent, uniform pick."""
+    digest = hashlib.sha256(f"{seed}\n{prompt}".encode()).digest()
+    return list(scores)[int.from_bytes(digest[:8], "big") % len(scores)]
+
+
 def answer_questions(prompt):
     """{"questions", "noncommittal"}: one question per answer sentence; an abstention is noncommittal."""
     text = _CITATION.sub("", _section(prompt, "Answer") or "")
@@ -348,14 +404,122 @@ def judge_addresses(prompt):
     return {"addresses": addresses, "gap": "" if addresses else "it does not mention " + ", ".join(missing)}
 
 
+# ---------------------------------------------------------------- synth: test questions written from passages
+# A weak question writer: it builds a question from the key terms of the passage's most informative sentence, and on
+# some prompts (chosen by the prompt's hash, one in SYNTH_MISTAKES for each mistake) makes a mistake that synth's
+# gates must catch by their own logic: it copies the sentence as the question, names its source, adds a sentence the
+# passage does not support to the reference, writes an "unanswerable" question the passage answers, or gives a
+# "false" premise that is the passage's own statement.
+
+SYNTH_MISTAKES = 10
+COPY, LEADING_SOURCE, NAMES_SOURCE, UNSUPPORTED_REFERENCE = 0, 1, 2, 3
+_TERM = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+
+
+def synth_mistake(prompt):
+    """0 to SYNTH_MISTAKES - 1, from the prompt's hash: the mistake (COPY, ...) made on it, if any."""
+    return int(hashlib.md5(prompt.encode()).hexdigest(), 16) % SYNTH_MISTAKES
+
+
+def informative_sentence(block, number=False, term=None):
+    """The block's sentence with the most distinct content words (headings and lines under 6 words left out); with
+    `number`, one holding a number if any does; with `term`, one naming it if any does."""
+    found = [s for s in map(_squash, sentences(block)) if not s.startswith("#") and len(s.split()) >= 6]
+    if term:
+        found = [s for s in found if term.lower() in s.lower()] or found
+    if number:
+        found = [s for s in found if _NUMBER.search(s)] or found
+    return max(found, key=lambda s: len(set(content_words(s))), default="")
+
+
+def key_terms(sentence, k=4):
+    """Up to `k` of the sentence's words that name things (capitalised ones first, then the longest), in its order."""
+    words = list(dict.fromkeys(w for w in _TERM.findall(sentence) if w.lower() not in STOPWORDS and len(w) > 3))
+    chosen = set(sorted(words, key=lambda w: (not w[0].isupper(), -len(w)))[:k])
+    return " ".join(w for w in words if w in chosen)
+
+
+def changed_number(number):
+    """Another figure than `number`: a year moved on by 3, an integer doubled and one added, a decimal doubled."""
+    value = float(number.replace(",", ""))
+    if "." not in number:
+        return str(int(value) + 3 if 1900 <= value <= 2100 else int(value) * 2 + 1)
+    return f"{value * 2:g}"
+
+
+def false_premise(sentence):
+    """(the sentence with its first number changed, or with a name put in for its second capitalised word; the
+    changed part)."""
+    found = re.search(r"(?<![\w.])\d[\d,]*(?:\.\d+)?", sentence)
+    if found:
+        new = changed_number(found.group())
+        return sentence[: found.start()] + new + sentence[found.end() :], new
+    names = [m for m in re.finditer(r"\b[A-Z][a-z]+\b", sentence) if m.start() > 0]
+    if names:
+        name = _FABRICATED_NAMES[2]
+        return sentence[: names[0].start()] + name + sentence[names[0].end() :], name
+    return sentence.replace(" is ", " is not ", 1), "not"
+
+
+def synth_candidate(prompt):
+    """{"question", "reference", "missing", "false_premise"} for a synth prompt ("Kind:", "Shared:", then the
+    passages under "Context:")."""
+    kind = _line_value(prompt, "Kind")
+    shared = _line_value(prompt, "Shared") or None
+    blocks = [text for _, text in _blocks(_context(prompt))]
+    mistake = synth_mistake(prompt)
+    first = informative_sentence(blocks[0], number=kind in ("numeric", "false_premise"), term=shared)
+    terms = key_terms(first)
+    if kind == "negative":
+        if mistake in (COPY, LEADING_SOURCE, NAMES_SOURCE):  # a question its own passage answers
+            return {"question": f"What is known about {terms}?", "missing": "when it was introduced"}
+        topic = key_terms(first, 2)
+        question = f"Which company sells a commercial licence for {topic}, and at what price?"
+        return {"question": question, "missing": "no vendor or price is named"}
+    if kind == "false_premise":
+        if mistake == UNSUPPORTED_REFERENCE:  # the "false" premise is the passage's own statement
+            number = _NUMBER.search(first)
+            return {
+                "question": f"Why is the figure for {terms} {number.group() if number else 'so'}?",
+                "false_premise": first,
+                "reference": first,
+            }
+        premise, changed = false_premise(first)
+        return {"question": f"Why is the figure for {terms} {changed}?", "false_premise": premise, "reference": first}
+    if kind in ("multi_hop", "comparison") and len(blocks) > 1:
+        second = informative_sentence(blocks[1], term=shared)
+        other = key_terms(second, 3)
+        terms = key_terms(first, 3)
+        if kind == "multi_hop":
+            question = f"How does {shared or 'it'} link {terms} with {other}?"
+        else:
+            question = f"How does {terms} compare with {other}?"
+        reference = f"{first} {second}"
+    elif kind == "numeric":
+        question, reference = f"What figure is given for {terms}?", first
+    else:
+        question, reference = f"What is known about {terms}?", first
+    if mistake == COPY:
+        question = first.rstrip(".!?") + "?"
+    elif mistake == LEADING_SOURCE:
+        question = "According to the passage, " + question[:1].lower() + question[1:]
+    elif mistake == NAMES_SOURCE:
+        question = f"What does the passage say about {terms}?"
+    elif mistake == UNSUPPORTED_REFERENCE:
+        reference += " " + _CITATION.sub("", fabricated(_context(prompt), 1, 1)[0])
+    return {"question": question, "reference": reference}
+
+
 _STRUCTURED_RULES = (
     ("claims", extract_claims),
     ("relevant", judge_relevance),
     ("query", rewrite_query),
+    ("standalone", standalone_question),
     ("verdict", judge_claim),
     ("score", judge_score),
     ("questions", answer_questions),
     ("addresses", judge_addresses),
+    ("question", synth_candidate),
 )
 
 
@@ -679,9 +843,13 @@ class FakeOllama:
         embed_scale="bag",
         prompt_cache=False,
         gpu=True,
+        judge_noise=None,
     ):
         """clock() -> seconds and sleep(seconds) drive the latency model (default: time.perf_counter and a wait
-        that stop() cuts short); pass a VirtualClock and its sleep to make its waits instant and exact."""
+        that stop() cuts short); pass a VirtualClock and its sleep to make its waits instant and exact.
+        judge_noise: scores (e.g. (3, 4)) among which the judge's rubric score is picked at random instead of by the
+        rule brain, reproducibly: the pick depends only on the request's options.seed and its prompt (noisy_score);
+        None (default): the deterministic rule brain. Settable on a running fake."""
         if answer_style not in ANSWER_STYLES:
             raise ValueError(f"unknown answer_style {answer_style!r}; expected one of {ANSWER_STYLES}")
         if embed_scale not in EMBED_SCALES:
@@ -716,6 +884,7 @@ class FakeOllama:
         self._seconds_per_prompt_token = 0.0
         self.prompt_cache = prompt_cache
         self.gpu = gpu  # /api/ps: loaded models in GPU memory (size_vram), else on the CPU (0), as Ollama reports
+        self.judge_noise = judge_noise
         self.set_latency(seconds_per_token, slots, seconds_per_prompt_token)
 
     # -- lifecycle
@@ -1071,6 +1240,9 @@ class FakeOllama:
         fmt, verifier = call.body.get("format"), call.model in self.verifier_models
         fabricate = not (fmt or verifier) and self._first_answer(prompt)
         text = rule_reply(prompt, fmt, verifier, self.answer_sentences, self.answer_style, fabricate)
+        if self.judge_noise and isinstance(fmt, dict) and {"score", "reasoning"} <= set(fmt.get("properties") or {}):
+            seed = (call.body.get("options") or {}).get("seed")
+            text = json.dumps({**json.loads(text), "score": noisy_score(self.judge_noise, seed, prompt)})
         return text[: len(text) // 2] if call.fault == "truncated_json" else text
 
     def _first_answer(self, prompt):

@@ -69,11 +69,13 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
         assert [t.split("\n")[-1].strip() for t in links] == [
             "Chat",
             "Evaluate",
+            "Datasets",
             "Runs",
             "Annotate",
             "Calibration",
             "Trends",
             "Compare",
+            "Experiments",
             "Detector",
             "Knowledge base",
             "Settings & health",

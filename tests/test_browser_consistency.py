@@ -1,9 +1,9 @@
 """One vocabulary and one format (issue 29), in headless Chromium at 1280x1000: every page, on a store that gives
 each of them content (a chat answer, two evaluations of which one abstains on an item, people's ratings, a
-regression alert, a detector benchmark), shows no missing value as "None" or "nan" (in a table's drawn cells too)
-and no raw float in a table, no glyph the fonts cannot draw (the old emoji status labels rendered as empty boxes),
-and no label, caption, alert or link whose text is cut. The drilldown is checked tab by tab, the side-by-side
-view of Compare on an abstained answer, Annotate with an answer to rate. A screenshot of each goes to
+regression alert, a detector benchmark, a sweep), shows no missing value as "None" or "nan" (in a table's drawn
+cells too) and no raw float in a table, no glyph the fonts cannot draw (the old emoji status labels rendered as
+empty boxes), and no label, caption, alert or link whose text is cut. The drilldown is checked tab by tab, the
+side-by-side view of Compare on an abstained answer, Annotate with an answer to rate. A screenshot of each goes to
 test-artifacts/consistency-*.png."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from browser_server import app_env, assert_no_failure, chromium, prepared_store, screenshot, serving
 from fake_ollama import FakeOllama
+from test_app_datasets import pending_item
 from test_browser import CHROMIUM, QUESTION
 from test_compare import RAG_QUESTION, WRONG
 from test_evaluation import ITEMS, dataset
@@ -27,8 +28,10 @@ from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.calibration.annotations import save_rating
 from pipeline.detector.bench import run_detector_bench
 from pipeline.detector.results import SAMPLE
+from pipeline.evaluation.datasets import save as save_dataset
 from pipeline.evaluation.judge import CRITERIA
 from pipeline.evaluation.runner import run_evaluation
+from pipeline.experiments import run_sweep
 from pipeline.history.evaluations import list_eval_runs, run_ids_of
 from pipeline.regression.compare import check
 from store.db import Database
@@ -131,6 +134,9 @@ def app(ingested_store, tmp_path_factory):
         db = Database(str(store), 10, 0)
         try:
             chat = final_result(VerifiedQueryEngine(settings=settings, db=db).stream(QUESTION))
+            # a sweep for Experiments, first (other top_k than the evaluations', so it answers none of their calls);
+            # 3 items: too few for its tests, whose missing values must show as such
+            run_sweep(settings, db, dataset(ITEMS[:3]), "depth", ["top_k=3,4"], concurrency=1)
             run_evaluation(settings, db, dataset(ITEMS[:3]), "before", concurrency=1)
             # 'after': the RAG question answered with a number no source holds, not retried, so the run abstains
             fake.enqueue(
@@ -148,6 +154,7 @@ def app(ingested_store, tmp_path_factory):
             store_run(db, "monday", {"faithfulness": base})
             store_run(db, "tuesday", {"faithfulness": base - 0.4})
             check(db, settings, "tuesday")
+            save_dataset(db, "golden", [pending_item()], "synthesised")
             run_detector_bench(settings, db, str(SAMPLE), "precheck", "answer", limit=12)
         finally:
             db.close()
@@ -203,11 +210,13 @@ def assert_consistent(page, name: str) -> None:
 PAGES = [
     ("", "Chat", "chat"),
     ("evaluate?eval=before", "Evaluate", "evaluate"),
+    ("datasets", "Datasets", "datasets"),
     ("runs", "Runs", "runs"),
     ("annotate", "Annotate", "annotate"),
     ("calibration", "Calibration", "calibration"),
     ("trends", "Trends", "trends"),
     ("compare?a=before&b=after", "Compare evaluations", "compare"),
+    ("experiments", "Experiments", "experiments"),
     ("detector", "Detector benchmarks", "detector"),
     ("knowledge_base", "Knowledge base", "knowledge-base"),
     ("settings", "Settings & health", "settings"),

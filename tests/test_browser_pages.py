@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 from browser_server import app_env, assert_no_failure, chromium, new_page, prepared_store, serving
 from fake_ollama import FakeOllama
+from test_app_datasets import pending_item
 from test_browser import CHROMIUM, QUESTION
 from test_evaluation import dataset
 from test_regression import store_run
 
 from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.calibration.annotations import save_rating
+from pipeline.evaluation.datasets import save as save_dataset
 from pipeline.evaluation.judge import CRITERIA
 from pipeline.evaluation.runner import run_evaluation
 from pipeline.history.evaluations import list_eval_runs, run_ids_of
@@ -42,6 +44,7 @@ def app(ingested_store, tmp_path_factory):
             store_run(db, "monday", {"faithfulness": base})
             store_run(db, "tuesday", {"faithfulness": base - 0.4})
             check(db, settings, "tuesday")
+            save_dataset(db, "golden", [pending_item()], "synthesised")
         finally:
             db.close()
         with serving(app_env(store, fake.url)) as url, chromium() as browser:
@@ -68,6 +71,7 @@ def visit(app, path: str, heading: str, texts: list[str]):
 PAGES = [
     ("", "Chat", []),
     ("evaluate?eval=first", "Evaluate", ["Diagnosis:", "Results"]),
+    ("datasets", "Datasets", ["golden, version 1", "Keys: A accepts"]),
     ("runs", "Runs", ["runs match;", "Export the filtered runs"]),
     ("annotate", "Annotate", ["Your name (ratings are saved under it)"]),
     ("calibration", "Calibration", ["Correctness", "Corrections for the judge"]),
@@ -76,6 +80,7 @@ PAGES = [
     ("knowledge_base", "Knowledge base", ["Uploaded files are saved in", "A document"]),
     ("settings", "Settings & health", ["Health", "reachable at"]),
     ("compare", "Compare evaluations", ["B is the newest run"]),
+    ("experiments", "Experiments", ["No sweeps yet", "Run a sweep"]),
 ]
 
 

@@ -13,6 +13,8 @@ from test_regression import store_run
 
 from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.config import load_settings
+from pipeline.evaluation.dataset import GoldenItem
+from pipeline.evaluation.datasets import save as save_dataset
 from pipeline.knowledge.ingest import ingest
 from pipeline.models.llm import LLM
 from pipeline.regression.compare import check
@@ -38,6 +40,9 @@ def poisoned_store(kb_db, settings, fake, tmp_path):
     store_run(kb_db, "monday", {"faithfulness": base})
     store_run(kb_db, payload("evaluation"), {"faithfulness": base - 0.4})
     check(kb_db, load_settings(), payload("evaluation"))
+    pending = {"review": "pending"}  # shown for review on the Datasets page: question and reference as text
+    item = GoldenItem(id="p1", question=payload("question"), reference=payload("reference"), provenance=pending)
+    save_dataset(kb_db, "poisoned", [item], "synthesised")
     return result.run_id
 
 
@@ -65,6 +70,7 @@ def test_no_page_fetches_from_another_host(app_after_poison):
             (f"{url}/evaluate?eval={quote(payload('url'))}", "Evaluate"),
             (f"{url}/compare?a={quote(payload('url'))}", "Compare"),
             (f"{url}/calibration", "Calibration"),
+            (f"{url}/datasets", "Datasets"),
         ]
         for target, marker in visits:
             page.goto(target)
@@ -89,7 +95,7 @@ def test_no_page_fetches_from_another_host(app_after_poison):
                 for i in range(links.count())
             ]
             assert where == [], (target, where)
-            if "run_id=" in target:  # shown, as text
+            if "run_id=" in target or target.endswith("/datasets"):  # shown, as text
                 assert page.get_by_text("phish.example", exact=False).count() > 0, target
         page.screenshot(path="test-artifacts/payloads.png", full_page=True)
     foreign = [u for u in requested if urlparse(u).scheme in ("http", "https", "ws", "wss")]

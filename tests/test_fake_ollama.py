@@ -267,6 +267,27 @@ def test_structured_query_score_and_other_schemas(client):
     assert json.loads(ask(client, "anything", format=other)) == {"items": [], "n": 0}
 
 
+@pytest.mark.parametrize(
+    ("earlier", "question", "standalone"),
+    [
+        ("Who introduced the Transformer?", "When was it published?", "When was the Transformer published?"),
+        ("Who introduced the Transformer?", "How big is its encoder?", "How big is the Transformer's encoder?"),
+        ("Who introduced the Transformer?", "What about BERT?", "Who introduced BERT?"),
+        ("What is RAG?", "Who wrote it?", "Who wrote RAG?"),
+        ("Who introduced the Transformer?", "How many layers does BERT have?", "How many layers does BERT have?"),
+    ],
+)
+def test_structured_standalone_question_resolves_the_reference_from_the_latest_turn(
+    client, earlier, question, standalone
+):
+    schema = {"type": "object", "properties": {"standalone": {"type": "string"}}, "required": ["standalone"]}
+    prompt = "Conversation so far:\nTurn 1 question: What is chunking?\nTurn 1 answer: Splitting text.\n"
+    prompt += f"Turn 2 question: {earlier}\nTurn 2 answer: An answer.\n\nQuestion: {question}"
+    assert json.loads(ask(client, prompt, format=schema)) == {"standalone": standalone}
+    alone = json.loads(ask(client, f"Question: {question}", format=schema))
+    assert alone == {"standalone": question}  # no earlier turn: nothing to resolve it from
+
+
 # ---------------------------------------------------------------- embeddings
 
 

@@ -326,11 +326,13 @@ def test_a_retried_item_leaves_no_superseded_run(fake, kb_db, settings, executor
 PAGES = [
     None,
     "pages/evaluate.py",
+    "pages/datasets.py",
     "pages/runs.py",
     "pages/annotate.py",
     "pages/calibration.py",
     "pages/trends.py",
     "pages/compare.py",
+    "pages/experiments.py",
     "pages/detector.py",
     "pages/knowledge_base.py",
     "pages/settings.py",

@@ -66,6 +66,7 @@ RUN_KEYS = {
     "on_topic_accept",
     "on_topic_reject",
     "off_topic_final",
+    "conversation_history_tokens",
     "verifier_chain",
     "prompts",
 }
@@ -198,6 +199,7 @@ def test_a_question_run_records_what_the_parts_of_its_chain_declare(settings):
     assert {k: v for k, v in with_llm["prompts"].items() if k != "llm_verifier"} == default["prompts"]
     assert default["prompts"] == {  # the versions stored runs carry (issue 30: the grade names the chunks it keeps,
         # the generation prompts put the context first and a retry's instruction last)
+        "standalone_question": "1",
         "grade_context": "3",
         "rewrite_query": "1",
         "generate": "2",

@@ -45,6 +45,11 @@ TABLES = {
     "spans",
     "retired_documents",
     "similarity_scales",
+    "synth_jobs",
+    "synth_candidates",
+    "sweeps",
+    "sweep_combinations",
+    "judge_repeats",
 }
 
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.views.common import show_error
+from pages.views.conversation import show_earlier_turns
 from pages.views.markup import annotated_markdown, escape_markdown
+from pipeline.answering.conversation import Turn
 from pipeline.answering.events import AnswerResult
 from pipeline.calibration.annotations import CRITERIA, VERDICTS, criterion_rubric, rated_by, save_rating
 from pipeline.errors import WorkbenchError
+from pipeline.history.conversations import earlier_turns
 from pipeline.history.evaluations import list_eval_runs, run_ids_of
 from pipeline.history.runs import load_result, recent_chat_run_ids, scores_for_run
 from pipeline.text import short_source
@@ -56,6 +59,11 @@ def _result(store: str, run_id: int, _db) -> AnswerResult | None:
     return load_result(_db, run_id)
 
 
+@st.cache_data(ttl=600, show_spinner=False, max_entries=200)
+def _earlier(store: str, run_id: int, _db, _result) -> list[Turn]:
+    return earlier_turns(_db, _result)
+
+
 def source_runs(db) -> list[int]:
     evals = _evaluations(db.path, db)
     choice = st.selectbox("Rate the answers of", list(evals) + [CHAT], key="annotate_source")
@@ -81,8 +89,11 @@ def hide_verdicts() -> bool:
     )
 
 
-def show_run(result: AnswerResult, hidden: bool) -> None:
-    """The question, then the answer and its retrieved context side by side, each in a box that scrolls."""
+def show_run(result: AnswerResult, hidden: bool, db=None) -> None:
+    """The earlier turns when the run is a turn of a conversation (with the store, `db`), the question, then the
+    answer and its retrieved context side by side, each in a box that scrolls."""
+    if db is not None and result.conversation_id:
+        show_earlier_turns(_earlier(db.path, result.run_id, db, result))
     st.text(result.question)
     answer, sources = st.columns(2)
     with answer:

@@ -114,6 +114,8 @@ def show_answer(result: AnswerResult) -> None:
         f"{plural(len(result.attempts), 'attempt')} · "
         + (f"[run {result.run_id}](/runs?run_id={int(result.run_id)})" if result.run_id else f"run {result.run_id}")
     )
+    if result.standalone_question and result.standalone_question != result.question:
+        st.caption(escape_markdown(f"Read as a follow-up: retrieved for '{result.standalone_question}'"))
     claims = result.final_claims
     if result.status == "abstained":
         show_abstention(result)

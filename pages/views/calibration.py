@@ -7,7 +7,7 @@ import streamlit as st
 
 from pages.views import charts
 from pages.views.common import show_error
-from pages.views.markup import NOT_AVAILABLE, escape_markdown, fmt_score, plural
+from pages.views.markup import NOT_AVAILABLE, escape_markdown, fmt_pct, fmt_score, plural
 from pages.views.tables import score_column, table
 from pipeline.calibration.agreement import (
     MIN_RELIABLE,
@@ -21,6 +21,7 @@ from pipeline.calibration.agreement import (
 from pipeline.calibration.annotations import add_corrections, current_corrections, judged_pairs
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.judge import CRITERIA
+from pipeline.evaluation.judge_variance import CriterionVariance, scope_variance, self_vs_people
 from pipeline.history.evaluations import list_eval_runs, run_ids_of, run_ids_under_pin
 
 
@@ -86,18 +87,51 @@ def stats_row(name: str, s: Agreement) -> dict:
     }
 
 
+def self_row(v: CriterionVariance) -> dict:
+    """The judge's agreement with itself over its repeats, in the columns of stats_row (n: items)."""
+    low, high = v.kappa_low, v.kappa_high
+    interval = f"[{fmt_score(low)}, {fmt_score(high)}]" if low is not None else figure(v, "kappa_low")
+    return {
+        "": f"judge vs itself ({v.repeats} repeats)",
+        "n": v.items,
+        "exact match": figure(v, "exact"),
+        "within one": figure(v, "within_one"),
+        "mean abs diff": figure(v, "mean_abs_diff"),
+        "weighted kappa": figure(v, "kappa"),
+        "95% interval": interval,
+        "Spearman": f"{NOT_AVAILABLE} (repeats have no order)",
+    }
+
+
 def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict], stats: Agreement) -> None:
     st.subheader(criterion.capitalize())
     if not stats.reliable:
         st.warning(
             f"Only {plural(stats.n, 'judge-human pair')}: with fewer than {MIN_RELIABLE} these figures are unreliable."
         )
+    itself = scope_variance(db, run_ids, criterion)  # None unless the scope's evaluations judged with repeats
     rows = [
         stats_row("judge vs people", stats),
+        *([self_row(itself)] if itself is not None else []),
         stats_row("annotator vs annotator", inter_annotator(db, run_ids, criterion)),
     ]
     # a static table: its cells wrap, so a figure's "n/a (why)" does not push the interval off screen at 1280 px
     st.table(pd.DataFrame(rows).set_index(""))
+    if itself is not None:
+        sentence = self_vs_people(stats, itself)
+        if sentence:
+            st.info(escape_markdown(sentence))
+        st.caption(
+            escape_markdown(
+                f"Judge vs itself: every pair of repeats of the same item, over the {plural(itself.items, 'item')} "
+                f"of this scope judged {itself.repeats} times; {fmt_pct(itself.changed_share or 0)} of them changed "
+                "score between repeats. Judge vs people compares people's ratings with the mean of the repeats, "
+                "rounded to a whole score."
+            ),
+            help="Self-agreement is the quadratic-weighted kappa of all pairs of repeats pooled over items (each item "
+            "weighs the same); its interval is a jackknife over items, withheld under 20 items. A judge that picks "
+            "at random between two scores has a kappa near 0 with itself; one that never changes its score, 1.",
+        )
     left, right = st.columns(2)
     n = max(len(pairs), 1)
     shares = [tuple(sum(p[rater] == s for p in pairs) / n for s in range(1, 6)) for rater in ("judge", "human")]

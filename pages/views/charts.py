@@ -146,3 +146,47 @@ def stacked(panels: list) -> alt.VConcatChart:
         .resolve_scale(x="shared", y="independent", color="shared", strokeDash="independent")
         .properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
     )
+
+
+PARETO_FRONT, DOMINATED = "on the Pareto front", "not on the front"
+
+
+def pareto_scatter(
+    frame: pd.DataFrame,
+    x: str,
+    y: str,
+    front: str,
+    label: str,
+    title: str,
+    tooltip: list,
+    x_title: str | None = None,
+    y_title: str | None = None,
+) -> alt.LayerChart:
+    """One point per row at (`x`, `y`); the rows on the Pareto front (the boolean column `front`) in a colour of their
+    own, joined by a dashed line in order of `x` and labelled with their `label` column. The hover shows `tooltip`
+    (columns of the frame holding the text the tables write) for every point."""
+    encoding = {
+        "x": alt.X(f"{x}:Q", title=x_title or x, scale=alt.Scale(zero=False, nice=True), axis=alt.Axis(format=",.0f")),
+        "y": alt.Y(f"{y}:Q", title=y_title or y, scale=alt.Scale(zero=False, nice=True), axis=alt.Axis(format=".2f")),
+    }
+    base = alt.Chart(frame, title=title).encode(**encoding)
+    kinds = [PARETO_FRONT, DOMINATED]
+    points = (
+        base.transform_calculate(kind=f"datum[{front!r}] ? {PARETO_FRONT!r} : {DOMINATED!r}")
+        .mark_point(size=90, filled=True)
+        .encode(
+            color=alt.Color(
+                "kind:N",
+                scale=alt.Scale(domain=kinds, range=[PALETTE[1], PALETTE[0]]),
+                legend=alt.Legend(title=None, orient="top"),
+            ),
+            tooltip=tooltip,
+        )
+    )
+    line = base.transform_filter(alt.datum[front]).mark_line(color=PALETTE[1], strokeDash=DASHED).encode(order=f"{x}:Q")
+    labels = (
+        base.transform_filter(alt.datum[front])
+        .mark_text(align="left", dx=7, dy=-7, fontSize=11)
+        .encode(text=f"{label}:N")
+    )
+    return (line + points + labels).properties(height=HEIGHT)

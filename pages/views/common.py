@@ -20,11 +20,13 @@ from pipeline.session import Database, open_workbench, replay_journal
 PAGES = [
     ("streamlit_app.py", "Chat", ":material/chat:"),
     ("pages/evaluate.py", "Evaluate", ":material/science:"),
+    ("pages/datasets.py", "Datasets", ":material/dataset:"),
     ("pages/runs.py", "Runs", ":material/table_rows:"),
     ("pages/annotate.py", "Annotate", ":material/rate_review:"),
     ("pages/calibration.py", "Calibration", ":material/balance:"),
     ("pages/trends.py", "Trends", ":material/trending_up:"),
     ("pages/compare.py", "Compare", ":material/compare_arrows:"),
+    ("pages/experiments.py", "Experiments", ":material/experiment:"),
     ("pages/detector.py", "Detector", ":material/radar:"),
     ("pages/knowledge_base.py", "Knowledge base", ":material/library_books:"),
     ("pages/settings.py", "Settings & health", ":material/settings:"),

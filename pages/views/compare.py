@@ -3,6 +3,8 @@ by side. Run names, questions, answers and claims are untrusted text: escaped or
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pandas as pd
 import streamlit as st
 
@@ -37,6 +39,11 @@ def choose_runs(names: list[str], default_a: str | None, default_b: str | None) 
     return a, b
 
 
+def compare_link(a: str, b: str) -> str:
+    """The address of the Compare page with run A and run B chosen (the link choose_runs reads), names encoded."""
+    return "/compare?" + urlencode({"a": a, "b": b})
+
+
 def show_comparison(result: RunComparison) -> None:
     show_sides(result)
     if not result.same_dataset:
@@ -44,8 +51,7 @@ def show_comparison(result: RunComparison) -> None:
         st.warning(
             "**Different datasets.** "
             + escape_markdown(
-                f"A ran {a.run.dataset} ({plural(a.run.n_items, 'item')}, content {(a.dataset_hash or '?')[:12]}), "
-                f"B ran {b.run.dataset} ({plural(b.run.n_items, 'item')}, content {(b.dataset_hash or '?')[:12]}). "
+                f"A ran {a.dataset_text}, B ran {b.dataset_text}. "
                 f"Items are matched by golden id: {len(result.shared)} in both, {len(result.only_a)} only in A, "
                 f"{len(result.only_b)} only in B; each mean is over its own run's items."
             ),
@@ -87,12 +93,7 @@ def show_sides(result: RunComparison) -> None:
 def show_side(side: Side, which: str) -> None:
     run = side.run
     st.markdown(f"**{which}: {escape_markdown(run.name)}**")
-    st.caption(
-        escape_markdown(
-            f"{run.dataset} · {plural(run.n_items, 'item')} · {run.status} · judge {side.pin} · "
-            f"content {(side.dataset_hash or '?')[:12]}"
-        )
-    )
+    st.caption(escape_markdown(f"{side.dataset_text} · {run.status} · judge {side.pin}"))
     st.page_link(
         "pages/evaluate.py",
         label=f"Open run {which} on Evaluate",

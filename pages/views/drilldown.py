@@ -11,6 +11,8 @@ import streamlit as st
 
 from pages.views.answer import show_abstention, show_on_topic
 from pages.views.call_stats import show_run_call_stats
+from pages.views.conversation import show_turn_of_conversation
+from pages.views.datasets import add_run_form
 from pages.views.markup import (
     NO_CALL_TEXT,
     VERDICT_ICON,
@@ -35,7 +37,8 @@ from pipeline.text import short_source
 from pipeline.verification.claims import scored_claims
 
 
-def show_drilldown(stored: StoredRun) -> None:
+def show_drilldown(stored: StoredRun, db=None) -> None:
+    """The run's drilldown; with the store (`db`), also the form that adds the run to a dataset."""
     result = stored.result
     columns = [c for c in listed_columns() if hasattr(result, c.name)]  # the run's own fields, as on the list
     cells = [header_cell(c, result) for c in columns if not c.wide and not unset_pipeline(c, result)]
@@ -56,6 +59,11 @@ def show_drilldown(stored: StoredRun) -> None:
             icon=":material/science:",
             query_params={"eval": evaluation},
         )
+    if db is not None:
+        show_turn_of_conversation(db, result, stored.spans)
+    if db is not None and result.question:
+        with st.expander("Add this run to a dataset", icon=":material/dataset:"):
+            add_run_form(db, result.run_id, key=f"drilldown-add-{result.run_id}")
     for column in (c for c in columns if c.wide):  # long text, each under its heading: the question, ...
         st.subheader(column.label.capitalize())
         st.text(column.show(getattr(result, column.name)))
@@ -113,9 +121,14 @@ def show_answer(stored: StoredRun) -> None:
     show_claims(result)
 
 
+# Columns a run has only sometimes: left out of the header when unset rather than shown as n/a (the pipeline of a
+# run this workbench answered; the conversation and turn of a single question).
+SOMETIMES = ("pipeline", "conversation_id", "turn_no")
+
+
 def unset_pipeline(column: RunColumn, result: AnswerResult) -> bool:
-    """The pipeline of a run this workbench answered (none): left out of the header rather than shown as n/a."""
-    return column.name == "pipeline" and result.pipeline is None
+    """A column the run has only sometimes (SOMETIMES), unset for this run: left out of the header."""
+    return column.name in SOMETIMES and getattr(result, column.name) is None
 
 
 def header_cell(column: RunColumn, result: AnswerResult) -> str:

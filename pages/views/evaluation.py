@@ -13,6 +13,7 @@ from pages.views.common import show_error
 from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_score, plural
 from pages.views.tables import score_column, table
 from pipeline.errors import WorkbenchError
+from pipeline.evaluation import datasets
 from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_file
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
@@ -22,11 +23,18 @@ from pipeline.regression.causes import depends_on_text
 TILES_PER_ROW = 5
 
 
-def choose_dataset(folder: Path) -> Dataset | None:
+FOLDER, UPLOAD, STORED = "From data/eval", "Upload", "Stored dataset"
+
+
+def choose_dataset(folder: Path, db) -> Dataset | None:
+    """A file from data/eval, an uploaded file (either is kept as a dataset version when the evaluation starts), or
+    a version of a dataset kept in the store."""
     files = sorted(p for p in folder.glob("*") if p.suffix.lower() in (".jsonl", ".csv", ".parquet"))
-    source = st.radio("Dataset", ["From data/eval", "Upload"], horizontal=True)
+    source = st.radio("Dataset", [FOLDER, UPLOAD, STORED], horizontal=True)
     try:
-        if source == "Upload":
+        if source == STORED:
+            return choose_stored(db)
+        if source == UPLOAD:
             upload = st.file_uploader(
                 "JSONL, CSV or Parquet: a golden set (id, question, reference, tags), or rows that carry their answer "
                 "and contexts (our, Ragas's or DeepEval's column names)",
@@ -43,6 +51,34 @@ def choose_dataset(folder: Path) -> Dataset | None:
     except WorkbenchError as exc:
         show_error(exc)
         return None
+
+
+def choose_stored(db) -> Dataset | None:
+    """A dataset kept in the store, by name, and one of its versions (the latest by default)."""
+    listed = {info.name: (info, count) for info, count in datasets.listing(db)}
+    if not listed:
+        st.info(
+            "No datasets kept in the store yet. A file evaluated here or with `python -m pipeline eval` is kept as "
+            "one, and so is one imported with `python -m pipeline datasets import FILE`."
+        )
+        return None
+    left, right = st.columns([3, 1])
+    name = left.selectbox(
+        "Stored dataset",
+        list(listed),
+        key="eval_stored_name",
+        format_func=lambda n: f"{n} ({plural(listed[n][1], 'version')}, latest {plural(listed[n][0].n_items, 'item')})",
+    )
+    numbers = [v.version for v in datasets.versions(db, name)]  # newest first
+    version = right.selectbox(
+        "Version",
+        numbers,
+        key=f"eval_stored_version:{name}",
+        format_func=lambda v: f"{v} (latest)" if v == numbers[0] else str(v),
+        help="Each version is a dataset of its own: runs are compared (baselines, Trends) only with runs of the same "
+        "version.",
+    )
+    return datasets.load(db, name, version)
 
 
 def show_mapping(dataset: Dataset) -> None:
@@ -96,16 +132,19 @@ def start_form(settings, db, dataset: Dataset) -> None:
             help="Every metric by default. A run resumed under the same name measures the metrics it was started "
             "with; choosing others for it is refused.",
         )
-        st.caption(f"{len(dataset.items)} valid items in {escape_markdown(dataset.name)}")
+        where = dataset.name if dataset.version is None else f"{dataset.name}@{dataset.version}"
+        st.caption(f"{len(dataset.items)} valid items in {escape_markdown(where)}")
         if st.form_submit_button("Start evaluation"):
             chosen = None if set(metrics) == set(every) else metrics  # None: a resumed run keeps its own
-            try:
+            try:  # a file is kept as a dataset version (or pins the one with its content), so the run pins it
+                pinned, line = datasets.for_evaluation(db, dataset, name, dataset.name)
                 job = start_job(
-                    settings, db, dataset.select(limit or None, tags), name, int(concurrency), chosen, pipeline
+                    settings, db, pinned.select(limit or None, tags), name, int(concurrency), chosen, pipeline
                 )
             except WorkbenchError as exc:
                 show_error(exc)
                 return
+            st.caption(escape_markdown(f"Evaluating {line}"))
             watch(job)
             st.session_state[NOTICES] = {}  # a new run replaces the messages of earlier ones
 
@@ -229,7 +268,7 @@ def show_report(result: EvalReport) -> None:
     e = result.eval_run
     st.caption(
         escape_markdown(
-            f"{e.dataset} · {e.status} · judge {e.judge_model} ({e.judge_prompt_version}) · "
+            f"{e.dataset_label} · {e.status} · judge {e.judge_model} ({e.judge_prompt_version}) · "
             f"{fmt_count(e.n_items)} items · wall {fmt_ms(e.wall_s * 1000)}"
         )
     )
@@ -268,8 +307,55 @@ def show_report(result: EvalReport) -> None:
         f"({fmt_count(usage['cache_hits'])} cached)"
     )
     show_evaluation_call_stats(e.id)
+    show_judge_variance(result)
     show_slices(result)
     show_items(result)
+
+
+def show_judge_variance(result: EvalReport) -> None:
+    """Per criterion, how far the judge agrees with itself over its repeats (only for a run judged K > 1 times)."""
+    if not result.judge_variance:
+        return
+    st.subheader("Judge variance")
+    rows = []
+    for v in result.judge_variance:
+        interval = (
+            f"[{fmt_score(v.kappa_low)}, {fmt_score(v.kappa_high)}]"
+            if v.kappa_low is not None
+            else f"n/a ({v.why_not('kappa_low') or 'no interval'})"
+        )
+        rows.append(
+            {
+                "criterion": label_of(v.metric),
+                "items": v.items,
+                "repeats": v.repeats,
+                "changed": fmt_pct(v.changed_share),
+                "mean SD": fmt_score(v.mean_sd),
+                "pooled SD": fmt_score(v.pooled_sd),
+                "max range": fmt_score(v.max_range),
+                "self-agreement κ": fmt_score(v.kappa) if v.kappa is not None else "n/a",
+                "95% interval": interval,
+                "invalid repeats": v.invalid_repeats,
+            }
+        )
+    st.table(pd.DataFrame(rows).set_index("criterion"))
+    st.caption(
+        "Each item was judged several times per criterion; its score is the mean of its valid repeats. Changed: the "
+        "share of items whose score differed between repeats.",
+        help="Mean SD: the mean of the items' standard deviations over their repeats; pooled SD: the root of their "
+        "mean variance (the judge's noise on one score). Self-agreement: the quadratic-weighted kappa of every pair "
+        "of repeats of the same item, pooled over items (1: it never changes its score; near 0: no better than "
+        "chance); its interval is a jackknife over items, withheld under 20 items.",
+    )
+    spread = [
+        {"criterion": label_of(v.metric), "item": s.item_id, "repeats": ", ".join(f"{x:g}" for x in s.values)}
+        for v in result.judge_variance
+        for s in sorted(v.per_item, key=lambda s: -(s.range or 0))
+        if s.range
+    ]
+    if spread:
+        with st.expander(f"Items whose score changed between repeats ({len(spread)})"):
+            table(pd.DataFrame(spread), hide_index=True, width="stretch")
 
 
 def floor_text(c) -> str:

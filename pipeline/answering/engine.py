@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from datetime import datetime, timezone
@@ -17,6 +17,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from pipeline import tracing
 from pipeline.answering import on_topic, prompts, status
 from pipeline.answering.budget import on_whole_chunk, within_budget
+from pipeline.answering.conversation import STEP, History, Turn, bounded, conversation_name, refers_back
 from pipeline.answering.events import AnswerResult, Attempt, Event
 from pipeline.answering.live import grade_view
 from pipeline.answering.retriever import DuckDBRetriever
@@ -43,6 +44,7 @@ from store.records import AttemptRecord, GradeRecord, RetrievalRecord, RunLog
 # What the engine itself declares (pipeline/declarations.py): the prompts it sends and the settings its runs'
 # results depend on. The checker, the chain and each verifier declare theirs; run_config gathers them all.
 PROMPTS = (
+    prompts.STANDALONE_QUESTION,
     prompts.GRADE_CONTEXT,
     prompts.REWRITE_QUERY,
     prompts.GENERATE,
@@ -71,6 +73,7 @@ OPTIONS = (
     "on_topic_accept",
     "on_topic_reject",
     "off_topic_final",
+    "conversation_history_tokens",
 )
 # Threads per run: the generation, the context grade, the sentences being checked (each of which verifies
 # its claims on a pool of its own, verify_concurrency wide) and the rejected claims being classified.
@@ -134,11 +137,23 @@ class QuestionRun:
         kind: str,
         persist: bool = True,
         eval_run_id: int | None = None,
+        history: Iterable[Turn | dict | tuple] = (),
+        conversation_id: str | None = None,
+        turn_no: int | None = None,
     ):
         """`self.result` is the run; `self.log`, its rows, is derived from it once the run ends.
         persist=False leaves writing `self.log` to the caller (the evaluation runner writes it with
-        the item's scores in one transaction)."""
+        the item's scores in one transaction). `history`: the conversation's earlier turns, oldest first (a
+        follow-up is rewritten from them into a standalone question); `conversation_id` and `turn_no` (default:
+        the turn after the history's) record the run as that turn of that conversation. An unusable history entry
+        raises InputError here, before any run."""
         self.settings, self.db, self.question, self.persist = settings, db, question, persist
+        given = list(history)
+        self.history: History = bounded(given, settings.conversation_history_tokens)
+        self.history_text = ""  # the earlier turns the generation prompt shows (a follow-up's only)
+        conversation_id = conversation_name(conversation_id)
+        if conversation_id is not None and turn_no is None:
+            turn_no = len(given) + 1
         self.llm = LLM(settings, db, origin="evaluation" if kind == "eval" else kind, eval_run_id=eval_run_id)
         self.checker = FaithfulnessChecker(self.llm, settings)
         self.retriever = DuckDBRetriever(self.llm, db, settings.top_k)
@@ -150,6 +165,8 @@ class QuestionRun:
             started_at=datetime.now(timezone.utc),
             generator_model=settings.generator_model,
             config=run_config(settings),
+            conversation_id=conversation_id,
+            turn_no=turn_no if conversation_id is not None else None,
         )
         self.grades: list[GradeRecord] = []
         self.relevant: bool | None = None  # the context grade that let the question through
@@ -188,6 +205,7 @@ class QuestionRun:
                 self._save()
 
     def _steps(self) -> Iterator[Event]:
+        self.question = yield from self._standalone()
         passages = yield from self._retrieve(1, self.question)
         if not passages:
             yield from self._abstain(
@@ -244,6 +262,73 @@ class QuestionRun:
             f"{_ordinal(quantile)} percentile of unrelated pairs is {limit:.2f}"
         )
 
+    # -- a follow-up's standalone question -------------------------------------------------------
+    def _standalone(self):
+        """The question the run works on: a follow-up (conversation.refers_back) is rewritten from the bounded
+        history into a standalone question by the model; a question that stands alone, or has no earlier turn to
+        lean on, is used as asked without a model call; a rewrite reply that cannot be used leaves the question as
+        asked (never a made-up rewrite). Only a run given history has this step."""
+        asked, history = self.question, self.history
+        if self.result.conversation_id is not None or history.given:
+            self.result.standalone_question = asked
+        if not history.given:
+            return asked
+        why = refers_back(asked)
+        with tracing.step(STEP, question=asked, history=history.summary(), history_tokens=history.tokens):
+            if not history.turns:
+                method, standalone = "no history", asked
+                message = f"no earlier turn to read the question with ({history.summary()}): used as asked"
+            elif why is None:
+                method, standalone = "rule", asked
+                message = "the question stands alone (it refers to no earlier turn): used as asked, no rewrite"
+            else:
+                method, standalone, message = self._rewrite_followup(asked, why)
+            tracing.annotate(method=method, standalone=standalone, why=why or "")
+        if why is not None and history.turns:
+            self.history_text = history.block()
+        self.result.standalone_question = standalone
+        yield Event(
+            "standalone",
+            message,
+            {
+                "question": asked,
+                "standalone": standalone,
+                "method": method,
+                "why": why,
+                "turns": len(history.turns),
+                "dropped": history.dropped,
+                "skipped": history.skipped,
+                "history_tokens": history.tokens,
+            },
+        )
+        return standalone
+
+    def _rewrite_followup(self, asked: str, why: str) -> tuple[str, str, str]:
+        """(method, the standalone question, the step's message) from the model's rewrite of a follow-up."""
+        result = ask(
+            self.llm,
+            "standalone_question",
+            self.settings.generator_model,
+            prompts.STANDALONE_QUESTION,
+            prompts.standalone_input(self.history.block(), asked),
+        )
+        rewrite = one_line(INVISIBLE.sub(" ", result.value.standalone)) if result.value else ""
+        problem = result.invalid_reason
+        if problem is None and not rewrite:
+            problem = "the rewrite is empty"
+        elif problem is None and len(rewrite) > self.settings.max_question_chars:
+            problem = f"the rewrite has {len(rewrite):,} characters, more than a question may have"
+        if problem:
+            tracing.annotate(fallback=problem)
+            return (
+                "fallback",
+                asked,
+                f"a follow-up ({why}), but its rewrite could not be used ({problem}): used as asked",
+            )
+        if rewrite == asked:
+            return "model", asked, f"a follow-up ({why}); the model found it standalone as asked"
+        return "model", rewrite, f"a follow-up ({why}): rewritten from the conversation as '{rewrite}'"
+
     # -- retrieval, grading, rewriting -----------------------------------------------------------
     def _retrieve(self, round_no: int, query: str):
         with tracing.step("retrieve", round=round_no, top_k=self.settings.top_k):
@@ -258,11 +343,24 @@ class QuestionRun:
             )
             for n, node in enumerate(nodes, start=1)
         ]
-        self.retrievals += [RetrievalRecord(round_no, query, p.n, p.chunk_id, p.score) for p in passages]
+        # a negative chunk id is no chunk of the knowledge base (a sweep's own index numbers its chunks -rank, as
+        # given contexts are): the retrieval keeps the chunk's text and source itself
+        self.retrievals += [
+            RetrievalRecord(
+                round_no,
+                query,
+                p.n,
+                p.chunk_id,
+                p.score,
+                context_text=p.text if p.chunk_id < 0 else None,
+                context_source=p.source if p.chunk_id < 0 else None,
+            )
+            for p in passages
+        ]
         self.result.passages = passages
         yield Event(
             "retrieve",
-            f"retrieved {len(passages)} chunks" + (f" for '{query}'" if round_no > 1 else ""),
+            f"retrieved {len(passages)} chunks" + (f" for '{query}'" if query != self.result.question else ""),
             {"round": round_no, "query": query, "passages": passages},
         )
         return passages
@@ -405,7 +503,9 @@ class QuestionRun:
         lacked and the gap the model stated (and any failed claims); None for the usual prompts."""
         if topic is None or topic.on_topic is not False:
             return None
-        user = prompts.generate_on_topic_input(self.question, context_block(passages), topic.missing, topic.gap, failed)
+        user = prompts.generate_on_topic_input(
+            self.question, context_block(passages), topic.missing, topic.gap, failed, self.history_text
+        )
         return prompts.GENERATE_ON_TOPIC.messages(user)
 
     def _attempt(
@@ -671,9 +771,26 @@ class VerifiedQueryEngine(CustomQueryEngine):
     db: Database
     kind: str = "chat"
 
-    def stream(self, question: str) -> Iterator[Event]:
-        """Events of one question; raises InputError before any run for an unusable question."""
-        return QuestionRun(self.settings, self.db, clean_question(question, self.settings), self.kind).events()
+    def stream(
+        self,
+        question: str,
+        history: Iterable[Turn | dict | tuple] = (),
+        conversation_id: str | None = None,
+        turn_no: int | None = None,
+    ) -> Iterator[Event]:
+        """Events of one question; raises InputError before any run for an unusable question (or history entry).
+        `history`: the conversation's earlier turns, oldest first (conversation.Turn); `conversation_id` and
+        `turn_no` record the run as that turn of that conversation (turn_no defaults to the one after the
+        history's)."""
+        return QuestionRun(
+            self.settings,
+            self.db,
+            clean_question(question, self.settings),
+            self.kind,
+            history=history,
+            conversation_id=conversation_id,
+            turn_no=turn_no,
+        ).events()
 
     def custom_query(self, query_str: str) -> Response:
         result = final_result(self.stream(query_str))

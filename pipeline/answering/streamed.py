@@ -125,7 +125,7 @@ class LiveAttempt:
         run = self.run_
         prompt = prompts.GENERATE_STRICT if self.strict else prompts.GENERATE
         messages = self.retry or prompt.messages(
-            prompts.generate_input(run.question, context_block(self.passages), self.failed)
+            prompts.generate_input(run.question, context_block(self.passages), self.failed, run.history_text)
         )
         try:
             with tracing.step("generate"):

@@ -1,4 +1,5 @@
-"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show, export-parquet, snapshot, collect.
+"""Command line: ask, ingest, doctor, eval, gate, bench-detector, runs, show, export-parquet, snapshot, collect,
+datasets (pipeline/cli/datasets.py), synth (pipeline/cli/synth.py), sweep (pipeline/cli/sweep.py).
 
 Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input; `gate` exits 3
 when the run is below a floor and has no regression; `ask` exits 4 when its answer was printed but could be kept
@@ -21,6 +22,9 @@ from rich.text import Text
 
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.events import AnswerResult
+from pipeline.cli import datasets as datasets_cli
+from pipeline.cli import sweep as sweep_cli
+from pipeline.cli import synth as synth_cli
 from pipeline.cli.hosts import print_hosts
 from pipeline.cli.output import (
     evaluation_progress,
@@ -35,10 +39,13 @@ from pipeline.cli.output import (
 )
 from pipeline.cli.terminal import SafeConsole
 from pipeline.collect import serve as collect
+from pipeline.config import DECLARATIONS
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.errors import InputError, WorkbenchError
+from pipeline.evaluation import datasets
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.evaluation.runner import EXECUTORS, check_executor, report, run_evaluation
+from pipeline.history.conversations import history_of, next_turn
 from pipeline.history.export import BROWSE, export_parquet, snapshot
 from pipeline.history.runs import GROUPS, RunFilter, export_runs, group_runs, list_runs, listed_columns, load_run
 from pipeline.history.views import prices
@@ -47,6 +54,7 @@ from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.knowledge.injection import flag_warning
 from pipeline.models.health import health
 from pipeline.regression import compare as regression
+from pipeline.regression import junit
 from pipeline.session import open_workbench
 from pipeline.text import plural, short_source
 from pipeline.verification.registry import verifier_names
@@ -67,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
     ask.add_argument("--quiet", action="store_true", help="do not print the steps as they happen")
+    ask.add_argument(
+        "--conversation",
+        metavar="NAME",
+        help="continue the named conversation (or start it): a follow-up is read with its earlier turns",
+    )
     ingest_cmd = sub.add_parser("ingest", help="add Markdown, text or PDF files (or folders) to the knowledge base")
     ingest_cmd.add_argument("paths", nargs="+")
     ingest_cmd.add_argument(
@@ -83,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "dataset",
         help="a .jsonl, .csv or .parquet file: a golden set (id, question, reference, tags), or rows that carry "
-        "their answer and contexts in our, Ragas's or DeepEval's column names, e.g. data/eval/golden.jsonl",
+        "their answer and contexts in our, Ragas's or DeepEval's column names, e.g. data/eval/golden.jsonl (kept as "
+        "a version of the dataset named after the file); or a dataset kept in the store: dataset:NAME (its latest "
+        "version) or dataset:NAME@VERSION",
     )
     ev.add_argument(
         "--pipeline",
@@ -102,6 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="comma-separated metrics to measure, e.g. judge_grounding,judge_topicality (default: every metric; "
         "a resumed run measures the ones it was started with)",
+    )
+    ev.add_argument(
+        "--judge-repeats",
+        type=judge_repeats_arg,
+        default=None,
+        metavar="K",
+        help="judge each item K times per criterion (repeats after the first bypass the response cache, each with "
+        "its own seed); the score is the mean of the valid repeats, and the report shows the judge's spread and "
+        "its agreement with itself (default: setting judge_repeats, 1; a resumed run needs the K it was started "
+        "with)",
     )
     ev.add_argument(
         "--executor",
@@ -186,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
         "dataset hash and size, under the same judge pin, with no failed item and no open regression alert)",
     )
     gate.add_argument("--json", action="store_true")
+    gate.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write the gate as JUnit XML to FILE: one test case per metric x slice (the exit code is the same)",
+    )
     parquet = sub.add_parser(
         "export-parquet", help="write every table of the store as Parquet, partitioned by day, into a new folder"
     )
@@ -209,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument(
         "--drain", action="store_true", help="do not listen: verify every trace waiting in the store, then exit"
     )
+    datasets_cli.add_parser(sub)
+    synth_cli.add_parser(sub)
+    sweep_cli.add_parser(sub)
     det = sub.add_parser("bench-detector", help="measure the hallucination detector on labelled answers")
     det.add_argument("file", help="JSONL of {id, question?, context, answer, label}; label 1 = hallucinated")
     det.add_argument(
@@ -275,7 +308,15 @@ NOT_KEPT = 4  # ask: the answer was printed, but neither the store nor any journ
 
 def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
     engine = VerifiedQueryEngine(settings=settings, db=db)
-    result: AnswerResult | None = follow_answer(engine.stream(args.question), err, args.quiet)
+    conversation = {}
+    if args.conversation is not None:  # its history: the store's runs of that conversation
+        turns = history_of(db, args.conversation)
+        conversation = {
+            "history": turns,
+            "conversation_id": args.conversation,
+            "turn_no": next_turn(db, args.conversation),
+        }
+    result: AnswerResult | None = follow_answer(engine.stream(args.question, **conversation), err, args.quiet)
     if args.json:
         out.print_json(json.dumps(result_json(result), default=str))
     else:
@@ -289,6 +330,10 @@ def result_json(result: AnswerResult) -> dict:
     return {
         "run_id": result.run_id,
         "status": result.status,
+        "question": result.question,
+        "standalone_question": result.standalone_question or result.question,  # what retrieval was for
+        "conversation": result.conversation_id,
+        "turn": result.turn_no,
         "answer": result.answer,
         "faithfulness": result.faithfulness,
         "attempts": len(result.attempts),
@@ -332,12 +377,15 @@ def print_result(result: AnswerResult, out: Console) -> None:
         if result.fix:
             out.print(Text(f"fix: {result.fix}"))
         return
+    if result.standalone_question and result.standalone_question != result.question:
+        out.print(Text(f"retrieved for: {result.standalone_question}", style="dim"))
     out.print(Text(result.answer or ""))
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
     out.print(
         Text(
             f"\nrun {result.run_id} · {result.status} · faithfulness {faith} · "
-            f"{plural(len(result.attempts), 'attempt')}",
+            f"{plural(len(result.attempts), 'attempt')}"
+            + (f" · conversation {result.conversation_id}, turn {result.turn_no}" if result.conversation_id else ""),
             style="bold",
         )
     )
@@ -396,9 +444,23 @@ def metric_list(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
+def judge_repeats_arg(text: str) -> int:
+    """--judge-repeats: a whole number in the setting judge_repeats' declared range."""
+    declared = DECLARATIONS["judge_repeats"]
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not declared.allows(value):
+        raise argparse.ArgumentTypeError(f"{value} is out of range: use a value {declared.valid_values()}")
+    return value
+
+
 def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
-    dataset = load_dataset(args.dataset)
-    print_mapping(dataset, err)
+    read = datasets.resolve(db, args.dataset) if datasets.is_spec(args.dataset) else load_dataset(args.dataset)
+    print_mapping(read, err)  # how the file's columns were read (a stored dataset has no file)
+    dataset, pinned = datasets.for_evaluation(db, read, args.name, args.dataset)
+    err.print(Text(pinned, style="dim"))
     for bad in dataset.bad_rows:
         err.print(Text(f"skipped line {bad.line}: {bad.reason}", style="yellow"))
     dataset = dataset.select(args.limit, args.tags)
@@ -406,6 +468,8 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
         err.print(Text("error: no items match --tags/--limit", style="red"))
         return 2
     concurrency = args.concurrency or settings.eval_concurrency
+    if args.judge_repeats is not None:
+        settings = dataclasses.replace(settings, judge_repeats=args.judge_repeats)
     check_executor(args.executor, args.ray_address)  # before saying where items run
     if args.executor == "ray":
         where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray (it starts in seconds)"
@@ -646,6 +710,9 @@ def cmd_gate(args, settings, db, out: Console, err: Console) -> int:
         )
     else:
         print_gate(run, baseline, comparisons, out)
+    if args.junit:
+        cause = junit.gate_cause(db, run, baseline, comparisons)
+        junit.write_gate_junit(args.junit, run, baseline, comparisons, cause)
     return GATE_REGRESSION if regressions else GATE_BELOW_FLOOR if below else 0
 
 
@@ -697,4 +764,7 @@ COMMANDS = {
     "eval": cmd_eval,
     "bench-detector": cmd_bench_detector,
     "collect": cmd_collect,
+    "datasets": datasets_cli.cmd_datasets,
+    "synth": synth_cli.cmd_synth,
+    "sweep": sweep_cli.cmd_sweep,
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from contextlib import contextmanager
+from dataclasses import asdict
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -185,6 +186,56 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
     for tag, metric, mean in weak_slices(result)[:5]:
         worst = ", ".join(f"{r['item_id']} ({r[metric]:.2f})" for r in worst_items(result, tag, metric))
         out.print(Text(f"weak slice {tag} on {metric}: {mean:.2f}; worst: {worst}", style="yellow"))
+    if result.judge_variance:
+        print_judge_variance(result.judge_variance, out)
+
+
+def _figure(value, fmt: str = ".2f") -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def kappa_interval_text(v) -> str:
+    """A self-agreement interval, or n/a with why it is withheld."""
+    if v.kappa_low is not None:
+        return f"[{v.kappa_low:.2f}, {v.kappa_high:.2f}]"
+    why = v.why_not("kappa_low")
+    return f"n/a ({why})" if why else "n/a"
+
+
+def print_judge_variance(variance: list, out: Console) -> None:
+    """The judge's variance per criterion over its repeats (judge_variance.py), and the items it spread most on."""
+    table = Table(
+        "criterion",
+        "items",
+        "repeats",
+        "changed",
+        "mean SD",
+        "pooled SD",
+        "max range",
+        "self-agreement κ",
+        "95% interval",
+        "invalid repeats",
+        title="judge variance (each item judged several times; the score is the mean of its valid repeats)",
+    )
+    for v in variance:
+        table.add_row(
+            v.metric,
+            str(v.items) + (f" (+{v.fewer_than_two} with < 2 valid)" if v.fewer_than_two else ""),
+            str(v.repeats),
+            "n/a" if v.changed_share is None else f"{v.changed_share:.0%}",
+            _figure(v.mean_sd),
+            _figure(v.pooled_sd),
+            _figure(v.max_range, "g"),
+            _figure(v.kappa),
+            kappa_interval_text(v),
+            str(v.invalid_repeats),
+        )
+    out.print(table)
+    for v in variance:
+        spread = sorted((s for s in v.per_item if s.range), key=lambda s: (-s.range, s.item_id))[:5]
+        if spread:
+            items = ", ".join(f"{s.item_id} ({', '.join(f'{x:g}' for x in s.values)})" for s in spread)
+            out.print(Text(f"{v.metric}: widest spread on {items}"))
 
 
 def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
@@ -214,6 +265,7 @@ def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
             {"metric": c.metric, "mean": c.new_value, "floor": c.baseline_value} for c in result.below_floor
         ],
         "detectable": outcome.detectable,
+        "judge_variance": [{**v.summary(), "per_item": [asdict(s) for s in v.per_item]} for v in result.judge_variance],
     }
 
 

@@ -2,8 +2,8 @@
 both scored (the regression check's own test, pipeline.regression.compare), and the items that got worse or
 better per metric. Items are matched by golden id, else by normalised question (matching.py), so two pipelines'
 answers to the same questions are compared item by item. Judge scores are compared only under the same judge pin
-(and a criterion's own prompt version); runs over different datasets (content hash or size) are compared item
-by item but marked."""
+(and a criterion's own prompt version); runs over different datasets (content hash or size; for a golden set kept
+in the store, another version) are compared item by item but marked, naming the two."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from pipeline.answering.events import AnswerResult
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.evaluation.datasets import identity_text, version_label
 from pipeline.evaluation.judge import recorded_version
 from pipeline.evaluation.matching import in_terms_of_a, matched_items
 from pipeline.evaluation.registry import get_metric, higher_is_better, label_of, metric_names, scale_of
 from pipeline.history.runs import load_result
 from pipeline.regression import family
 from pipeline.regression.compare import Comparison, baseline_of, compare_family, config_diff, same_pin
+from pipeline.text import plural
 from store import alerts as alert_store
 from store import baselines, evals
 from store.db import Database
@@ -34,6 +36,15 @@ class Side:
     @property
     def pin(self) -> str:
         return f"{self.run.judge_model}@{(self.run.judge_digest or '')[:12]} / {self.run.judge_prompt_version}"
+
+    @property
+    def dataset_text(self) -> str:
+        """Its dataset in words: `golden@2 (3 items)` for a golden set's version kept in the store, else the name
+        with the content hash's prefix: `golden.jsonl (3 items, content 1a2b3c4d5e6f)`."""
+        items = plural(self.run.n_items, "item")
+        if version_label(self.dataset_hash):
+            return f"{self.run.dataset_label} ({items})"
+        return f"{self.run.dataset_label} ({items}, {identity_text(self.dataset_hash)})"
 
 
 @dataclass(frozen=True)

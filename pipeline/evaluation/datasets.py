@@ -20,6 +20,7 @@ from pathlib import Path
 from pipeline.errors import InputError
 from pipeline.evaluation.dataset import Dataset, GoldenItem, checked, load_dataset, questions_hash
 from store import datasets as stored
+from store import evals
 from store.db import Database
 
 PREFIX = "dataset:"
@@ -60,6 +61,18 @@ def identity(name: str, version: int, items: list[GoldenItem]) -> str:
     return f"{PREFIX}{name}@{version}"
 
 
+def version_label(identity: str | None) -> str | None:
+    """NAME@VERSION when an evaluation's dataset identity (eval_runs.dataset_hash) is a stored golden set's version;
+    None for a content hash (a file, or a dataset with given answers, whose identity is its questions)."""
+    return identity.removeprefix(PREFIX) if identity and identity.startswith(PREFIX) else None
+
+
+def identity_text(identity: str | None, digits: int = 12) -> str:
+    """A dataset identity in words: NAME@VERSION for a stored golden set's version, else its content hash's first
+    `digits` characters."""
+    return version_label(identity) or f"content {(identity or '?')[:digits]}"
+
+
 def check_name(name: str) -> str:
     name = " ".join(str(name).split())
     if not name or "@" in name or name.startswith(PREFIX):
@@ -91,6 +104,17 @@ def keep_file(db: Database, dataset: Dataset, name: str | None = None) -> Saved:
     return save(db, name, dataset.items, "file", note=f"from {dataset.name}")
 
 
+def import_file(db: Database, dataset: Dataset, name: str | None = None) -> tuple[Saved, bool]:
+    """Keep a dataset read from a file as the next version of `name` (default: the file's stem), unless the latest
+    version already holds the same items (then nothing is saved: Saved.created is False); and whether a dataset of
+    that name existed before."""
+    name = check_name(name or Path(dataset.name).stem)
+    latest = stored.version_info(db, name)
+    if latest is not None and latest.content_hash == content_hash(dataset.items):
+        return Saved(name, latest.version, False), True
+    return save(db, name, dataset.items, "file", note=f"imported from {dataset.name}"), latest is not None
+
+
 def load(db: Database, name: str, version: int | None = None) -> Dataset:
     """A version of a stored dataset (None: the latest) as a Dataset, with its evaluation identity."""
     info = stored.version_info(db, name, version)
@@ -114,16 +138,55 @@ def resolve(db: Database, spec: str | Path, keep: bool = True) -> Dataset:
     if is_spec(str(spec)):
         return load(db, *parse_spec(str(spec)))
     dataset = load_dataset(spec)
-    if not keep:
-        return dataset
+    return kept(db, dataset, str(spec))[0] if keep else dataset
+
+
+def kept(db: Database, dataset: Dataset, where: str | None = None) -> tuple[Dataset, Saved]:
+    """A dataset read from a file (`where`: its path or upload name), kept as a version of the dataset named after
+    it (keep_file) and read back as that version, with its identity; the file's bad rows and column mapping stay
+    with it for the screens that show them, and so does the hash of its given answers (of the file, as when it is
+    evaluated unkept: an evaluation started either way resumes either way)."""
     saved = keep_file(db, dataset)
-    kept = load(db, saved.name, saved.version)
+    version = load(db, saved.name, saved.version)
     return checked(
         Dataset(
-            kept.name, kept.items, dataset.bad_rows, kept.content_hash, dataset.mapping, kept.answers_hash, kept.version
+            version.name,
+            version.items,
+            dataset.bad_rows,
+            version.content_hash,
+            dataset.mapping,
+            dataset.answers_hash if version.answers_hash else None,
+            version.version,
         ),
-        str(spec),
-    )
+        where or dataset.name,
+    ), saved
+
+
+def holds(db: Database, name: str, version: int, items: list[GoldenItem]) -> bool:
+    """Whether version `version` of `name` holds exactly these items (a file read again, unkept)."""
+    info = stored.version_info(db, name, version)
+    return info is not None and info.content_hash == content_hash(items)
+
+
+def pin_line(saved: Saved, where: str) -> str:
+    """The line saying which version an evaluation pinned: `dataset golden, version 3 (kept from
+    data/eval/golden.jsonl)`, or `(the same content as version 3)` when an existing version was reused."""
+    how = f"kept from {where}" if saved.created else f"the same content as version {saved.version}"
+    return f"dataset {saved.name}, version {saved.version} ({how})"
+
+
+def for_evaluation(db: Database, dataset: Dataset, run_name: str, where: str) -> tuple[Dataset, str]:
+    """The dataset an evaluation named `run_name` runs over, and a line saying which version it pinned. A dataset
+    loaded from the store (dataset:NAME@VERSION) is that version; one read from a file (`where`) is kept as a
+    version (kept). Resuming an evaluation started over a file before datasets were kept, the file is taken as it
+    is: kept, its identity would differ from the one the run was started with, and the resume would be refused."""
+    if dataset.version is not None:
+        return dataset, f"dataset {dataset.name}, version {dataset.version}"
+    existing = evals.get_eval_run(db, run_name.strip())
+    if existing is not None and existing.dataset_version is None:
+        return dataset, f"resuming {run_name.strip()!r} over {where} as it was started (not kept as a dataset version)"
+    version, saved = kept(db, dataset, where)
+    return version, pin_line(saved, where)
 
 
 def _replace_items(db: Database, name: str, version: int | None, change, origin: str, note: str) -> Saved:
@@ -284,3 +347,15 @@ def add_run(db: Database, run_id: int, name: str, run: dict | None = None) -> Sa
     if any(i.id == item.id for i in items):
         raise InputError(f"run {run_id} is already in dataset {name!r}", fix="edit its item there instead")
     return save(db, name, items + [item], "from a run", f"added run {run_id}")
+
+
+def listing(db: Database) -> list[tuple[stored.VersionInfo, int]]:
+    """The latest version of every dataset, by name, with how many versions the dataset has (for the screens,
+    which read the store through this layer)."""
+    counts = stored.version_counts(db)
+    return [(info, counts.get(info.name, 1)) for info in stored.latest_versions(db)]
+
+
+def versions(db: Database, name: str) -> list[stored.VersionInfo]:
+    """Every version of `name`, newest first (none for an unknown name)."""
+    return stored.versions(db, name)

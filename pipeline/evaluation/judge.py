@@ -77,10 +77,14 @@ class MetricScore:
     scorer_model: str | None = None
     scorer_digest: str | None = None
     prompt_version: str | None = None
+    # a judge criterion scored K > 1 times (setting judge_repeats): every repeat, as {repeat, seed, value, status,
+    # explanation}; the score above is the mean of the valid ones. Empty when scored once.
+    repeats: list[dict] = field(default_factory=list)
 
 
-# the settings the judge's scores depend on: its model, and how many of people's corrections go into a prompt
-OPTIONS = ("judge_model", "judge_corrections_k")
+# the settings the judge's scores depend on: its model, how many of people's corrections go into a prompt, and how
+# many times it judges each item (an evaluation records judge_repeats only when it is not 1: registry.py)
+OPTIONS = ("judge_model", "judge_corrections_k", "judge_repeats")
 
 
 def judge_pin(llm: LLM, settings: Settings) -> JudgePin:
@@ -97,29 +101,75 @@ def judge(
     pin: JudgePin,
     criteria=CRITERIA,
     corrections=(),
+    repeats: int = 1,
 ) -> list[MetricScore]:
-    """Scores for each criterion; `corrections` (people's past corrections) go into the prompt as examples."""
+    """Scores for each criterion; `corrections` (people's past corrections) go into the prompt as examples.
+    `repeats` K > 1: each criterion is judged K times and scored by the mean of the valid repeats (repeat_seed)."""
     scores = []
     for criterion in criteria:
         examples = tuple(prompts.correction_example(c) for c in corrections if c.criterion == criterion)
-        result = ask(
-            llm,
-            f"judge_{criterion}",
-            settings.judge_model,
-            prompts.judge_prompt(criterion, examples),
-            prompts.judge_input(question, answer, context, reference),
-        )
         common = dict(scorer_model=pin.model, scorer_digest=pin.digest, prompt_version=pin.version_for(criterion))
-        if result.value is None:
-            scores.append(
-                MetricScore(
-                    f"judge_{criterion}", None, "invalid", result.invalid_reason, {"raw": result.raw[:500]}, **common
-                )
+        asked = [
+            _judged(
+                llm,
+                settings,
+                criterion,
+                prompts.judge_prompt(criterion, examples),
+                prompts.judge_input(question, answer, context, reference),
+                repeat,
+                common,
             )
-        else:
-            scores.append(
-                MetricScore(
-                    f"judge_{criterion}", float(result.value.score), "ok", result.value.reasoning.strip(), **common
-                )
-            )
+            for repeat in range(1, repeats + 1)
+        ]
+        scores.append(asked[0] if repeats == 1 else _mean_of_repeats(asked, settings, common))
     return scores
+
+
+def repeat_seed(settings: Settings, repeat: int) -> int:
+    """The sampling seed of a judge repeat (1-based): the seed setting for the first, then one more each."""
+    return settings.seed + repeat - 1
+
+
+def _judged(llm: LLM, settings: Settings, criterion: str, prompt, user: str, repeat: int, common: dict) -> MetricScore:
+    """One judging of one criterion. The first repeat is asked as a single judging is (the response cache may
+    answer it); a later one bypasses the cache and sends its own seed, so it asks the model again."""
+    later = repeat > 1
+    result = ask(
+        llm,
+        f"judge_{criterion}",
+        settings.judge_model,
+        prompt,
+        user,
+        options={"seed": repeat_seed(settings, repeat)} if later else None,
+        cache=not later,
+    )
+    if result.value is None:
+        return MetricScore(
+            f"judge_{criterion}", None, "invalid", result.invalid_reason, {"raw": result.raw[:500]}, **common
+        )
+    return MetricScore(f"judge_{criterion}", float(result.value.score), "ok", result.value.reasoning.strip(), **common)
+
+
+def _mean_of_repeats(asked: list[MetricScore], settings: Settings, common: dict) -> MetricScore:
+    """One criterion's score from its repeats: the mean of the valid ones (invalid when none is), with every
+    repeat kept; never a score made up for an invalid repeat."""
+    repeats = [
+        {
+            "repeat": i,
+            "seed": repeat_seed(settings, i),
+            "value": s.value,
+            "status": s.status,
+            "explanation": s.explanation,
+        }
+        for i, s in enumerate(asked, start=1)
+    ]
+    valid = [s for s in asked if s.status == "ok"]
+    metric, k = asked[0].metric, len(asked)
+    details = {"repeats": k, "valid_repeats": len(valid), "values": [s.value for s in asked]}
+    if not valid:
+        why = f"all {k} repeats invalid; the first: {asked[0].explanation}"
+        return MetricScore(metric, None, "invalid", why, {**details, **asked[0].details}, repeats=repeats, **common)
+    values = ", ".join("invalid" if s.value is None else f"{s.value:g}" for s in asked)
+    why = f"mean of {len(valid)} valid of {k} repeats ({values}); first valid reasoning: {valid[0].explanation}"
+    mean = sum(s.value for s in valid) / len(valid)
+    return MetricScore(metric, mean, "ok", why, details, repeats=repeats, **common)

@@ -223,9 +223,9 @@ def evaluation_config(settings: Settings, metrics: Sequence[str], given_by: str 
     """What an evaluation's configuration records: its question runs' (engine.run_config), its own options, and
     what the metrics it measures declare: their options, their prompts' versions (with the runs' in `prompts`),
     their names, and the version of each judge criterion among them that has its own (so a revised rubric is a
-    configuration change). A name no longer registered (a stored run's) is recorded with nothing declared.
-    `given_by`: the pipeline that wrote the answers of a dataset that carries them (their runs' configuration is
-    then given.given_config: no retrieval, no generation)."""
+    configuration change); the judge's repeats only when K > 1. A name no longer registered (a stored run's) is
+    recorded with nothing declared. `given_by`: the pipeline that wrote the answers of a dataset that carries them
+    (their runs' configuration is then given.given_config: no retrieval, no generation)."""
     from pipeline.answering.engine import run_config, run_prompts
     from pipeline.evaluation.given import given_config, given_prompts
 
@@ -235,6 +235,10 @@ def evaluation_config(settings: Settings, metrics: Sequence[str], given_by: str 
     config.update(option_values(settings, [*EVALUATION_OPTIONS, *(o for m in measured for o in m.options)]))
     config["prompts"] = prompt_versions([*runs_prompts, *(p for m in measured for p in m.prompts)])
     config["metrics"] = list(metrics)
+    # the judge's repeats (an option of the judge's criteria) are recorded only where they change something (K > 1):
+    # a run judged once records what runs recorded before repeats existed, so resuming or comparing them sees no change
+    if config.get("judge_repeats") == 1:
+        del config["judge_repeats"]
     versions = own_versions([c for c in (m.removeprefix("judge_") for m in metrics) if c in CRITERIA])
     return {**config, **({"judge_prompt_versions": versions} if versions else {})}
 

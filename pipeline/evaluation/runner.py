@@ -30,9 +30,11 @@ from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation import registry
 from pipeline.evaluation.dataset import Dataset, GoldenItem
+from pipeline.evaluation.datasets import holds, identity_text
 from pipeline.evaluation.diagnosis import Diagnosis, diagnose
 from pipeline.evaluation.item import ItemOutcome, evaluate_item, timed_out
 from pipeline.evaluation.judge import CRITERIA, JudgePin, judge_pin, own_versions
+from pipeline.evaluation.judge_variance import CriterionVariance, evaluation_variance
 from pipeline.models.llm import LLM
 from pipeline.regression import compare as regression
 from store import baselines, evals, journal
@@ -155,6 +157,14 @@ def _same_answers(existing: evals.EvalRun, name: str, pipeline: str | None, data
     )
 
 
+def _same_version(db: Database, existing: evals.EvalRun, dataset: Dataset) -> bool:
+    """Whether a dataset read from a file (unkept) holds the items of the stored version the run was started over:
+    a run started with `eval FILE` (which keeps the file as a version) resumes with the same file read again."""
+    if existing.dataset_version is None or dataset.version is not None:
+        return False
+    return holds(db, existing.dataset, existing.dataset_version, dataset.items)
+
+
 def _open(
     settings: Settings,
     db: Database,
@@ -184,13 +194,19 @@ def _open(
             len(dataset.items),
             concurrency,
             pipeline,
+            dataset.version,
         )
         return run_id, {}, metrics
     stored_hash = (baselines.dataset_identity(db, existing.id) or (None,))[0]
-    if stored_hash and dataset.content_hash and stored_hash != dataset.content_hash:
+    if (
+        stored_hash
+        and dataset.content_hash
+        and stored_hash != dataset.content_hash
+        and not _same_version(db, existing, dataset)
+    ):
         raise InputError(
-            f"evaluation {name!r} was started over a different dataset (content hash {stored_hash[:12]}, "
-            f"this one {dataset.content_hash[:12]}); resuming would merge two datasets into one run",
+            f"evaluation {name!r} was started over a different dataset ({identity_text(stored_hash)}, "
+            f"this one {identity_text(dataset.content_hash)}); resuming would merge two datasets into one run",
             fix="give this run a new --name, or resume it with the golden set it was started with",
         )
     _same_answers(existing, name, pipeline, dataset)
@@ -228,11 +244,15 @@ def run_evaluation(
     executor: str = "local",
     ray_address: str | None = None,
     pipeline: str | None = None,
+    knowledge=None,
+    compare: bool = True,
 ) -> EvalOutcome:
     """Run (or resume) an evaluation; `metrics`: the names of the metrics to measure (default: every registered
     one for a new evaluation, the ones it was started with for a resumed one); `executor`: where items run,
     "local" or "ray" (`ray_address`: the Ray cluster to use; default a local one started for this run). A dataset
-    whose rows carry their answers is scored as given; `pipeline` names who wrote them (default the file's name)."""
+    whose rows carry their answers is scored as given; `pipeline` names who wrote them (default the file's name).
+    `knowledge` (a KnowledgeSnapshot, local executor only): retrieve from it instead of the store's knowledge base (a
+    sweep's own index); `compare` False: no comparison with a baseline and no alerts (a sweep's combinations)."""
     if not name.strip():
         raise InputError("the evaluation needs a name", fix="give one with --name, e.g. --name baseline")
     if concurrency < 1:
@@ -242,7 +262,7 @@ def run_evaluation(
     chosen = chosen_metrics(metrics)
     pipeline = pipeline_of(dataset, pipeline)
     pin = evaluation_pin(settings, db)
-    with _executor(executor, settings, db, ray_address, concurrency) as items_for:
+    with _executor(executor, settings, db, ray_address, concurrency, knowledge) as items_for:
         eval_run_id, stored, chosen = _open(settings, db, name.strip(), dataset, concurrency, pin, chosen, pipeline)
         todo = [item for item in dataset.items if stored.get(item.id) != "done"]
         progress = Progress(total=len(dataset.items), skipped=len(dataset.items) - len(todo))
@@ -273,7 +293,7 @@ def run_evaluation(
             f"{kept.because.message}; its items and status are kept in the journal and saved the next time the "
             "store opens; run it again under the same name to compare it (no item runs again)"
         )
-    elif status == "finished":
+    elif status == "finished" and compare:
         alerted = check_regressions(settings, db, name)
         if isinstance(alerted, str):
             outcome.regressions = alerted
@@ -310,15 +330,19 @@ def _ray_executor():
 
 
 @contextmanager
-def _executor(executor: str, settings: Settings, db: Database, ray_address: str | None, concurrency: int):
+def _executor(
+    executor: str, settings: Settings, db: Database, ray_address: str | None, concurrency: int, knowledge=None
+):
     """While the executor is up: a function (pin, eval run id, metrics, cancel event, pipeline) -> its runner of
     items."""
     if executor == "ray":
+        if knowledge is not None:
+            raise InputError("an evaluation over an index of its own runs locally", fix="run it with --executor local")
         with _ray_executor().session(settings, db, ray_address, concurrency) as items_for:
             yield items_for
         return
     yield lambda pin, eval_run_id, metrics, cancel, pipeline: LocalItems(
-        settings, db, pin, eval_run_id, metrics, pipeline
+        settings, db, pin, eval_run_id, metrics, pipeline, knowledge
     )
 
 
@@ -327,15 +351,33 @@ class LocalItems:
     stops at its next step); on cancel, the items already running finish and are saved."""
 
     def __init__(
-        self, settings: Settings, db: Database, pin, eval_run_id: int, metrics: list[str], pipeline: str | None = None
+        self,
+        settings: Settings,
+        db: Database,
+        pin,
+        eval_run_id: int,
+        metrics: list[str],
+        pipeline: str | None = None,
+        knowledge=None,
     ):
         self.settings, self.db, self.pin, self.eval_run_id, self.metrics = settings, db, pin, eval_run_id, metrics
         self.pipeline = pipeline
+        self.knowledge = knowledge  # a KnowledgeSnapshot to retrieve from instead of the store's knowledge base
 
     async def run(self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor) -> ItemOutcome:
         """The item's outcome; asyncio.TimeoutError after `timeout` s, WorkbenchError when it cannot run."""
         abandon = threading.Event()
-        call = (self.settings, self.db, item, self.pin, abandon, self.eval_run_id, self.metrics, None, self.pipeline)
+        call = (
+            self.settings,
+            self.db,
+            item,
+            self.pin,
+            abandon,
+            self.eval_run_id,
+            self.metrics,
+            self.knowledge,
+            self.pipeline,
+        )
         try:
             return await asyncio.wait_for(
                 asyncio.get_running_loop().run_in_executor(pool, evaluate_item, *call), timeout
@@ -459,6 +501,8 @@ class EvalReport:
     cause: regression.Cause | None = None  # what changed since the baseline that explains the metrics that dropped
     below_floor: list = field(default_factory=list)  # the metrics below their floors (setting floors): not regressions
     detectable: list[str] = field(default_factory=list)  # the drops the comparison with the baseline could detect
+    # per judge criterion, how far the judge agrees with itself (judge_variance.py); empty when judged once
+    judge_variance: list[CriterionVariance] = field(default_factory=list)
 
     @property
     def judge_invalid_rate(self) -> float | None:
@@ -501,6 +545,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
         *what_changed(settings, db, eval_run, means),
         below_floor=floor_breaches(settings, means),
         detectable=detectable_drops(settings, db, eval_run),
+        judge_variance=evaluation_variance(db, eval_run.id),
     )
 
 

@@ -85,14 +85,17 @@ class LLM:
         schema: dict | None = None,
         options: dict | None = None,
         accept: Callable[[str], bool] | None = None,
+        cache: bool = True,
     ) -> LLMReply:
-        """One chat call. `accept` decides whether a reply may be cached (invalid output is not)."""
+        """One chat call. `accept` decides whether a reply may be cached (invalid output is not); cache=False
+        bypasses the response cache for this call only (neither read nor written: the judge's repeats ask the
+        model again)."""
         backend = self.backend
         sent = backend.messages_as_sent(messages, schema)
         options = backend.options(options)
         call = self.recorder.start(stage, model, backend.name, messages_text(sent))
         with self.recorder.failures(call):
-            key, hit = self._lookup(call, model, sent, schema, options)
+            key, hit = self._lookup(call, model, sent, schema, options, read=cache)
             if hit is not None:
                 return hit
             result = self._routed(
@@ -100,7 +103,7 @@ class LLM:
             )
         reply = LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens)
         self.recorder.finish(call, reply.text, reply.prompt_tokens, reply.completion_tokens)
-        if accept is None or accept(reply.text):
+        if cache and (accept is None or accept(reply.text)):
             self._keep(key, model, call.digest, reply)
         return reply
 
@@ -148,13 +151,14 @@ class LLM:
         self._keep(key, model, call.digest, reply)
         return reply
 
-    def _lookup(self, call: PendingCall, model: str, sent: list[dict], schema, options: dict):
-        """The call's cache key, and the cached reply (already recorded as a cache hit) or None."""
+    def _lookup(self, call: PendingCall, model: str, sent: list[dict], schema, options: dict, read: bool = True):
+        """The call's cache key, and the cached reply (already recorded as a cache hit) or None (always None when
+        read is False)."""
         call.digest = self.digest(model)
         key = _cache_key(model, call.digest, sent, schema, options)
         call.prompt_hash = key[:16]
         call.restart_clock()
-        hit = self._cached(key)
+        hit = self._cached(key) if read else None
         if hit is None:
             return key, None
         reply = LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))

@@ -21,12 +21,15 @@ class Structured(Generic[T]):
     raw: str = ""
 
 
-def ask(llm: LLM, stage: str, model: str, prompt: Prompt, user: str) -> Structured:
-    """One call by schema; on an invalid reply one retry that names the problem; then invalid."""
+def ask(
+    llm: LLM, stage: str, model: str, prompt: Prompt, user: str, options: dict | None = None, cache: bool = True
+) -> Structured:
+    """One call by schema; on an invalid reply one retry that names the problem; then invalid. `options` (e.g. a
+    seed) go with both calls; cache=False bypasses the response cache for both."""
     messages = prompt.messages(user)
     schema = prompt.schema()
     accept = lambda text: parse(prompt.output, text)[0] is not None  # noqa: E731
-    reply = llm.chat(stage, model, messages, schema=schema, accept=accept)
+    reply = llm.chat(stage, model, messages, schema=schema, options=options, accept=accept, cache=cache)
     value, reason = parse(prompt.output, reply.text)
     if value is not None:
         return Structured(value, raw=reply.text)
@@ -38,7 +41,7 @@ def ask(llm: LLM, stage: str, model: str, prompt: Prompt, user: str) -> Structur
             "Reply again with only the JSON object.",
         },
     ]
-    retry = llm.chat(stage, model, retry_messages, schema=schema, accept=accept)
+    retry = llm.chat(stage, model, retry_messages, schema=schema, options=options, accept=accept, cache=cache)
     value, retry_reason = parse(prompt.output, retry.text)
     if value is not None:
         return Structured(value, raw=retry.text)

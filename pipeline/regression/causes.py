@@ -21,16 +21,17 @@ PARTS = (GENERATOR, RETRIEVER, VERIFIER, JUDGE, ANSWERS, DATASET)
 KEYS = {
     GENERATOR: (
         "generator_model temperature max_retries faithfulness_threshold abstain_below when_unverified on_topic_check "
-        "on_topic_accept on_topic_reject off_topic_final context_window llm_backend model_revision answer_schedule"
+        "on_topic_accept on_topic_reject off_topic_final context_window llm_backend model_revision answer_schedule "
+        "conversation_history_tokens"
     ),
     RETRIEVER: "embed_model top_k chunk_size chunk_overlap retrieval_floor context_budget_tokens",
     VERIFIER: "verifier_chain precheck_enabled verify_scope claim_model nli_model verifier_model",
-    JUDGE: "judge_model judge_corrections_k judge_pin judge_prompt_versions",
+    JUDGE: "judge_model judge_corrections_k judge_pin judge_prompt_versions judge_repeats",
     ANSWERS: "pipeline answers_hash",
     DATASET: "dataset_hash dataset_size",
 }
 PROMPTS = {
-    GENERATOR: "grade_context rewrite_query generate generate_strict on_topic generate_on_topic",
+    GENERATOR: "standalone_question grade_context rewrite_query generate generate_strict on_topic generate_on_topic",
     VERIFIER: "extract_claims extract_sentence_claims nli_judge llm_verifier",
     JUDGE: "answer_questions chunk_relevance",
 }

@@ -36,9 +36,10 @@ from store.db import Database
 
 METRICS = METRIC_NAMES  # a live view of the registry, in its order
 BASELINE_RULE = (
-    "Each run is compared with the pinned run; without one, with the newest earlier run over the same dataset "
-    "(same content hash and size), judged under the same judge pin, with no failed item and no open regression "
-    "alert (a metric below its floor does not count)."
+    "Each run is compared with the pinned run over its dataset; without one, with the newest earlier run over the "
+    "same dataset (same content hash and size; for a golden set kept in the store, the same version), judged under "
+    "the same judge pin, with no failed item and no open regression alert (a metric below its floor does not count); "
+    "a sweep's combination is a baseline only when pinned."
 )
 MIN_PAIRS = 5
 
@@ -258,10 +259,12 @@ def same_pin(a: evals.EvalRun, b: evals.EvalRun) -> bool:
 
 
 def baseline_of(db: Database, run: evals.EvalRun) -> int | None:
-    """The one baseline rule (store.baselines): the run pinned for the dataset, else the newest earlier run
-    over the same dataset hash and size, under the same judge pin, with no failed item and no open regression alert
-    (floor breaches do not count)."""
-    pinned = baselines.pinned(db, run.dataset, run.pipeline)
+    """The one baseline rule (store.baselines): the run pinned for the dataset (over the same dataset identity: a
+    run pinned over version 2 of a stored golden set is no baseline for one over version 3), else the newest earlier
+    run over the same dataset hash and size, under the same judge pin, with no failed item and no open regression
+    alert (floor breaches do not count)."""
+    identity = (baselines.dataset_identity(db, run.id) or (None,))[0]
+    pinned = baselines.pinned(db, run.dataset, run.pipeline, identity)
     if pinned is not None and pinned != run.id:
         return pinned
     return baselines.previous_comparable(db, run.id)

@@ -1,6 +1,7 @@
 """The judge's criteria as metrics on 1-5, named judge_<criterion> so that the judge's faithfulness
 never collides with the component metric `faithfulness`. The rubrics are in pipeline/evaluation/judge_prompts.py;
-each criterion declares its rubric prompt and the judge's options."""
+each criterion declares its rubric prompt and the judge's options. With the setting judge_repeats K > 1 each
+criterion is judged K times and scored by the mean of its valid repeats (judge.judge; the evaluation records K)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def judge_criterion(criterion: str):
             inputs.pin,
             criteria=(criterion,),
             corrections=corrections,
+            repeats=inputs.settings.judge_repeats,
         )[0]
 
     return compute
