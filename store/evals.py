@@ -145,6 +145,19 @@ def item_statuses(db: Database, eval_run_id: int) -> dict[str, str]:
         )
 
 
+def item_turn(db: Database, eval_run_id: int, item_id: str) -> dict | None:
+    """Of an item stored done: its run's question, answer and standalone question (what a conversation's next turn
+    reads as history); None when it has no done run."""
+    with db.cursor() as cur:
+        rows = fetch_dicts(
+            cur,
+            "SELECT r.question, r.answer, r.standalone_question FROM eval_items i JOIN runs r ON r.id = i.run_id "
+            "WHERE i.eval_run_id = ? AND i.item_id = ? AND i.status = 'done'",
+            [eval_run_id, item_id],
+        )
+    return rows[0] if rows else None
+
+
 def save_item(
     db: Database,
     eval_run_id: int,
@@ -339,6 +352,22 @@ def item_results(db: Database, eval_run_id: int, metrics: Sequence[str]) -> list
         )
 
 
+def turn_scores(db: Database, eval_run_id: int) -> list[dict]:
+    """Of an evaluation's items whose runs are turns of a conversation: one row per item and metric (item_id,
+    item_status, conversation_id, turn_no, metric, value, status; metric None for an item without scores)."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            """
+            SELECT i.item_id, i.status AS item_status, r.conversation_id, r.turn_no, s.metric, s.value, s.status
+            FROM eval_items i JOIN runs r ON r.id = i.run_id
+            LEFT JOIN scores s ON s.eval_run_id = i.eval_run_id AND s.item_id = i.item_id
+            WHERE i.eval_run_id = ? AND r.conversation_id IS NOT NULL
+            ORDER BY r.conversation_id, r.turn_no, i.item_id, s.metric""",
+            [eval_run_id],
+        )
+
+
 def item_scores(db: Database, eval_run_id: int, item_id: str) -> list[dict]:
     with db.cursor() as cur:
         return fetch_dicts(
@@ -365,10 +394,11 @@ def usage(db: Database, eval_run_id: int) -> dict:
 
 
 def judge_invalid_rate(db: Database, eval_run_id: int) -> tuple[int, int]:
-    """(invalid judge scores, all judge scores) of the run."""
+    """(invalid judge scores, judge scores that were asked: all but the not-applicable ones) of the run."""
     with db.cursor() as cur:
         return cur.execute(
-            "SELECT count(*) FILTER (WHERE status = 'invalid'), count(*) FROM scores "
+            "SELECT count(*) FILTER (WHERE status = 'invalid'), count(*) FILTER (WHERE status <> 'not_applicable') "
+            "FROM scores "
             "WHERE eval_run_id = ? AND metric LIKE 'judge_%'",
             [eval_run_id],
         ).fetchone()

@@ -366,8 +366,31 @@ def judge_claim(prompt):
     return {"verdict": "unsupported", "quote": "", "reason": "the context does not state the claim"}
 
 
+def judge_rewrite(prompt):
+    """{"score" 1-5, "reasoning"} of the question_rewrite criterion ("Standalone question:" in its input): 5 when the
+    standalone question keeps every content word of the question and names the main subject of the latest earlier
+    question, 3 when it keeps the question's words but names nothing of the earlier turns, 2 when it drops one of the
+    question's words."""
+    question = _line_value(prompt, "Question")
+    standalone = _line_value(prompt, "Standalone question")
+    earlier = _TURN_QUESTION.findall(prompt)
+    kept = set(content_words(question)) <= set(content_words(standalone))
+    subject = main_subject(earlier[-1]) if earlier else ""
+    resolved = bool(subject) and set(content_words(subject)) <= set(content_words(standalone))
+    if not kept:
+        score, why = 2, "the standalone question drops words of the question"
+    elif resolved:
+        score, why = 5, f"the standalone question keeps the question and names {subject!r} from the earlier turns"
+    else:
+        score, why = 3, "the standalone question keeps the question but names nothing the earlier turns refer to"
+    return {"score": score, "reasoning": why, "reason": why}
+
+
 def judge_score(prompt):
-    """{"score" 1-5, "reasoning"}: share of reference terms found in the answer (3 without a reference)."""
+    """{"score" 1-5, "reasoning"}: share of reference terms found in the answer (3 without a reference); the
+    question_rewrite criterion's input is scored by judge_rewrite."""
+    if _line_value(prompt, "Standalone question"):
+        return judge_rewrite(prompt)
     reference = set(content_words(_section(prompt, "Reference", LABELS) or ""))
     answer_text = _section(prompt, "Answer", LABELS)
     if not reference or answer_text is None:

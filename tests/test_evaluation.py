@@ -60,7 +60,10 @@ def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db, e
         "judge_faithfulness",
         "judge_grounding",
         "judge_topicality",
+        "judge_question_rewrite",
     }
+    # single questions: no earlier turn, so nothing was rewritten
+    assert by_metric["judge_question_rewrite"]["not_applicable"] == 4 and by_metric["judge_question_rewrite"]["n"] == 0
     assert by_metric["context_recall"]["n"] == 3 and by_metric["context_recall"]["not_applicable"] == 1
     assert by_metric["judge_correctness"]["n"] == 4
     assert result.judge_total == 20 and result.judge_invalid == 0  # 4 items x 5 criteria

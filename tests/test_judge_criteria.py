@@ -109,14 +109,16 @@ def test_an_evaluation_scores_and_stores_the_new_criteria_under_their_own_versio
     outcome = run_evaluation(uncached(settings), kb_db, dataset(ITEMS[:2]), "five")
     run = evals.get_eval_run(kb_db, "five")
     assert run.judge_prompt_version == "judge-v1"  # the run's pin is what it always was
-    assert run.config["metrics"][-2:] == ["judge_grounding", "judge_topicality"]
+    assert run.config["metrics"][-3:-1] == ["judge_grounding", "judge_topicality"]
     assert run.config["judge_prompt_versions"] == {
         "grounding": "judge-grounding-v1",
         "topicality": "judge-topicality-v1",
+        "question_rewrite": "judge-question-rewrite-v1",  # a conversation's turns (test_conversation_eval.py)
     }
     with kb_db.cursor() as cur:
         rows = cur.execute(
-            "SELECT metric, prompt_version, status, value FROM scores WHERE eval_run_id = ? AND metric LIKE 'judge_%'",
+            "SELECT metric, prompt_version, status, value FROM scores WHERE eval_run_id = ? AND metric LIKE 'judge_%' "
+            "AND metric <> 'judge_question_rewrite'",  # not applicable to single questions
             [outcome.eval_run_id],
         ).fetchall()
     versions = {metric: version for metric, version, _, _ in rows}
@@ -190,7 +192,9 @@ def test_a_run_from_before_the_choice_resumes_with_the_metrics_it_has_scores_of(
         config = json.loads(cur.execute("SELECT config FROM eval_runs WHERE name = 'older'").fetchone()[0])
         del config["metrics"], config["judge_prompt_versions"]
         cur.execute("UPDATE eval_runs SET config = ? WHERE name = 'older'", [json.dumps(config)])
-        cur.execute("DELETE FROM scores WHERE metric IN ('judge_grounding', 'judge_topicality')")
+        cur.execute(
+            "DELETE FROM scores WHERE metric IN ('judge_grounding', 'judge_topicality', 'judge_question_rewrite')"
+        )
     resumed = run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "older")
     assert resumed.eval_run_id == outcome.eval_run_id
     second = {s["metric"] for s in evals.item_scores(kb_db, outcome.eval_run_id, ITEMS[1].id)}

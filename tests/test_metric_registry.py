@@ -34,6 +34,7 @@ BUILT_IN = [
     "judge_faithfulness",
     "judge_grounding",
     "judge_topicality",
+    "judge_question_rewrite",
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
@@ -14,6 +15,7 @@ from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_
 from pages.views.tables import score_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation import datasets
+from pipeline.evaluation.conversation_report import per_turn_rows, share_sentence
 from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_file
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
@@ -308,6 +310,7 @@ def show_report(result: EvalReport) -> None:
     )
     show_evaluation_call_stats(e.id)
     show_judge_variance(result)
+    show_conversations(result)
     show_slices(result)
     show_items(result)
 
@@ -356,6 +359,49 @@ def show_judge_variance(result: EvalReport) -> None:
     if spread:
         with st.expander(f"Items whose score changed between repeats ({len(spread)})"):
             table(pd.DataFrame(spread), hide_index=True, width="stretch")
+
+
+def show_conversations(result: EvalReport) -> None:
+    """Per turn and per conversation, for an evaluation whose items include turns of conversations."""
+    figures = result.conversations
+    if figures is None:
+        return
+    st.subheader("Conversations")
+    numbers, rows = per_turn_rows(figures)
+    per_turn = pd.DataFrame(
+        [{"metric": label_of(row["metric"]), **{f"turn {n}": turn_cell(row, n) for n in numbers}} for row in rows]
+    ).set_index("metric")
+    st.caption("Per turn: each metric's mean over the turns with that number (n: turns scored).")
+    st.table(per_turn)
+    per_conversation = pd.DataFrame(
+        [
+            {
+                "conversation": c["conversation"],
+                "turns": c["turns"],
+                "mean faithfulness": fmt_score(c["mean_faithfulness"]),
+                "worst turn": "n/a"
+                if c["worst_turn"] is None
+                else f"turn {c['worst_turn']} ({fmt_score(c['worst_faithfulness'])})",
+                "every turn faithful": "yes" if c["all_faithful"] else f"no ({c['faithful_turns']} of {c['turns']})",
+                "link": f"/runs?conversation={quote(c['conversation_id'])}",
+            }
+            for c in figures.conversations
+        ]
+    )
+    table(
+        per_conversation,
+        hide_index=True,
+        width="stretch",
+        column_config={"link": st.column_config.LinkColumn("turns", display_text="open")},
+    )
+    st.caption(escape_markdown(share_sentence(figures)))
+
+
+def turn_cell(row: dict, turn: int) -> str:
+    cell = row["turns"].get(turn)
+    if cell is None:
+        return ""
+    return f"{mean_text(row['metric'], cell['mean'])} (n={cell['n']})"
 
 
 def floor_text(c) -> str:

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pipeline.answering.events import AnswerResult, Event
+from pipeline.evaluation.conversation_report import ConversationFigures, per_turn_rows, share_sentence
 from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.registry import UNIT, get_metric, scale_of
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
@@ -188,6 +189,34 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
         out.print(Text(f"weak slice {tag} on {metric}: {mean:.2f}; worst: {worst}", style="yellow"))
     if result.judge_variance:
         print_judge_variance(result.judge_variance, out)
+    if result.conversations is not None:
+        print_conversations(result.conversations, out)
+
+
+def print_conversations(figures: ConversationFigures, out: Console) -> None:
+    """Per turn (each metric's mean by turn number, with how many turns were scored) and per conversation."""
+    numbers, rows = per_turn_rows(figures)
+    table = Table("metric", *(f"turn {n}" for n in numbers), title="Per turn (mean, n scored)")
+    for row in rows:
+        cells = [row["turns"].get(n) for n in numbers]
+        table.add_row(
+            row["metric"], *("" if c is None else f"{_fmt(c['mean'], row['metric'])} ({c['n']})" for c in cells)
+        )
+    out.print(table)
+    table = Table(
+        "conversation", "turns", "mean faithfulness", "worst turn", "every turn faithful", title="Per conversation"
+    )
+    for c in figures.conversations:
+        worst = "n/a" if c["worst_turn"] is None else f"turn {c['worst_turn']} ({c['worst_faithfulness']:.2f})"
+        table.add_row(
+            c["conversation"],
+            str(c["turns"]),
+            _figure(c["mean_faithfulness"]),
+            worst,
+            "yes" if c["all_faithful"] else f"no ({c['faithful_turns']} of {c['turns']})",
+        )
+    out.print(table)
+    out.print(Text(share_sentence(figures)))
 
 
 def _figure(value, fmt: str = ".2f") -> str:
@@ -266,6 +295,8 @@ def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
         ],
         "detectable": outcome.detectable,
         "judge_variance": [{**v.summary(), "per_item": [asdict(s) for s in v.per_item]} for v in result.judge_variance],
+        # per turn and per conversation; null when the evaluation has no conversation
+        "conversations": None if result.conversations is None else result.conversations.as_dict(),
     }
 
 

@@ -19,6 +19,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "contexts": ("contexts", "retrieved_contexts", "retrieval_context"),
     "reference": ("reference", "expected_output", "ground_truth"),
     "tags": ("tags",),
+    # a turn of a conversation (a file of another pipeline's answers, one row per turn)
+    "conversation": ("conversation_id", "conversation", "session_id", "thread_id"),
+    "turn": ("turn", "turn_no", "turn_number"),
 }
 CONVENTIONS = {
     "the workbench": {"question", "answer", "contexts", "reference"},
@@ -50,6 +53,8 @@ class ColumnMap:
                 shown.append((name, "(none: each row's id is made from its question)"))
             elif name in ("answer", "contexts") and not self.given_answers:
                 continue
+            elif name in ("conversation", "turn"):
+                continue  # shown only when the file has them
             else:
                 shown.append((name, "(none)"))
         return shown

@@ -1,5 +1,11 @@
-"""Datasets: golden sets (rows {id, question, reference?, tags?}) and rows that already carry an answer and its
-contexts (another pipeline's output, scored as given), as JSONL, CSV or Parquet.
+"""Datasets: golden sets (rows {id, question, reference?, tags?}, and conversations {id, turns: [{question,
+reference?}], tags?}) and rows that already carry an answer and its contexts (another pipeline's output, scored as
+given, optionally with a conversation id and turn number), as JSONL, CSV or Parquet.
+
+A conversation row becomes one item per turn, ids `ID#1`, `ID#2`, ..., each carrying its conversation (the row's
+id) and its turn (from 1) and the row's tags: every per-item figure (scores, slices, baselines, Compare's item
+matching, stored datasets, export) works per turn, and the runner answers a conversation's turns in order with the
+history it has produced.
 
 The column names are mapped once per file (columns.py: ours, Ragas's and DeepEval's). Every row is validated;
 bad rows are reported by line number (a Parquet file's row number) and the good ones are kept. A row's id is
@@ -18,10 +24,11 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError, field_validator
 
 from pipeline.errors import InputError
-from pipeline.evaluation.columns import ColumnMap, map_columns
+from pipeline.evaluation.columns import ALIASES, ColumnMap, map_columns
 from pipeline.text import question_key
 
 FORMATS = ("jsonl", "csv", "parquet")
+QUESTION_ALIASES = ALIASES["question"]
 
 
 class GivenContext(BaseModel):
@@ -48,10 +55,35 @@ class GoldenItem(BaseModel):
     contexts: list[GivenContext] | None = None  # the contexts the given answer was written from
     origin: str = "file"  # file, synthesised, run: where the item came from (a dataset in the store keeps it)
     provenance: dict = {}  # synthesised: kind, chunk_ids, model, prompt_version, review; from a run: run_id
+    conversation: str | None = None  # a turn of a conversation: the conversation's id (a golden row's, or a column)
+    turn: int | None = None  # its turn number in the conversation, from 1
 
     @property
     def given(self) -> bool:
         return self.answer is not None
+
+    @field_validator("conversation", mode="before")
+    @classmethod
+    def _conversation_text(cls, value):
+        if value is None or (isinstance(value, float) and value != value):  # NaN: an empty Parquet/pandas cell
+            return None
+        text = " ".join(str(value).split())
+        return text or None
+
+    @field_validator("turn", mode="before")
+    @classmethod
+    def _turn_number(cls, value):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"must be a whole number from 1, not {value!r}") from None
+        if number != number:  # NaN
+            return None
+        if number < 1 or number != int(number):
+            raise ValueError(f"must be a whole number from 1, not {value!r}")
+        return int(number)
 
     @field_validator("id", "question")
     @classmethod
@@ -211,11 +243,25 @@ def parse_rows(rows, columns: list[str], name: str, hash_of: bytes) -> Dataset:
     fills, such as `"answer": null` in every row, is not read)."""
     rows = list(rows)
     filled = {k for _, row, problem in rows if not problem for k, v in row.items() if v not in (None, "")}
-    mapping = map_columns([c for c in columns if c in filled])
+    names = [c for c in columns if c in filled and c != TURNS]
+    if TURNS in filled and not set(QUESTION_ALIASES) & set(names):  # conversations only: their turns hold questions
+        names.append("question")
+    mapping = map_columns(names)
     items, bad, seen = [], [], set()
     for number, row, problem in rows:
         if problem:
             bad.append(BadRow(number, problem))
+            continue
+        if TURNS in row:  # a golden conversation: one item per turn
+            problem, turns = _conversation_items(mapping, row)
+            clash = next((t.id for t in turns if t.id in seen), None)
+            if clash:
+                problem = f"id {clash!r} repeats an earlier row"
+            if problem:
+                bad.append(BadRow(number, problem))
+                continue
+            seen.update(t.id for t in turns)
+            items.extend(turns)
             continue
         problem, item = _item(mapping, row)
         if problem:
@@ -237,6 +283,60 @@ def parse_rows(rows, columns: list[str], name: str, hash_of: bytes) -> Dataset:
         mapping,
         hashlib.sha256(hash_of).hexdigest() if given else None,
     )
+
+
+TURNS = "turns"  # the key of a golden conversation's turns
+
+
+def _conversation_items(mapping: ColumnMap, raw: dict) -> tuple[str | None, list[GoldenItem]]:
+    """(problem, items) of a golden conversation row {id?, turns: [{question, reference?}], tags?}: one item per
+    turn, ids ID#1, ID#2, ... (ID made from the first question when the row has none)."""
+    if mapping.given_answers:
+        return (
+            "a conversation row (turns) in a file with answers: give each answered turn a row of its own, with "
+            "conversation_id and turn columns",
+            [],
+        )
+    turns = raw.get(TURNS)
+    if not isinstance(turns, list):
+        return f"turns: must be a list of turns {{question, reference?}}, not {type(turns).__name__}", []
+    if not turns:
+        return "turns: no turns (a conversation needs at least one)", []
+    for n, turn in enumerate(turns, start=1):
+        if not isinstance(turn, dict):
+            return f"turns[{n}]: must be an object {{question, reference?}}, not {type(turn).__name__}", []
+        if not isinstance(turn.get("question"), str) or not turn["question"].strip():
+            return f"turns[{n}].question: missing or empty (every turn needs a question)", []
+    row = mapping.row(raw)
+    conversation = row.get("id")
+    if conversation is None or not str(conversation).strip():
+        conversation = question_id(turns[0]["question"])
+    conversation = " ".join(str(conversation).split())
+    items = []
+    for n, turn in enumerate(turns, start=1):
+        fields = {
+            "id": f"{conversation}#{n}",
+            "question": turn["question"],
+            "reference": turn.get("reference"),
+            "tags": row.get("tags"),
+            "conversation": conversation,
+            "turn": n,
+        }
+        try:
+            items.append(GoldenItem.model_validate(fields))
+        except ValidationError as exc:
+            return f"turns[{n}]: {_reason(exc)}", []
+    return None, items
+
+
+def conversations(items: list[GoldenItem]) -> dict[str, list[GoldenItem]]:
+    """The items that are turns of a conversation, by conversation (in the order they first appear), each
+    conversation's turns in turn order."""
+    out: dict[str, list[GoldenItem]] = {}
+    for item in items:
+        if item.conversation is not None:
+            out.setdefault(item.conversation, []).append(item)
+    return {c: sorted(turns, key=lambda i: i.turn or 0) for c, turns in out.items()}
 
 
 def _item(mapping: ColumnMap, raw: dict) -> tuple[str | None, GoldenItem | None]:

@@ -50,8 +50,14 @@ def parse_spec(text: str) -> tuple[str, int | None]:
 
 def content_hash(items: list[GoldenItem]) -> str:
     """Of every field of every item, in order: two versions with this hash hold the same items."""
-    rows = [json.dumps(i.model_dump(mode="json"), sort_keys=True) for i in items]
+    rows = [json.dumps(i.model_dump(mode="json", exclude=_unset_turn(i)), sort_keys=True) for i in items]
     return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
+
+
+def _unset_turn(item: GoldenItem) -> set[str]:
+    """The conversation fields an item leaves empty: not hashed, so an item that is no turn hashes as before they
+    existed."""
+    return {name for name in TURN_FIELDS if getattr(item, name) is None}
 
 
 def identity(name: str, version: int, items: list[GoldenItem]) -> str:
@@ -290,11 +296,14 @@ def diff(before: Dataset, after: Dataset) -> Diff:
 
 
 EXPORT_FIELDS = ("id", "question", "reference", "tags", "answer", "contexts", "origin", "provenance")
+TURN_FIELDS = ("conversation", "turn")  # exported only by a dataset with conversations
 
 
 def export_rows(dataset: Dataset) -> list[dict]:
-    """The items as plain rows (the fields a dataset file can carry, and origin and provenance)."""
-    return [item.model_dump(mode="json", include=set(EXPORT_FIELDS)) for item in dataset.items]
+    """The items as plain rows (the fields a dataset file can carry, and origin and provenance; a dataset with
+    conversations, each item's conversation and turn too: a file read back holds the same turns)."""
+    fields = set(EXPORT_FIELDS) | (set(TURN_FIELDS) if any(i.conversation for i in dataset.items) else set())
+    return [item.model_dump(mode="json", include=fields) for item in dataset.items]
 
 
 def export_text(dataset: Dataset, fmt: str) -> str:
@@ -309,7 +318,8 @@ def export_text(dataset: Dataset, fmt: str) -> str:
     import io
 
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(EXPORT_FIELDS))
+    turns = list(TURN_FIELDS) if rows and "conversation" in rows[0] else []
+    writer = csv.DictWriter(out, fieldnames=[*EXPORT_FIELDS, *turns])
     writer.writeheader()
     for row in rows:
         writer.writerow(

@@ -18,6 +18,9 @@ from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 
 CRITERIA = tuple(prompts.RUBRICS)  # correctness, helpfulness, faithfulness, grounding, topicality
+# the criteria of a conversation's turns (question_rewrite): metrics like the above, not rated by people
+TURN_CRITERIA = tuple(prompts.TURN_RUBRICS)
+ALL_CRITERIA = CRITERIA + TURN_CRITERIA
 
 
 @dataclass
@@ -61,7 +64,7 @@ def recorded_version(metric: str, run_version: str, config: dict) -> str:
 
 def rubric(criterion: str) -> tuple[str, dict[int, str]]:
     """(what the criterion asks, its anchor text for each score 5..1), as the judge's prompt states them."""
-    description, anchors = prompts.RUBRICS[criterion]
+    description, anchors = {**prompts.RUBRICS, **prompts.TURN_RUBRICS}[criterion]
     return description, dict(sorted(anchors.items(), reverse=True))
 
 
@@ -102,9 +105,11 @@ def judge(
     criteria=CRITERIA,
     corrections=(),
     repeats: int = 1,
+    user: str | None = None,
 ) -> list[MetricScore]:
     """Scores for each criterion; `corrections` (people's past corrections) go into the prompt as examples.
-    `repeats` K > 1: each criterion is judged K times and scored by the mean of the valid repeats (repeat_seed)."""
+    `repeats` K > 1: each criterion is judged K times and scored by the mean of the valid repeats (repeat_seed).
+    `user`: the judge's input when it is not the question, answer, context and reference (a turn criterion's)."""
     scores = []
     for criterion in criteria:
         examples = tuple(prompts.correction_example(c) for c in corrections if c.criterion == criterion)
@@ -115,7 +120,7 @@ def judge(
                 settings,
                 criterion,
                 prompts.judge_prompt(criterion, examples),
-                prompts.judge_input(question, answer, context, reference),
+                user if user is not None else prompts.judge_input(question, answer, context, reference),
                 repeat,
                 common,
             )

@@ -89,6 +89,28 @@ RUBRICS = {
         },
     ),
 }
+# Criteria of a conversation's turns: judged on what the turn was asked with (the earlier turns and the standalone
+# question retrieval used), not on the answer. They are metrics like the others, but not rated by people (Annotate and
+# Calibration rate CRITERIA = RUBRICS), since a rating form shows one answer, not a conversation.
+TURN_RUBRICS = {
+    "question_rewrite": (
+        "Question rewrite: a follow-up question in a conversation was rewritten into a standalone question before "
+        "the search for passages. Given the earlier turns, does the standalone question keep the user's meaning? "
+        "It should ask exactly what the user asked, with every reference to an earlier turn (it, they, that one, "
+        "what about ...) replaced by what it refers to, and nothing added, dropped or changed. Judge only the "
+        "rewrite, not the answer, and not whether the question is a good one.",
+        {
+            5: "same meaning: asks exactly what the user asked, every reference resolved to what the earlier turns "
+            "name, nothing added or dropped",
+            4: "same meaning; a small loss of nuance or an unneeded word, that would not change what is retrieved",
+            3: "partly kept: the main ask is there, but a reference is left unresolved or resolved vaguely, or a "
+            "qualifier (a time, a quantity, a comparison) is dropped or added",
+            2: "changed: a reference is resolved to the wrong thing, or the question asks something else about the "
+            "right subject",
+            1: "a different question: another subject or another ask, or a rewrite that ignores the conversation",
+        },
+    ),
+}
 JUDGE_PROMPT_VERSION = "judge-v1"
 # Each criterion's prompt version: the first three share judge-v1 (their pins and trend series predate the others);
 # a criterion added later carries its own, so adding or revising one never changes another's.
@@ -98,12 +120,13 @@ JUDGE_PROMPT_VERSIONS = {
     "faithfulness": JUDGE_PROMPT_VERSION,
     "grounding": "judge-grounding-v1",
     "topicality": "judge-topicality-v1",
+    "question_rewrite": "judge-question-rewrite-v1",
 }
 
 
 def judge_prompt(criterion: str, corrections: tuple[str, ...] = ()) -> Prompt:
     """The rubric prompt; `corrections` are people's past corrections of this judge, as worked examples."""
-    description, anchors = RUBRICS[criterion]
+    description, anchors = {**RUBRICS, **TURN_RUBRICS}[criterion]
     levels = "\n".join(f"{score}: {text}" for score, text in sorted(anchors.items(), reverse=True))
     return Prompt(
         name=f"judge_{criterion}",
@@ -134,3 +157,8 @@ def correction_example(correction) -> str:
 def judge_input(question: str, answer: str, context: str, reference: str | None) -> str:
     reference_block = f"Reference:\n{reference}\n\n" if reference else ""
     return f"Question: {question}\n\n{reference_block}Context:\n{context}\n\nAnswer:\n{answer}"
+
+
+def rewrite_input(history: str, question: str, standalone: str) -> str:
+    """The question_rewrite criterion's input: the earlier turns, the question as asked, the standalone question."""
+    return f"Earlier turns:\n{history or '(none)'}\n\nQuestion: {question}\n\nStandalone question: {standalone}"

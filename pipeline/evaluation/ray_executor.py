@@ -35,7 +35,7 @@ import store
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation.dataset import GoldenItem
-from pipeline.evaluation.item import ItemOutcome, evaluate_item, timed_out
+from pipeline.evaluation.item import InConversation, ItemOutcome, evaluate_item, timed_out
 from pipeline.evaluation.kb_snapshot import KnowledgeSnapshot, take_snapshot
 from pipeline.knowledge import similarity_scale
 from store.db import Database
@@ -154,11 +154,23 @@ class RayItems:
         self.settings, self.snapshot, self.pin = settings, snapshot, pin
         self.eval_run_id, self.metrics, self.cancel, self.pipeline = eval_run_id, metrics, cancel, pipeline
 
-    async def run(self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor) -> ItemOutcome | None:
+    async def run(
+        self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor, conversation: InConversation | None = None
+    ) -> ItemOutcome | None:
         """The item's outcome; None when it was cancelled while running; WorkbenchError when Ray could not
-        run it."""
+        run it. `conversation`: a turn's conversation and the turns before it (the runner runs its turns in order)."""
         # the snapshot's ref goes inside a list so that the task gets the ref, and each worker fetches it once
-        call = (self.settings, [self.snapshot], item, self.pin, self.eval_run_id, self.metrics, timeout, self.pipeline)
+        call = (
+            self.settings,
+            [self.snapshot],
+            item,
+            self.pin,
+            self.eval_run_id,
+            self.metrics,
+            timeout,
+            self.pipeline,
+            conversation,
+        )
         ref = _evaluate.remote(*call)
         try:
             return await self._outcome(ref)
@@ -186,14 +198,24 @@ class RayItems:
 
 @ray.remote
 def _evaluate(
-    settings: Settings, snapshot_box: list, item: GoldenItem, pin, eval_run_id: int, metrics, timeout: float, pipeline
+    settings: Settings,
+    snapshot_box: list,
+    item: GoldenItem,
+    pin,
+    eval_run_id: int,
+    metrics,
+    timeout: float,
+    pipeline,
+    conversation=None,
 ):
     """One item on a Ray worker, against the snapshot of the knowledge base (no store here): the item's outcome,
     recorded as the local executor records it."""
     knowledge = _knowledge(snapshot_box[0])
     abandon = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eval")
-    future = pool.submit(evaluate_item, settings, None, item, pin, abandon, eval_run_id, metrics, knowledge, pipeline)
+    future = pool.submit(
+        evaluate_item, settings, None, item, pin, abandon, eval_run_id, metrics, knowledge, pipeline, conversation
+    )
     try:
         return future.result(timeout)
     except FutureTimeout:

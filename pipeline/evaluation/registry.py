@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.declarations import declared, option_values, prompt_versions
 from pipeline.errors import InputError
-from pipeline.evaluation.judge import CRITERIA, MetricScore, own_versions
+from pipeline.evaluation.judge import ALL_CRITERIA, MetricScore, own_versions
 from pipeline.plugins import import_package_modules
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ class MetricInput:
     pin: Any  # the evaluation's JudgePin (with its corrections, if any)
     # the embedding model's similarity scale the question was answered under (None: looked up when needed)
     scale: Any = None
+    # a turn of a conversation: the turns before it, oldest first (pipeline.answering.conversation.Turn); () for none
+    history: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -239,7 +241,7 @@ def evaluation_config(settings: Settings, metrics: Sequence[str], given_by: str 
     # a run judged once records what runs recorded before repeats existed, so resuming or comparing them sees no change
     if config.get("judge_repeats") == 1:
         del config["judge_repeats"]
-    versions = own_versions([c for c in (m.removeprefix("judge_") for m in metrics) if c in CRITERIA])
+    versions = own_versions([c for c in (m.removeprefix("judge_") for m in metrics) if c in ALL_CRITERIA])
     return {**config, **({"judge_prompt_versions": versions} if versions else {})}
 
 

@@ -9,6 +9,11 @@ answers every call.
 An evaluation measures the metrics chosen for it (default: every registered metric); its configuration
 records them, and a resume measures the same ones.
 
+A golden conversation's turns (items with a conversation and a turn number: dataset.py) are answered in order, one
+after another, each with the history the earlier ones produced; conversations run concurrently with each other and
+with single questions. On resume, a turn already done gives its stored run (question, answer, standalone question) as
+history to the next; a turn left undone stops its conversation there, to run again on resume.
+
 Where items run is the executor's business: "local" (threads of this process, against the store) or "ray"
 (Ray tasks, ray_executor.py). Everything else — resume, cancel, progress, failures, saving each finished item
 in one transaction — is done here, the same way for both.
@@ -25,15 +30,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.answering.conversation import Turn
 from pipeline.calibration.agreement import corrections_pin
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation import registry
-from pipeline.evaluation.dataset import Dataset, GoldenItem
+from pipeline.evaluation.conversation_report import ConversationFigures, conversation_figures
+from pipeline.evaluation.dataset import Dataset, GoldenItem, conversations
 from pipeline.evaluation.datasets import holds, identity_text
 from pipeline.evaluation.diagnosis import Diagnosis, diagnose
-from pipeline.evaluation.item import ItemOutcome, evaluate_item, timed_out
-from pipeline.evaluation.judge import CRITERIA, JudgePin, judge_pin, own_versions
+from pipeline.evaluation.item import InConversation, ItemOutcome, conversation_id_of, evaluate_item, timed_out, turn_of
+from pipeline.evaluation.judge import ALL_CRITERIA, JudgePin, judge_pin, own_versions
 from pipeline.evaluation.judge_variance import CriterionVariance, evaluation_variance
 from pipeline.models.llm import LLM
 from pipeline.regression import compare as regression
@@ -113,7 +120,7 @@ def recorded_metrics(db: Database, existing: evals.EvalRun) -> list[str]:
     if "metrics" in existing.config:
         return list(existing.config["metrics"])
     scored = {row["metric"] for row in evals.metric_summary(db, existing.id)}
-    later = {f"judge_{c}" for c in own_versions(CRITERIA)}
+    later = {f"judge_{c}" for c in own_versions(ALL_CRITERIA)}
     return [m for m in registry.metric_names() if m in scored] or [m for m in registry.metric_names() if m not in later]
 
 
@@ -272,9 +279,21 @@ def run_evaluation(
         status = "failed"
         try:
             items = items_for(pin, eval_run_id, chosen, cancel, pipeline)
+            turns = Turns(db, eval_run_id, name.strip(), dataset.items)
             asyncio.run(
                 _run_items(
-                    settings, db, eval_run_id, todo, items, concurrency, timeout, progress, on_progress, cancel, stored
+                    settings,
+                    db,
+                    eval_run_id,
+                    todo,
+                    items,
+                    concurrency,
+                    timeout,
+                    progress,
+                    on_progress,
+                    cancel,
+                    stored,
+                    turns,
                 )
             )
             status = "cancelled" if cancel.is_set() else finished_status(progress.failed)
@@ -364,8 +383,11 @@ class LocalItems:
         self.pipeline = pipeline
         self.knowledge = knowledge  # a KnowledgeSnapshot to retrieve from instead of the store's knowledge base
 
-    async def run(self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor) -> ItemOutcome:
-        """The item's outcome; asyncio.TimeoutError after `timeout` s, WorkbenchError when it cannot run."""
+    async def run(
+        self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor, conversation: InConversation | None = None
+    ) -> ItemOutcome:
+        """The item's outcome; asyncio.TimeoutError after `timeout` s, WorkbenchError when it cannot run.
+        `conversation`: a turn's conversation and the turns before it."""
         abandon = threading.Event()
         call = (
             self.settings,
@@ -377,6 +399,7 @@ class LocalItems:
             self.metrics,
             self.knowledge,
             self.pipeline,
+            conversation,
         )
         try:
             return await asyncio.wait_for(
@@ -417,6 +440,26 @@ def _pool(concurrency: int):
     pool.shutdown(wait=True)
 
 
+class Turns:
+    """The conversations of an evaluation's dataset: each turn's place (its conversation's id in the store, the
+    conversation's turns in order) and, for a turn stored done by an earlier attempt, the turn it gives as history."""
+
+    def __init__(self, db: Database, eval_run_id: int, eval_name: str, items: list[GoldenItem]):
+        self.db, self.eval_run_id, self.eval_name = db, eval_run_id, eval_name
+        self.by_conversation = conversations(items)
+
+    def conversation_id(self, item: GoldenItem) -> str:
+        return conversation_id_of(self.eval_name, item.conversation)
+
+    def stored(self, item: GoldenItem) -> Turn:
+        """A turn done before (a resumed evaluation): its stored run as the next turn's history."""
+        row = evals.item_turn(self.db, self.eval_run_id, item.id)
+        if row is None:
+            return Turn(item.question)
+        standalone = row["standalone_question"]
+        return Turn(row["question"], row["answer"], standalone if standalone != row["question"] else None)
+
+
 async def _run_items(
     settings: Settings,
     db: Database,
@@ -429,28 +472,34 @@ async def _run_items(
     on_progress: Callable[[Progress], None] | None,
     cancel: threading.Event,
     stored: dict[str, str],
+    turns: Turns | None = None,
 ) -> None:
     """At most `concurrency` items at once through the executor's `items.run`; each finished item is saved as it
     arrives (one transaction) and counted. An item the executor drops (None: cancelled while running) is neither
-    saved nor counted: it runs again on resume."""
+    saved nor counted: it runs again on resume. A conversation's turns run one after another, in order, each with
+    the turns before it as history (`turns`: the dataset's conversations)."""
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
     lock = threading.Lock()
     with _pool(concurrency) as pool:
 
-        async def one(item: GoldenItem) -> None:
+        async def one(item: GoldenItem, conversation: InConversation | None = None) -> Turn | None:
+            """The item run and saved; the turn it makes for the next one of its conversation (None: not run)."""
             async with gate:
                 if cancel.is_set():
-                    return
+                    return None
                 start = time.perf_counter()
                 try:
-                    outcome = await items.run(item, timeout, pool)
+                    if conversation is None:
+                        outcome = await items.run(item, timeout, pool)
+                    else:
+                        outcome = await items.run(item, timeout, pool, conversation)
                 except asyncio.TimeoutError:
                     outcome = timed_out(timeout)
                 except WorkbenchError as exc:
                     outcome = "failed", None, [], str(exc)
                 if outcome is None:
-                    return
+                    return None
                 status, log, scores, error = outcome
                 wall_ms = (time.perf_counter() - start) * 1000
                 try:  # a store that stays locked: the item is kept in the journal and saved on the next open
@@ -479,8 +528,28 @@ async def _run_items(
                         progress.errors[str(error)] = progress.errors.get(str(error), 0) + 1
                 if on_progress:
                     on_progress(progress)
+                return turn_of(item, log)
 
-        outcomes = await asyncio.gather(*(one(item) for item in todo), return_exceptions=True)
+        async def conversation(in_order: list[GoldenItem]) -> None:
+            history: list[Turn] = []
+            for item in in_order:
+                if item.id not in waiting:  # done by an earlier attempt: its stored run is the history
+                    history.append(await loop.run_in_executor(pool, turns.stored, item))
+                    continue
+                turn = await one(item, InConversation(turns.conversation_id(item), tuple(history)))
+                if turn is None:  # cancelled: the later turns wait for a resume
+                    return
+                history.append(turn)
+
+        waiting = {item.id for item in todo}
+        tasks, started = [], set()
+        for item in todo:  # in the dataset's order: a conversation where its first waiting turn is
+            if turns is None or item.conversation is None:
+                tasks.append(one(item))
+            elif item.conversation not in started:
+                started.add(item.conversation)
+                tasks.append(conversation(turns.by_conversation[item.conversation]))
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     if errors:
         raise errors[0]
@@ -503,6 +572,8 @@ class EvalReport:
     detectable: list[str] = field(default_factory=list)  # the drops the comparison with the baseline could detect
     # per judge criterion, how far the judge agrees with itself (judge_variance.py); empty when judged once
     judge_variance: list[CriterionVariance] = field(default_factory=list)
+    # per turn and per conversation (conversation_report.py); None when the evaluation has no conversation
+    conversations: ConversationFigures | None = None
 
     @property
     def judge_invalid_rate(self) -> float | None:
@@ -546,6 +617,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
         below_floor=floor_breaches(settings, means),
         detectable=detectable_drops(settings, db, eval_run),
         judge_variance=evaluation_variance(db, eval_run.id),
+        conversations=conversation_figures(db, eval_run, settings.faithfulness_threshold),
     )
 
 
