@@ -1,6 +1,7 @@
 """Regression alerts simulated on the golden set's shape: false alarms on equal runs and power on a true drop.
 
-The golden set's 68 items with their real tags; every registered metric (nine; judge criteria on 1-5)
+The golden set's 68 items with their real tags; every registered metric a single question gets
+(nine; judge criteria on 1-5; judge rewrite scores only a conversation's follow-ups)
 compared over the overall slice and every tag slice with at least 10 items, exactly as
 `pipeline.regression.compare` does (compare_family: the same tests, the same gatekeeping with faithfulness
 as the primary endpoint, the same min_effect). Floors are a separate check and are not simulated.
@@ -45,7 +46,7 @@ from scipy.stats import norm
 
 from bench.common import ROOT, Figure
 from pipeline.evaluation.dataset import load_dataset
-from pipeline.evaluation.registry import metric_names, span_of
+from pipeline.evaluation.registry import get_metric, metric_names, span_of
 from pipeline.regression.compare import compare_family
 
 NULL_PAIRS = 2000
@@ -95,7 +96,8 @@ def _scored(rng, model: str, p: np.ndarray, spans: list[float]) -> tuple[np.ndar
 
 def simulate_run_pair(rng, model: str, items, drop: float = 0.0) -> tuple[dict, dict]:
     """(base, new): metric -> item id -> (value, run id, tags, claims or None), items without a score left out."""
-    names = metric_names()
+    # the metrics a single question gets (the golden set has no conversations): judge rewrite is never scored
+    names = [m for m in metric_names() if not get_metric(m).turns_only]
     spans = [span_of(m) for m in names]
     p = _latent(rng, model, len(items), len(names))
     p_new = p.copy()

@@ -154,6 +154,7 @@ def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
     assert next(s for s in at.selectbox if s.label == "Evaluation").value == "smoke"
     metrics = {m.label: m.value for m in at.metric}
     assert set(metrics) >= {"faithfulness", "context recall", "judge correctness"}
+    assert "judge rewrite" not in metrics  # single questions: it applied to no item, so no tile
     assert any("Diagnosis:" in i.value for i in at.info)
     results = at.dataframe[-1].value
     assert len(results) == 3 and set(results["item_status"]) == {"done"}

@@ -270,12 +270,14 @@ def test_the_evaluate_page_shows_the_conversation_section_only_for_an_evaluation
     run_evaluation(settings, kb_db, load_dataset(golden(tmp_path, SINGLES)), "plain")
     at = evaluate_page("plain")
     assert "Conversations" not in [h.value for h in at.subheader]
+    assert "judge rewrite" not in [m.label for m in at.metric]  # applied to no item: no tile
     run_evaluation(settings, kb_db, load_dataset(golden(tmp_path)), "talk")
     at = evaluate_page("talk")
     assert "Conversations" in [h.value for h in at.subheader]
+    assert "judge rewrite" in [m.label for m in at.metric]  # the follow-ups were judged
     per_turn = next(t.value for t in at.table if "turn 3" in t.value.columns)
     assert list(per_turn.columns) == ["turn 1", "turn 2", "turn 3"]
-    assert per_turn.loc["judge question rewrite", "turn 1"] == "n/a (n=0)"
-    assert per_turn.loc["judge question rewrite", "turn 2"] == "5.00 /5 (n=1)"
+    assert per_turn.loc["judge rewrite", "turn 1"] == "n/a (n=0)"
+    assert per_turn.loc["judge rewrite", "turn 2"] == "5.00 /5 (n=1)"
     caption = " ".join(c.value for c in at.caption)
     assert "1 conversations" in caption.replace("1 of 1 conversations", "1 conversations")

@@ -92,7 +92,8 @@ def test_an_item_on_ray_is_answered_and_scored_as_on_the_local_executor(fake, se
     here, there = stored_item(settings, kb_db, "here"), stored_item(settings, kb_db, "there")
     assert here == there
     assert here["status"] == ("done", "accepted") and "21 million" in here["answer"]
-    assert len(here["retrievals"]) == settings.top_k and len(here["scores"]) == 9
+    assert len(here["retrievals"]) == settings.top_k and len(here["scores"]) == 10
+    assert ("judge_question_rewrite", None, "not_applicable") in here["scores"]  # a single question: no rewrite
     assert ("context_recall", 1.0, "ok") in here["scores"]
 
 

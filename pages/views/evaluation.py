@@ -274,9 +274,11 @@ def show_report(result: EvalReport) -> None:
             f"{fmt_count(e.n_items)} items · wall {fmt_ms(e.wall_s * 1000)}"
         )
     )
+    # a metric that applied to no item (judge rewrite on single questions) gets no tile
+    tiles = [row for row in result.metrics if row["n"] or row["invalid"] or not row["not_applicable"]]
     # at most TILES_PER_ROW tiles a row: nine in one row cut their labels off at 1280 px
-    for start in range(0, len(result.metrics), TILES_PER_ROW):
-        row_metrics = result.metrics[start : start + TILES_PER_ROW]
+    for start in range(0, len(tiles), TILES_PER_ROW):
+        row_metrics = tiles[start : start + TILES_PER_ROW]
         for col, row in zip(st.columns(TILES_PER_ROW), row_metrics, strict=False):
             col.metric(label_of(row["metric"]), mean_text(row["metric"], row["mean"]), help=metric_help(row))
     if result.below_floor:

@@ -29,6 +29,7 @@ from pipeline.cli.hosts import print_hosts
 from pipeline.cli.output import (
     evaluation_progress,
     follow_answer,
+    positive_int,
     print_detector,
     print_gate,
     print_groups,
@@ -190,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead of the runs, one row per evaluation, model or tag: runs, mean faithfulness, p50/p95 latency, "
         "tokens, cost",
     )
-    runs.add_argument("--limit", type=_positive, default=20, help="show at most this many runs (at least 1)")
+    runs.add_argument("--limit", type=positive_int, default=20, help="show at most this many runs (at least 1)")
     runs.add_argument("--json", action="store_true")
     runs.add_argument(
         "--export", metavar="FILE", help="write every matching run (unpaged) to FILE: .csv, .parquet or .jsonl"
@@ -229,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="receive any application's OpenTelemetry traces (OTLP/HTTP) and verify its answers online",
     )
     col.add_argument("--host", default=None, help="address to listen on (default: setting collect_host, 127.0.0.1)")
-    col.add_argument("--port", type=_positive, default=None, help="port (default: setting collect_port, 4318)")
+    col.add_argument("--port", type=positive_int, default=None, help="port (default: setting collect_port, 4318)")
     col.add_argument(
         "--token",
         default=os.environ.get("WORKBENCH_COLLECT_TOKEN") or None,
@@ -567,16 +568,6 @@ def _non_negative(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number: give 0 or more") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"{text} is out of range: give 0 or more")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: give 1 or more") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is out of range: give 1 or more")
     return value
 
 

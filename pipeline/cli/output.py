@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -36,25 +37,40 @@ def print_mapping(dataset: Dataset, err: Console) -> None:
         err.print(Text(f"  not read: {', '.join(mapping.unused)}", style="dim"))
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: give 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: give 1 or more")
+    return value
+
+
 @contextmanager
-def evaluation_progress(console: Console):
+def evaluation_progress(console: Console, label: str = "evaluating", current: bool = False):
+    """A bar of items finished of all (progress.finished, .total, .failed); `current`: also what runs now
+    (progress.current, a sweep's combination)."""
     columns = (
-        TextColumn("evaluating"),
+        TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("left"),
         TimeRemainingColumn(),
         TextColumn("{task.fields[failed]} failed"),
+        *([TextColumn("{task.fields[current]}")] if current else []),
     )
     with Progress(*columns, console=console, transient=False) as bar:
         task = None
 
         def update(progress) -> None:
             nonlocal task
+            now = {"current": progress.current} if current else {}
             if task is None:
-                task = bar.add_task("eval", total=progress.total, failed=0)
-            bar.update(task, completed=progress.finished, failed=progress.failed)
+                task = bar.add_task(label, total=progress.total, failed=0, **now)
+            bar.update(task, completed=progress.finished, failed=progress.failed, **now)
 
         yield update
 

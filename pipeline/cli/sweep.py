@@ -6,20 +6,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.cli.output import evaluation_progress
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation import datasets
 from pipeline.experiments import leaderboard, leaderboard_json, list_sweeps, run_sweep
@@ -72,31 +64,6 @@ def add_parser(sub) -> None:
     sw.add_argument("--list", action="store_true", help="list the sweeps in the store and exit")
 
 
-@contextmanager
-def sweep_progress(console: Console):
-    """One bar across every combination: items finished of all, the combination running now."""
-    columns = (
-        TextColumn("sweeping"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[failed]} failed"),
-        TextColumn("{task.fields[current]}"),
-    )
-    with Progress(*columns, console=console, transient=False) as bar:
-        task = None
-
-        def update(progress) -> None:
-            nonlocal task
-            if task is None:
-                task = bar.add_task("sweep", total=progress.total, failed=0, current="")
-            bar.update(task, completed=progress.finished, failed=progress.failed, current=progress.current)
-
-        yield update
-
-
 def cmd_sweep(args, settings, db, out: Console, err: Console) -> int:
     if args.list:
         print_sweeps(list_sweeps(db), out)
@@ -112,7 +79,7 @@ def cmd_sweep(args, settings, db, out: Console, err: Console) -> int:
         err.print(Text(f"skipped line {bad.line}: {bad.reason}", style="yellow"))
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics is not None else None
     concurrency = args.concurrency or settings.eval_concurrency
-    with sweep_progress(err) as on_progress:
+    with evaluation_progress(err, "sweeping", current=True) as on_progress:
         try:
             outcome = run_sweep(
                 settings,

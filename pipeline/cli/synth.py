@@ -3,7 +3,6 @@ gate dropped and what was kept."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -14,21 +13,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.cli.output import positive_int
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.synth import SynthReport, default_shares_text, parse_shares, run_synth
 from pipeline.evaluation.synth.gates import GATES
 from pipeline.evaluation.synth.kinds import KIND_TEXT
 from pipeline.text import plural
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: give 1 or more") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is out of range: give 1 or more")
-    return value
 
 
 def add_parser(sub) -> None:
@@ -40,7 +30,7 @@ def add_parser(sub) -> None:
     synth.add_argument(
         "--name", required=True, help="the dataset to save the kept questions as; the same name resumes a killed job"
     )
-    synth.add_argument("--n", type=_count, default=50, help="candidate questions to write (default 50)")
+    synth.add_argument("--n", type=positive_int, default=50, help="candidate questions to write (default 50)")
     synth.add_argument(
         "--kinds",
         default=None,

@@ -61,6 +61,7 @@ class Metric:
     higher_is_better: bool = True  # every shipped metric; a comparison colours a change by it
     prompts: tuple[Prompt, ...] = ()  # the prompts it sends
     options: tuple[str, ...] = ()  # the settings its scores depend on (the models it asks among them)
+    turns_only: bool = False  # it applies only to a follow-up turn of a conversation (not_applicable elsewhere)
 
     @property
     def span(self) -> float:
@@ -101,9 +102,11 @@ def register_metric(
     higher_is_better: bool = True,
     prompts: Iterable[Prompt] = (),
     options: Iterable[str] = (),
+    turns_only: bool = False,
 ):
     """Decorator for a compute function `(MetricInput) -> MetricScore`; returns the function unchanged.
-    `prompts`: every Prompt the metric sends; `options`: the names of the settings its scores depend on."""
+    `prompts`: every Prompt the metric sends; `options`: the names of the settings its scores depend on;
+    `turns_only`: it scores only a follow-up turn of a conversation (not applicable to a single question)."""
     if not NAME.fullmatch(name):
         raise ValueError(f"metric name {name!r}: lower-case letters, digits and _ only (it is a column name)")
     if scale[0] >= scale[1]:
@@ -123,6 +126,7 @@ def register_metric(
             higher_is_better,
             prompts,
             options,
+            turns_only,
         )
         return compute
 

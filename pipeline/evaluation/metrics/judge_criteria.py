@@ -80,9 +80,10 @@ def rewrite_not_applicable(inputs: MetricInput) -> str | None:
     f"judge_{REWRITE}",
     component="judge",
     scale=JUDGE_SCALE,
-    label="judge question rewrite",
+    label="judge rewrite",
     prompts=(judge_prompt(REWRITE),),
     options=(*OPTIONS, "conversation_history_tokens"),
+    turns_only=True,
 )
 def judge_question_rewrite(inputs: MetricInput) -> MetricScore:
     """Did the standalone question keep the user's meaning, given the earlier turns (those the rewrite read, within
