@@ -22,10 +22,9 @@ from store.baselines import previous_comparable
 TWO = [ITEMS[0], ITEMS[3]]
 
 
-def golden_file(path, items=TWO):
-    path.write_text(
-        "".join(item.model_dump_json(include={"id", "question", "reference", "tags"}) + "\n" for item in items)
-    )
+def golden_file(path, items=TWO, more=()):
+    fields = {"id", "question", "reference", "tags", *more}
+    path.write_text("".join(item.model_dump_json(include=fields) + "\n" for item in items))
     return path
 
 
@@ -97,18 +96,26 @@ def test_rejecting_an_item_saves_a_version_without_it_and_keeps_the_one_before(d
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_an_export_imported_again_gives_the_same_items(db, tmp_path, capsys, fmt):
-    items = [*TWO, ITEMS[2].model_copy(update={"question": 'A "quoted", comma; question?'})]
-    assert main(["datasets", "import", str(golden_file(tmp_path / "golden.jsonl", items))]) == 0
+    synthesised = {"kind": "fact", "chunk_ids": ["c1", "c2"], "model": "llama3.2", "review": "accepted"}
+    items = [
+        *TWO,
+        ITEMS[2].model_copy(
+            update={"question": 'A "quoted", comma; question?', "origin": "synthesised", "provenance": synthesised}
+        ),
+    ]
+    path = golden_file(tmp_path / "golden.jsonl", items, more=("origin", "provenance"))
+    assert main(["datasets", "import", str(path)]) == 0
     exported = tmp_path / f"copy.{fmt}"
     assert main(["datasets", "export", "golden@1", "--out", str(exported)]) == 0
     assert f"to {exported} ({fmt})" in said(capsys)[0]
     assert main(["datasets", "import", str(exported), "--name", "copy"]) == 0
     assert "saved dataset copy, version 1 (3 items)" in said(capsys)[0]
-    fields = ("id", "question", "reference", "tags")
+    fields = ("id", "question", "reference", "tags", "origin", "provenance")
     source, copy = (datasets.load(db, name) for name in ("golden", "copy"))
     assert [i.model_dump(include=set(fields)) for i in copy.items] == [
         i.model_dump(include=set(fields)) for i in source.items
     ]
+    assert copy.items[2].provenance == synthesised and copy.items[0].origin == "file"
     assert main(["datasets", "export", "golden", "--format", fmt]) == 0  # to standard output: the same text
     assert capsys.readouterr().out == exported.read_bytes().decode("utf-8")
 

@@ -22,7 +22,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # a turn of a conversation (a file of another pipeline's answers, one row per turn)
     "conversation": ("conversation_id", "conversation", "session_id", "thread_id"),
     "turn": ("turn", "turn_no", "turn_number"),
+    # where an exported dataset's items came from (a dataset file read back keeps them)
+    "origin": ("origin",),
+    "provenance": ("provenance",),
 }
+# shown in the mapping only when the file has them
+OPTIONAL = ("conversation", "turn", "origin", "provenance")
 CONVENTIONS = {
     "the workbench": {"question", "answer", "contexts", "reference"},
     "Ragas": {"user_input", "response", "retrieved_contexts", "reference", "ground_truth"},
@@ -53,8 +58,8 @@ class ColumnMap:
                 shown.append((name, "(none: each row's id is made from its question)"))
             elif name in ("answer", "contexts") and not self.given_answers:
                 continue
-            elif name in ("conversation", "turn"):
-                continue  # shown only when the file has them
+            elif name in OPTIONAL:
+                continue
             else:
                 shown.append((name, "(none)"))
         return shown

@@ -147,6 +147,31 @@ class GoldenItem(BaseModel):
             raise ValueError(f"must be a list of contexts or a string, not {type(value).__name__}")
         return [{"text": c} if isinstance(c, str) else c for c in value]
 
+    @field_validator("origin", mode="before")
+    @classmethod
+    def _origin_text(cls, value):
+        """An exported dataset's origin column; an empty cell is a file's row."""
+        if value is None or (isinstance(value, float) and value != value) or not str(value).strip():
+            return "file"
+        return str(value).strip()
+
+    @field_validator("provenance", mode="before")
+    @classmethod
+    def _provenance_object(cls, value):
+        """An exported dataset's provenance: an object, or a JSON object in a string (a CSV cell); empty: none."""
+        if value is None or (isinstance(value, float) and value != value):
+            return {}
+        if isinstance(value, str):
+            if not value.strip():
+                return {}
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"looks like a JSON object but is not valid JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"must be an object, not {type(value).__name__}")
+        return value
+
 
 @dataclass
 class BadRow:
