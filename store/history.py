@@ -134,6 +134,7 @@ class RunFilter:
     text: str = ""
     pipelines: list[str] = field(default_factory=list)  # the pipeline or service (a traced run's service name)
     evaluations: list[str] = field(default_factory=list)  # names of evaluations whose items the runs answered
+    conversations: list[str] = field(default_factory=list)  # the runs that are turns of these conversations
     latency_min_ms: float | None = None
     latency_max_ms: float | None = None
     tokens_min: int | None = None
@@ -175,6 +176,7 @@ class RunFilter:
             ("r.status", self.statuses),
             ("r.generator_model", self.models),
             ("r.pipeline", self.pipelines),
+            ("r.conversation_id", self.conversations),
         ):
             if values:
                 clauses.append(f"list_contains(?::VARCHAR[], {column})")

@@ -242,9 +242,13 @@ def test_ask_conversation_continues_the_named_conversation_across_two_calls(fake
     assert "retrieved for" not in out and "conversation other, turn 1" in out
     assert main(["ask", "--conversation", "notes", "What about BERT?"]) == 0
     out = capsys.readouterr().out
-    assert (
-        "retrieved for: When was BERT published?" in out
-    )  # the latest turn, as it was read and "conversation notes, turn 3" in out
+    # the latest turn, as it was read
+    assert "retrieved for: When was BERT published?" in out and "conversation notes, turn 3" in out
+    # runs lists a conversation's turns
+    assert main(["runs", "--conversation", "notes", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in listed][::-1][:2] == [first["run_id"], second["run_id"]]
+    assert len(listed) == 3  # not the turn of conversation other
 
 
 def test_ask_refuses_an_empty_conversation_name(fake, kb_db, capsys):

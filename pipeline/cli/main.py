@@ -164,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument(
         "--evaluation", action="append", metavar="NAME", help="only runs of this evaluation's items; repeatable"
     )
+    runs.add_argument(
+        "--conversation",
+        action="append",
+        metavar="NAME",
+        help="only the turns of this conversation (a chat's, `ask --conversation`'s); repeatable",
+    )
     runs.add_argument("--min-latency-ms", type=_non_negative, help="only runs that took at least this long (ms)")
     runs.add_argument("--max-latency-ms", type=_non_negative, help="only runs that took at most this long (ms)")
     runs.add_argument(
@@ -584,6 +590,7 @@ def runs_filter(args, settings) -> RunFilter:
         text=args.text,
         pipelines=args.pipeline or [],
         evaluations=args.evaluation or [],
+        conversations=args.conversation or [],
         latency_min_ms=args.min_latency_ms,
         latency_max_ms=args.max_latency_ms,
         tokens_min=args.min_tokens,
