@@ -97,6 +97,31 @@ def test_an_item_on_ray_is_answered_and_scored_as_on_the_local_executor(fake, se
     assert ("context_recall", 1.0, "ok") in here["scores"]
 
 
+def test_a_conversation_on_ray_is_answered_turn_by_turn_as_on_the_local_executor(
+    fake, settings, kb_db, ray_session, tmp_path
+):
+    from test_conversation_eval import TURN_IDS, golden, scores_of, stored_runs
+
+    from pipeline.evaluation.dataset import load_dataset
+
+    dataset = load_dataset(golden(tmp_path))
+    here = run_evaluation(settings, kb_db, dataset, "talk-here", executor="local")
+    there = run_evaluation(settings, kb_db, dataset, "talk-there", executor="ray")
+    local, remote = stored_runs(kb_db, here.eval_run_id), stored_runs(kb_db, there.eval_run_id)
+    # each turn read with the history its own evaluation produced: the same rewrites, turn numbers and answers
+    for item_id in TURN_IDS:
+        assert (remote[item_id]["turn_no"], remote[item_id]["standalone_question"], remote[item_id]["answer"]) == (
+            local[item_id]["turn_no"],
+            local[item_id]["standalone_question"],
+            local[item_id]["answer"],
+        )
+    assert "Transformer" in remote["transformer#2"]["standalone_question"]
+    assert remote["transformer#1"]["conversation_id"] != local["transformer#1"]["conversation_id"]
+    values = {k: v[:2] for k, v in scores_of(kb_db, there.eval_run_id).items()}
+    assert values == {k: v[:2] for k, v in scores_of(kb_db, here.eval_run_id).items()}
+    assert values[("transformer#2", "judge_question_rewrite")][1] == "ok"
+
+
 def test_the_workers_never_open_the_store(fake, settings, kb_db, ray_session):
     # a store a worker opened would stay open (and one it could not open, held by the driver, fails the item)
     settings = dataclasses.replace(settings, store_idle_release_s=60)
