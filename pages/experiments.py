@@ -1,7 +1,8 @@
-"""Sweeps (`python -m pipeline sweep`): run one from a form (a progress bar across its combinations), then a sweep's
-leaderboard (each metric's mean with its 95% interval, calls, tokens, latency), the best combination per metric, the
-paired tests of each combination against a chosen reference (Holm), and quality against latency with the Pareto front;
-each combination opens in Compare against the reference. The widgets are in pages/views/experiments.py."""
+"""Sweeps (`python -m pipeline sweep`): start one from a form (it runs in the background, a progress bar across its
+combinations), then a sweep's leaderboard (each metric's mean with its 95% interval, calls, tokens, latency), the best
+combination per metric, the paired tests of each combination against a chosen reference (Holm), and quality against
+latency with the Pareto front; each combination opens in Compare against the reference. The widgets are in
+pages/views/experiments.py."""
 
 import streamlit as st
 
@@ -11,6 +12,7 @@ from pages.views.experiments import (
     choose_view,
     empty_state,
     leaderboard_table,
+    live_sweeps,
     pick_sweep,
     quality_chart,
     show_summary,
@@ -23,14 +25,14 @@ from pipeline.experiments import leaderboard, list_sweeps
 settings, db = page_setup("Experiments")
 st.title("Experiments")
 
-rows = list_sweeps(db)
-ran = sweep_form(settings, db, expanded=not rows)
-if ran is not None:
-    rows = list_sweeps(db)  # with the sweep it has just run
+sweep_form(settings, db, expanded=not list_sweeps(db))
+with st.container():  # the fragment's own block (see pages/evaluate.py)
+    live_sweeps()
+rows = list_sweeps(db)  # with a sweep the form has just started
 if not rows:
     empty_state()
     st.stop()
-name = pick_sweep(rows, ran)
+name = pick_sweep(rows)
 try:
     reference, quality = choose_view(settings, db, name)
     board = leaderboard(settings, db, name, reference, quality)

@@ -7,6 +7,7 @@ page with no sweep yet."""
 from __future__ import annotations
 
 import shutil
+import time
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
@@ -22,6 +23,7 @@ from pages.views.markup import escape_markdown
 from pipeline.config import load_settings
 from pipeline.evaluation import datasets
 from pipeline.experiments import leaderboard, list_sweeps, run_sweep, sweepable_settings
+from pipeline.experiments.jobs import sweep_jobs
 from store import db as store_db
 from store import sweeps
 
@@ -213,13 +215,22 @@ def test_open_in_compare_links_the_reference_and_the_combination_and_compare_ope
 
 
 def run_form(at, axis: str, name: str = "form-sweep"):
-    widget(at.text_input, "Sweep name (the same name continues a sweep)").set_value(name)
-    widget(at.text_input, "Grid setting 1").set_value(axis)
-    widget(at.number_input, "Only the first N items (0 = all)").set_value(2)
-    widget(at.multiselect, "Metrics").set_value(["context_recall"])
-    widget(at.button, "Run sweep").click().run()
+    """The form submitted, and the page once the sweep it started has ended."""
+    click_run(at, axis, name)
+    if at.error:  # refused: nothing started
+        return at
+    wait_for_sweeps()
+    at.run()  # as the page's timed redraw does once the sweep has ended
     assert not at.exception, at.exception
     return at
+
+
+def wait_for_sweeps(seconds: float = 120) -> None:
+    from pipeline.experiments.jobs import sweep_jobs
+
+    deadline = time.monotonic() + seconds
+    while any(j.running for j in sweep_jobs()) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def test_the_form_runs_a_two_combination_sweep_and_shows_its_leaderboard(kb_db):
@@ -249,3 +260,75 @@ def test_the_form_refuses_an_unknown_setting_with_the_valid_names_and_stores_not
     assert all(escape_markdown(name) in error.value for name in sweepable_settings())
     assert not list_sweeps(kb_db) and not datasets.listing(kb_db)  # not even the file as a dataset version
     assert any("No sweeps yet" in i.value for i in at.info)
+
+
+@pytest.fixture
+def held(monkeypatch):
+    """Each combination's evaluation waits until the test releases it: the sweep is caught running."""
+    import threading
+
+    from pipeline.experiments import sweep as sweep_module
+
+    release = threading.Event()
+    real = sweep_module.run_evaluation
+
+    def waiting(*args, **kwargs):
+        release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "run_evaluation", waiting)
+    yield release
+    release.set()
+    wait_for_sweeps()
+
+
+def click_run(at, axis: str, name: str):
+    """The form submitted: the page as it returns, the sweep (if started) running in the background."""
+    widget(at.text_input, "Sweep name (the same name continues a sweep)").set_value(name)
+    widget(at.text_input, "Grid setting 1").set_value(axis)
+    widget(at.number_input, "Only the first N items (0 = all)").set_value(2)
+    widget(at.multiselect, "Metrics").set_value(["context_recall"])
+    widget(at.button, "Run sweep").click().run()
+    assert not at.exception, at.exception
+
+
+def test_a_sweep_runs_in_the_background_and_a_session_that_left_the_page_does_not_stop_it(kb_db, held):
+    at = app(PAGE)
+    click_run(at, "top_k=3,5", "bg")
+    # the form returned at once: the sweep is stored and running; its progress and Cancel show
+    (job,) = [j for j in sweep_jobs() if j.name == "bg"]
+    assert job.running
+    deadline = time.monotonic() + 30
+    while (job.progress is None or not job.progress.current) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    at.run()  # the fragment's next timed redraw
+    assert "0 of 4 items across 2 combinations" in " ".join(p.proto.text for p in at.get("progress"))
+    assert any(b.label == "Cancel" for b in at.button)
+    assert widget(at.selectbox, "Sweep").value == "bg"
+    other = app(PAGE)  # another session (the first one left): it sees the sweep running, and stops nothing
+    assert "0 of 4 items" in " ".join(p.proto.text for p in other.get("progress"))
+    held.set()
+    wait_for_sweeps()
+    assert sweeps.get_sweep(kb_db, "bg").status == "finished"
+    at.run()  # the session that started it is told how it ended, and shows its leaderboard
+    assert not at.exception, at.exception
+    assert [s.value for s in at.main.success] == [escape_markdown("Sweep bg: finished · 2 combinations run now")]
+    assert not any(b.label == "Cancel" for b in at.button)
+    assert list(frame_with(at, "Pareto front")["status"]) == ["finished"] * 2
+
+
+def test_cancel_stops_a_running_sweep_and_the_same_name_continues_it(kb_db, held):
+    at = app(PAGE)
+    click_run(at, "top_k=3,5", "stop")
+    widget(at.button, "Cancel").click().run()
+    assert any("Cancelling" in i.value for i in at.info)
+    held.set()
+    wait_for_sweeps()
+    at.run()
+    assert not at.exception, at.exception
+    assert any(escape_markdown("Sweep stop: cancelled") in w.value for w in at.main.warning)
+    assert sweeps.get_sweep(kb_db, "stop").status == "cancelled"
+    click_run(at, "top_k=3,5", "stop")  # the same name continues it
+    wait_for_sweeps()
+    at.run()
+    assert sweeps.get_sweep(kb_db, "stop").status == "finished"

@@ -39,7 +39,7 @@ def timers(monkeypatch) -> list[float]:
 
 
 def test_the_evaluate_page_sets_a_refresh_timer_only_while_an_evaluation_runs(kb_db, monkeypatch, timers):
-    monkeypatch.setattr(jobs_module, "_jobs", {})
+    monkeypatch.setattr(jobs_module.EVALUATIONS, "by_name", {})
     at = page("pages/evaluate.py")
     at.run()
     assert not at.exception, at.exception
@@ -54,7 +54,7 @@ def test_the_evaluate_page_sets_a_refresh_timer_only_while_an_evaluation_runs(kb
 
     job.thread = threading.Thread(target=work, daemon=True)
     job.thread.start()
-    jobs_module._jobs["slow"] = job
+    jobs_module.EVALUATIONS.by_name["slow"] = job
     try:
         at.run()
         assert not at.exception, at.exception
@@ -68,6 +68,38 @@ def test_the_evaluate_page_sets_a_refresh_timer_only_while_an_evaluation_runs(kb
     assert not at.exception, at.exception
     assert timers == []
     assert any("the test stopped it" in e.value for e in at.error)
+
+
+def test_the_experiments_page_sets_a_refresh_timer_only_while_a_sweep_runs(kb_db, monkeypatch, timers):
+    import pipeline.experiments.jobs as sweep_jobs_module
+
+    monkeypatch.setattr(sweep_jobs_module.SWEEPS, "by_name", {})
+    at = page("pages/experiments.py")
+    assert not at.exception, at.exception
+    assert timers == []
+    release = threading.Event()
+    job = sweep_jobs_module.SweepJob("slow", 4)
+
+    def work() -> None:
+        release.wait()
+        job.error = WorkbenchError("the test stopped it", fix="none needed")
+
+    job.thread = threading.Thread(target=work, daemon=True)
+    job.thread.start()
+    sweep_jobs_module.SWEEPS.by_name["slow"] = job
+    try:
+        at.run()
+        assert not at.exception, at.exception
+        assert timers == [1.0]
+        assert any("Preparing the sweep" in p.proto.text for p in at.get("progress"))
+    finally:
+        release.set()
+        job.thread.join(5)
+    timers.clear()
+    at.run()
+    assert not at.exception, at.exception
+    assert timers == []
+    assert any("the test stopped it" in e.value for e in at.error), [e.value for e in at.error]
 
 
 def scores(n: int, seed: int) -> tuple[list[int], list[int]]:

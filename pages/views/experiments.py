@@ -1,4 +1,5 @@
-"""Widgets of the Experiments page: the form that runs a sweep (one progress bar across its combinations), the choice
+"""Widgets of the Experiments page: the form that starts a sweep in the background (one progress bar across its
+combinations, redrawn while it runs), the choice
 of a sweep, its leaderboard, the best combination per metric, the paired tests against a reference (Holm), and quality
 against latency with the Pareto front. Sweep names, labels, settings' values and dataset names are untrusted text:
 escaped, or shown in tables, select boxes and charts, which do not read Markdown."""
@@ -29,10 +30,10 @@ from pipeline.experiments import (
     combinations,
     get_sweep,
     parse_grid,
-    run_sweep,
     sweepable_settings,
 )
 from pipeline.experiments.grid import ALTERNATIVE_SEPARATOR, value_text
+from pipeline.experiments.jobs import SweepJob, start_sweep_job, sweep_jobs
 from pipeline.experiments.leaderboard import Interval, default_quality_metric
 
 GRID_AXES = 3  # grid settings the form offers; the CLI takes any number
@@ -44,18 +45,17 @@ CLI = "python -m pipeline sweep DATASET --name NAME --grid top_k=3,5,8 --grid ch
 # -- running a sweep -----------------------------------------------------------------------------------------------
 
 
-def sweep_form(settings, db, expanded: bool) -> str | None:
-    """The "Run a sweep" expander; the name of the sweep it ran now (finished or not), else None."""
+def sweep_form(settings, db, expanded: bool) -> None:
+    """The "Run a sweep" expander: a sweep it starts runs in the background (live_sweeps shows its progress)."""
     with st.expander("Run a sweep", expanded=expanded, icon=":material/play_arrow:"):
         st.caption(
-            "One evaluation per combination of the grid's values, over the same items. The page is busy while the "
-            "sweep runs (its progress shows here) and leaving or stopping it stops the sweep: the same name "
-            "continues it, skipping the combinations that finished. For long sweeps use the command line: "
-            f"`{CLI}`."
+            "One evaluation per combination of the grid's values, over the same items. The sweep runs in the "
+            "background: leaving the page or closing the browser does not stop it, Cancel does (the same name then "
+            f"continues it, skipping the combinations that finished). From the command line: `{CLI}`."
         )
         dataset = choose_dataset(Path(settings.kb_path).parent / "eval", db)
         if dataset is None:
-            return None
+            return
         show_mapping(dataset)
         with st.form("sweep"):
             name = st.text_input(
@@ -98,45 +98,91 @@ def sweep_form(settings, db, expanded: bool) -> str | None:
             )
             submitted = st.form_submit_button("Run sweep", type="primary", icon=":material/play_arrow:")
         if not submitted:
-            return None
+            return
         grid = [text.strip() for text in axes if text.strip()]
         chosen = None if set(metrics) == set(every) else metrics  # None: a continued sweep keeps its own
         try:
-            outcome = start_sweep(
+            job = start_sweep(
                 settings, db, dataset, name, grid, reference.strip() or None, chosen, int(concurrency), limit, tags
             )
         except WorkbenchError as exc:
             show_error(exc)
-            return None
-        show_outcome(outcome)
-        return outcome.name
+            return
+        st.session_state.setdefault(WATCHED, set()).add(job.serial)
+        st.session_state[SHOW] = job.name
 
 
 def start_sweep(
     settings, db, dataset: Dataset, name: str, grid: list[str], reference, metrics, concurrency, limit, tags
-) -> SweepOutcome:
-    """Check the grid (nothing is stored for a bad one), keep a file as a dataset version (as the CLI does), then run
-    the sweep with a progress bar across its combinations."""
+) -> SweepJob:
+    """Check the grid (nothing is stored for a bad one), keep a file as a dataset version (as the CLI does), then
+    start the sweep in the background."""
     combinations(parse_grid(grid), settings)
     if dataset.version is None:
         dataset = datasets.kept(db, dataset, dataset.name)[0]
-    bar = st.progress(0.0, text="Preparing the sweep")
+    chosen = dataset.select(limit or None, tags or None)
+    return start_sweep_job(settings, db, chosen, name, grid, reference, metrics, concurrency)
 
-    def on_progress(progress: SweepProgress) -> None:
-        done = progress.finished / progress.total if progress.total else 0.0
-        bar.progress(min(done, 1.0), text=escape_markdown(progress_text(progress)))
 
-    return run_sweep(
-        settings,
-        db,
-        dataset.select(limit or None, tags or None),
-        name,
-        grid,
-        reference=reference,
-        metrics=metrics,
-        concurrency=concurrency,
-        on_progress=on_progress,
-    )
+# Session state: the sweep jobs this session started or saw running, how those that ended ended (shown until
+# dismissed), and the sweep to select (the one started or finished last). Jobs are per process, these per session.
+WATCHED, ENDED, SHOW = "sweep_watched", "sweep_ended", "sweep_show"
+REFRESH_S = 1.0  # how often a running sweep's progress is redrawn
+
+
+def live_sweeps() -> None:
+    """Progress of the running sweeps, redrawn every REFRESH_S while one runs and never otherwise (a timed
+    fragment would rerun the page forever); when a watched one ends the whole page reruns with its leaderboard."""
+    running = any(job.running for job in sweep_jobs())
+    st.fragment(sweeps_body, run_every=REFRESH_S if running else None)()
+
+
+def sweeps_body() -> None:
+    watched = st.session_state.setdefault(WATCHED, set())
+    ended = st.session_state.setdefault(ENDED, {})
+    just_ended = False
+    for job in sweep_jobs():
+        if job.running:
+            watched.add(job.serial)
+            sweep_bar(job.progress)
+            if st.button("Cancel", key=f"cancel-sweep-{job.serial}"):
+                job.cancel.set()
+                st.info("Cancelling: items in progress finish, then the sweep stops. The same name continues it.")
+        elif job.serial in watched:
+            watched.discard(job.serial)
+            ended[job.name] = job
+            st.session_state[SHOW] = job.name
+            just_ended = True
+    if just_ended:
+        st.rerun()  # the whole page: the leaderboard is outside the fragment
+    for job in list(ended.values()):
+        slot = st.empty()
+        with slot.container():
+            show_ended(job)
+            dismissed = st.button("Dismiss", key=f"dismiss-sweep-{job.serial}")
+        if dismissed:
+            del ended[job.name]
+            slot.empty()
+
+
+def sweep_bar(progress: SweepProgress | None) -> None:
+    if progress is None:
+        st.progress(0.0, text="Preparing the sweep")
+        return
+    done = progress.finished / progress.total if progress.total else 0.0
+    st.progress(min(done, 1.0), text=escape_markdown(progress_text(progress)))
+
+
+def show_ended(job: SweepJob) -> None:
+    """How a sweep this session watched ended: its outcome and last progress, or the error that stopped it."""
+    if job.error is not None:
+        if isinstance(job.error, WorkbenchError):
+            show_error(WorkbenchError(f"Sweep {job.name} stopped: {job.error.message}", job.error.fix))
+        else:
+            st.error(escape_markdown(f"Sweep {job.name} stopped by an unexpected error: {job.error!r}"))
+        return
+    sweep_bar(job.outcome.progress)
+    show_outcome(job.outcome)
 
 
 def progress_text(progress: SweepProgress) -> str:
@@ -171,9 +217,10 @@ def empty_state() -> None:
     )
 
 
-def pick_sweep(rows: list[dict], ran: str | None) -> str:
-    """The sweep to show: the one the form just ran, else the one chosen before, else the newest."""
+def pick_sweep(rows: list[dict]) -> str:
+    """The sweep to show: the one started or finished last, else the one chosen before, else the newest."""
     by_name = {r["name"]: r for r in rows}
+    ran = st.session_state.pop(SHOW, None)
     if ran in by_name:
         st.session_state[PICKED] = ran
     elif st.session_state.get(PICKED) not in by_name:
