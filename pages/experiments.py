@@ -6,6 +6,7 @@ pages/views/experiments.py."""
 
 import streamlit as st
 
+from pages.views.cached import sweep_leaderboard
 from pages.views.common import page_setup, show_error
 from pages.views.experiments import (
     best_table,
@@ -20,7 +21,7 @@ from pages.views.experiments import (
     tests_table,
 )
 from pipeline.errors import WorkbenchError
-from pipeline.experiments import leaderboard, list_sweeps
+from pipeline.experiments import list_sweeps
 
 settings, db = page_setup("Experiments")
 st.title("Experiments")
@@ -35,7 +36,7 @@ if not rows:
 name = pick_sweep(rows)
 try:
     reference, quality = choose_view(settings, db, name)
-    board = leaderboard(settings, db, name, reference, quality)
+    board = sweep_leaderboard(settings, db, name, reference, quality)
 except WorkbenchError as exc:
     show_error(exc)
     st.stop()

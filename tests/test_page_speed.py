@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.local_script_runner import LocalScriptRunner
+from test_app_experiments import swept, swept_store  # noqa: F401 - the fixtures: a store holding a finished sweep
 
 import pipeline.calibration.agreement as agreement_module
 import pipeline.evaluation.jobs as jobs_module
@@ -246,3 +247,42 @@ def test_a_comparison_of_two_finished_evaluations_is_computed_once(fake, setting
     at.run()
     assert not at.exception, at.exception
     assert reports == ["a vs b", "b vs c"]
+
+
+def test_a_sweeps_leaderboard_is_computed_once_until_the_sweep_changes(settings, swept, monkeypatch):  # noqa: F811
+    import streamlit as st
+
+    import pages.views.cached as cached
+    from pipeline.experiments.leaderboard import leaderboard
+    from store import sweeps
+    from store.evals import mark_eval_run
+
+    computed: list[tuple] = []
+
+    def counting(settings, db, name, reference=None, quality=None):
+        computed.append((name, reference, quality))
+        return leaderboard(settings, db, name, reference, quality)
+
+    monkeypatch.setattr(cached, "leaderboard", counting)
+    st.cache_resource.clear()  # the store of this test, and nothing kept
+    at = page("pages/experiments.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert len(computed) == 1  # the first render
+    at.run()
+    assert len(computed) == 1  # a visit: kept
+    next(s for s in at.selectbox if s.label.startswith("Reference")).set_value("top_k=5").run()
+    assert len(computed) == 2 and computed[-1][1] == "top_k=5"  # another reference: another leaderboard
+    row = sweeps.get_sweep(swept, "depth")
+    sweeps.set_sweep_status(swept, row.id, sweeps.RUNNING)  # continued: computed on every render while it runs
+    at.run()
+    at.run()
+    assert len(computed) == 4
+    sweeps.set_sweep_status(swept, row.id, "finished")
+    at.run()
+    assert len(computed) == 4  # ended as it was: the leaderboard kept from before
+    mark_eval_run(swept, row.combinations[1].eval_run_id, "finished", add_wall_s=1.0)  # a combination resumed
+    at.run()
+    at.run()
+    assert len(computed) == 5
+    assert not at.exception, at.exception

@@ -254,6 +254,22 @@ def default_quality_metric(settings: Settings, metrics: list[str]) -> str | None
     return next((m for m in primary if m in metrics), metrics[0] if metrics else None)
 
 
+def leaderboard_key(db, name: str) -> tuple | None:
+    """What a sweep's leaderboard depends on in the store: the sweep's reference and each combination's status and
+    evaluation as it ended (id, status, wall time, which a resumed run adds to); None while the sweep or one of its
+    evaluations runs, or when there is no such sweep (then the leaderboard is computed each time)."""
+    sweep = sweeps.get_sweep(db, name)
+    if sweep is None or sweep.status == sweeps.RUNNING:
+        return None
+    ended = []
+    for combo in sweep.combinations:
+        run = evals.get_eval_run_by_id(db, combo.eval_run_id) if combo.eval_run_id else None
+        if run is not None and run.status == "running":
+            return None
+        ended.append((combo.status, run.id, run.status, run.wall_s) if run else (combo.status,))
+    return sweep.id, sweep.reference, tuple(ended)
+
+
 def leaderboard(
     settings: Settings, db, name: str, reference: str | None = None, quality_metric: str | None = None
 ) -> Leaderboard:
