@@ -30,6 +30,7 @@ def start(at: AppTest, name: str, limit: int, wait: bool = True) -> AppTest:
 
 
 def test_an_evaluation_that_cannot_start_says_why_and_keeps_the_form(fake, kb_db):
+    from pipeline.evaluation import datasets
     from pipeline.history.evaluations import list_eval_runs
 
     fake.stop()
@@ -40,6 +41,7 @@ def test_an_evaluation_that_cannot_start_says_why_and_keeps_the_form(fake, kb_db
     ), errors
     assert at.text_input(key="eval_name").value == "offline"
     assert list_eval_runs(kb_db) == []  # refused before anything was stored
+    assert datasets.listing(kb_db) == []  # not even the file as a dataset version
 
 
 def test_an_evaluation_stopped_after_it_started_says_why_until_dismissed(kb_db, monkeypatch):

@@ -332,3 +332,17 @@ def test_cancel_stops_a_running_sweep_and_the_same_name_continues_it(kb_db, held
     wait_for_sweeps()
     at.run()
     assert sweeps.get_sweep(kb_db, "stop").status == "finished"
+
+
+def test_a_sweep_that_cannot_start_says_why_and_stores_nothing(fake, kb_db):
+    fake.stop()
+    at = app(PAGE)
+    run_form(at, "top_k=3,5", "offline")
+    errors = [e.value for e in at.error]  # the sidebar's health check says so too
+    wanted = "sweep \\'offline\\' cannot start\\: Ollama is not reachable"
+    assert any(wanted in e and "ollama serve" in e for e in errors), errors
+    assert not list_sweeps(kb_db) and not datasets.listing(kb_db) and not sweep_jobs_named("offline")
+
+
+def sweep_jobs_named(name: str) -> list:
+    return [j for j in sweep_jobs() if j.name == name]

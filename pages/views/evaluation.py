@@ -17,7 +17,7 @@ from pipeline.errors import WorkbenchError
 from pipeline.evaluation import datasets
 from pipeline.evaluation.conversation_report import per_turn_rows, share_sentence
 from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_file
-from pipeline.evaluation.jobs import EvalJob, jobs, start_job
+from pipeline.evaluation.jobs import EvalJob, jobs, ready, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, worst_items
 from pipeline.regression.causes import depends_on_text
@@ -139,6 +139,7 @@ def start_form(settings, db, dataset: Dataset) -> None:
         if st.form_submit_button("Start evaluation"):
             chosen = None if set(metrics) == set(every) else metrics  # None: a resumed run keeps its own
             try:  # a file is kept as a dataset version (or pins the one with its content), so the run pins it
+                ready(settings, name.strip())  # but not for a start refused (Ollama down, a model missing)
                 pinned, line = datasets.for_evaluation(db, dataset, name, dataset.name)
                 job = start_job(
                     settings, db, pinned.select(limit or None, tags), name, int(concurrency), chosen, pipeline

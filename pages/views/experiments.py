@@ -22,6 +22,7 @@ from pages.views.tables import count_column, delta_column, ms_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation import datasets
 from pipeline.evaluation.dataset import Dataset
+from pipeline.evaluation.jobs import ready
 from pipeline.evaluation.registry import label_of, metric_names
 from pipeline.experiments import (
     Leaderboard,
@@ -115,9 +116,10 @@ def sweep_form(settings, db, expanded: bool) -> None:
 def start_sweep(
     settings, db, dataset: Dataset, name: str, grid: list[str], reference, metrics, concurrency, limit, tags
 ) -> SweepJob:
-    """Check the grid (nothing is stored for a bad one), keep a file as a dataset version (as the CLI does), then
-    start the sweep in the background."""
+    """Check the grid and the models (nothing is stored for a refusal), keep a file as a dataset version (as the CLI
+    does), then start the sweep in the background."""
     combinations(parse_grid(grid), settings)
+    ready(settings, " ".join(name.split()), "sweep")  # nothing kept for a start refused (Ollama down)
     if dataset.version is None:
         dataset = datasets.kept(db, dataset, dataset.name)[0]
     chosen = dataset.select(limit or None, tags or None)
