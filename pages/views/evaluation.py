@@ -11,13 +11,14 @@ import streamlit as st
 
 from pages.views.call_stats import show_evaluation_call_stats
 from pages.views.common import show_error
+from pages.views.job_notices import follow_jobs
 from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_score, plural
 from pages.views.tables import score_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation import datasets
 from pipeline.evaluation.conversation_report import per_turn_rows, share_sentence
 from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_file
-from pipeline.evaluation.jobs import EvalJob, jobs, ready, start_job
+from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, worst_items
 from pipeline.regression.causes import depends_on_text
@@ -139,10 +140,8 @@ def start_form(settings, db, dataset: Dataset) -> None:
         if st.form_submit_button("Start evaluation"):
             chosen = None if set(metrics) == set(every) else metrics  # None: a resumed run keeps its own
             try:  # a file is kept as a dataset version (or pins the one with its content), so the run pins it
-                ready(settings, name.strip())  # but not for a start refused (Ollama down, a model missing)
-                pinned, line = datasets.for_evaluation(db, dataset, name, dataset.name)
-                job = start_job(
-                    settings, db, pinned.select(limit or None, tags), name, int(concurrency), chosen, pipeline
+                job, line = start_job(
+                    settings, db, dataset, name, int(concurrency), chosen, pipeline, limit or None, tags
                 )
             except WorkbenchError as exc:
                 show_error(exc)
@@ -193,29 +192,13 @@ def live_progress() -> None:
 
 
 def progress_body() -> None:
-    watched = st.session_state.setdefault(WATCHED, set())
-    notices = st.session_state.setdefault(NOTICES, {})
-    ended = False
-    for job in jobs():
-        if job.running:
-            watched.add(job.serial)
-            job_progress(job)
-        elif job.serial in watched:  # it ended since this session last looked (or failed at once)
-            watched.discard(job.serial)
-            notices[job.name] = job
-            ended = True
-            if job.outcome is not None:
-                st.session_state[SHOW] = job.name
-    if ended:
-        st.rerun()  # the whole page, not the fragment: the sidebar's alert count and the report are outside it
-    for job in list(notices.values()):
-        slot = st.empty()
-        with slot.container():
-            show_notice(job)
-            dismissed = st.button("Dismiss", key=f"dismiss-{job.serial}")
-        if dismissed:
-            del notices[job.name]
-            slot.empty()
+    follow_jobs(jobs(), WATCHED, NOTICES, job_progress, show_notice, show_when_reported)
+
+
+def show_when_reported(job: EvalJob) -> None:
+    """An evaluation that ended with an outcome is the one the report shows next."""
+    if job.outcome is not None:
+        st.session_state[SHOW] = job.name
 
 
 def show_notice(job: EvalJob) -> None:

@@ -17,20 +17,16 @@ from pages.views import charts
 from pages.views.common import escape_keeping_code, show_error
 from pages.views.compare import compare_link
 from pages.views.evaluation import choose_dataset, show_mapping
+from pages.views.job_notices import follow_jobs
 from pages.views.markup import escape_markdown, fmt_ms, fmt_score, plural
 from pages.views.tables import count_column, delta_column, ms_column, table
 from pipeline.errors import WorkbenchError
-from pipeline.evaluation import datasets
-from pipeline.evaluation.dataset import Dataset
-from pipeline.evaluation.jobs import ready
 from pipeline.evaluation.registry import label_of, metric_names
 from pipeline.experiments import (
     Leaderboard,
     SweepOutcome,
     SweepProgress,
-    combinations,
     get_sweep,
-    parse_grid,
     sweepable_settings,
 )
 from pipeline.experiments.grid import ALTERNATIVE_SEPARATOR, value_text
@@ -103,27 +99,23 @@ def sweep_form(settings, db, expanded: bool) -> None:
         grid = [text.strip() for text in axes if text.strip()]
         chosen = None if set(metrics) == set(every) else metrics  # None: a continued sweep keeps its own
         try:
-            job = start_sweep(
-                settings, db, dataset, name, grid, reference.strip() or None, chosen, int(concurrency), limit, tags
+            job = start_sweep_job(
+                settings,
+                db,
+                dataset,
+                name,
+                grid,
+                reference=reference.strip() or None,
+                metrics=chosen,
+                concurrency=int(concurrency),
+                limit=limit or None,
+                tags=tags,
             )
         except WorkbenchError as exc:
             show_error(exc)
             return
         st.session_state.setdefault(WATCHED, set()).add(job.serial)
         st.session_state[SHOW] = job.name
-
-
-def start_sweep(
-    settings, db, dataset: Dataset, name: str, grid: list[str], reference, metrics, concurrency, limit, tags
-) -> SweepJob:
-    """Check the grid and the models (nothing is stored for a refusal), keep a file as a dataset version (as the CLI
-    does), then start the sweep in the background."""
-    combinations(parse_grid(grid), settings)
-    ready(settings, " ".join(name.split()), "sweep")  # nothing kept for a start refused (Ollama down)
-    if dataset.version is None:
-        dataset = datasets.kept(db, dataset, dataset.name)[0]
-    chosen = dataset.select(limit or None, tags or None)
-    return start_sweep_job(settings, db, chosen, name, grid, reference, metrics, concurrency)
 
 
 # Session state: the sweep jobs this session started or saw running, how those that ended ended (shown until
@@ -140,31 +132,19 @@ def live_sweeps() -> None:
 
 
 def sweeps_body() -> None:
-    watched = st.session_state.setdefault(WATCHED, set())
-    ended = st.session_state.setdefault(ENDED, {})
-    just_ended = False
-    for job in sweep_jobs():
-        if job.running:
-            watched.add(job.serial)
-            sweep_bar(job.progress)
-            if st.button("Cancel", key=f"cancel-sweep-{job.serial}"):
-                job.cancel.set()
-                st.info("Cancelling: items in progress finish, then the sweep stops. The same name continues it.")
-        elif job.serial in watched:
-            watched.discard(job.serial)
-            ended[job.name] = job
-            st.session_state[SHOW] = job.name
-            just_ended = True
-    if just_ended:
-        st.rerun()  # the whole page: the leaderboard is outside the fragment
-    for job in list(ended.values()):
-        slot = st.empty()
-        with slot.container():
-            show_ended(job)
-            dismissed = st.button("Dismiss", key=f"dismiss-sweep-{job.serial}")
-        if dismissed:
-            del ended[job.name]
-            slot.empty()
+    follow_jobs(sweep_jobs(), WATCHED, ENDED, running_sweep, show_ended, show_next)
+
+
+def running_sweep(job: SweepJob) -> None:
+    sweep_bar(job.progress)
+    if st.button("Cancel", key=f"cancel-sweep-{job.serial}"):
+        job.cancel.set()
+        st.info("Cancelling: items in progress finish, then the sweep stops. The same name continues it.")
+
+
+def show_next(job: SweepJob) -> None:
+    """A sweep that ended is the one the page shows next (its leaderboard, or how far it got)."""
+    st.session_state[SHOW] = job.name
 
 
 def sweep_bar(progress: SweepProgress | None) -> None:

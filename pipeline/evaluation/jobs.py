@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
+from pipeline.evaluation import datasets
 from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.runner import Progress, chosen_metrics, pipeline_of, run_evaluation
 from pipeline.jobs import Job, Jobs
@@ -22,15 +23,21 @@ def start_job(
     concurrency: int,
     metrics: list[str] | None = None,
     pipeline: str | None = None,
-) -> EvalJob:
-    """Start an evaluation in the background; `metrics`: the metrics to measure (None: run_evaluation's default);
-    `pipeline`: who wrote the answers of a dataset that carries them (None: run_evaluation's default)."""
+    limit: int | None = None,
+    tags: list[str] | None = None,
+) -> tuple[EvalJob, str]:
+    """Start an evaluation of `dataset` (its first `limit` items with any of `tags`) in the background, and say which
+    dataset version it pinned: a dataset read from a file is kept as a version (datasets.for_evaluation), once the
+    checks have passed, so that a refused start stores nothing. `metrics`: the metrics to measure (None:
+    run_evaluation's default); `pipeline`: who wrote the answers of a dataset that carries them (None: its default)."""
     chosen_metrics(metrics)  # a bad choice is refused here, where the form can show it
     pipeline_of(dataset, pipeline)  # so is a pipeline name given with a golden set
     name = name.strip()
     if not name:
         raise InputError("the evaluation needs a name", fix="type a run name, e.g. baseline")
     ready(settings, name)
+    pinned, line = datasets.for_evaluation(db, dataset, name, dataset.name)
+    dataset = pinned.select(limit, tags)
 
     def work(job: EvalJob):
         def update(progress: Progress) -> None:
@@ -50,7 +57,7 @@ def start_job(
         job.progress = outcome.progress
         return outcome
 
-    return EVALUATIONS.launch(name, len(dataset.items), work)
+    return EVALUATIONS.launch(name, len(dataset.items), work), line
 
 
 def ready(settings: Settings, name: str, what: str = "evaluation") -> None:
