@@ -3,6 +3,7 @@ input, not once per render. (How fast each page is: `python -m bench page_speed`
 
 from __future__ import annotations
 
+import importlib
 import threading
 
 import numpy as np
@@ -13,8 +14,8 @@ from streamlit.testing.v1.local_script_runner import LocalScriptRunner
 from test_app_experiments import swept, swept_store  # noqa: F401 - the fixtures: a store holding a finished sweep
 
 import pipeline.calibration.agreement as agreement_module
-import pipeline.evaluation.jobs as jobs_module
 from pipeline.errors import WorkbenchError
+from pipeline.jobs import Job
 
 
 def page(path: str) -> AppTest:
@@ -39,15 +40,24 @@ def timers(monkeypatch) -> list[float]:
     return asked
 
 
-def test_the_evaluate_page_sets_a_refresh_timer_only_while_an_evaluation_runs(kb_db, monkeypatch, timers):
-    monkeypatch.setattr(jobs_module.EVALUATIONS, "by_name", {})
-    at = page("pages/evaluate.py")
+@pytest.mark.parametrize(
+    "path, registry, running",
+    [
+        ("pages/evaluate.py", "pipeline.evaluation.jobs:EVALUATIONS", "0 of 3 items"),  # a running evaluation
+        ("pages/experiments.py", "pipeline.experiments.jobs:SWEEPS", "Preparing the sweep"),  # a sweep starting
+    ],
+)
+def test_a_page_sets_a_refresh_timer_only_while_its_job_runs(kb_db, monkeypatch, timers, path, registry, running):
+    module, name = registry.split(":")
+    jobs = getattr(importlib.import_module(module), name)
+    monkeypatch.setattr(jobs, "by_name", {})
+    at = page(path)
     at.run()
     assert not at.exception, at.exception
     assert timers == []  # nothing runs: the browser is asked for no timed rerun
 
     release = threading.Event()
-    job = jobs_module.EvalJob("slow", 3)
+    job = Job("slow", 3)
 
     def work() -> None:  # as a job's thread does: it runs until released, then keeps how it ended
         release.wait()
@@ -55,49 +65,17 @@ def test_the_evaluate_page_sets_a_refresh_timer_only_while_an_evaluation_runs(kb
 
     job.thread = threading.Thread(target=work, daemon=True)
     job.thread.start()
-    jobs_module.EVALUATIONS.by_name["slow"] = job
+    jobs.by_name["slow"] = job
     try:
         at.run()
         assert not at.exception, at.exception
-        assert timers == [1.0]  # a running evaluation's progress is redrawn every second
-        assert any("0 of 3 items" in p.proto.text for p in at.get("progress"))
+        assert timers == [1.0]  # the running job's progress is redrawn every second
+        assert any(running in p.proto.text for p in at.get("progress"))
     finally:
         release.set()
         job.thread.join(5)
     timers.clear()
     at.run()  # the job ended: the page is set up again without a timer, and says how it ended
-    assert not at.exception, at.exception
-    assert timers == []
-    assert any("the test stopped it" in e.value for e in at.error)
-
-
-def test_the_experiments_page_sets_a_refresh_timer_only_while_a_sweep_runs(kb_db, monkeypatch, timers):
-    import pipeline.experiments.jobs as sweep_jobs_module
-
-    monkeypatch.setattr(sweep_jobs_module.SWEEPS, "by_name", {})
-    at = page("pages/experiments.py")
-    assert not at.exception, at.exception
-    assert timers == []
-    release = threading.Event()
-    job = sweep_jobs_module.SweepJob("slow", 4)
-
-    def work() -> None:
-        release.wait()
-        job.error = WorkbenchError("the test stopped it", fix="none needed")
-
-    job.thread = threading.Thread(target=work, daemon=True)
-    job.thread.start()
-    sweep_jobs_module.SWEEPS.by_name["slow"] = job
-    try:
-        at.run()
-        assert not at.exception, at.exception
-        assert timers == [1.0]
-        assert any("Preparing the sweep" in p.proto.text for p in at.get("progress"))
-    finally:
-        release.set()
-        job.thread.join(5)
-    timers.clear()
-    at.run()
     assert not at.exception, at.exception
     assert timers == []
     assert any("the test stopped it" in e.value for e in at.error), [e.value for e in at.error]
