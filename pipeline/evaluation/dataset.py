@@ -46,6 +46,11 @@ class GivenContext(BaseModel):
         return value
 
 
+def no_value(value) -> bool:
+    """None, or NaN: an empty Parquet/pandas cell."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
 class GoldenItem(BaseModel):
     id: str
     question: str
@@ -65,7 +70,7 @@ class GoldenItem(BaseModel):
     @field_validator("conversation", mode="before")
     @classmethod
     def _conversation_text(cls, value):
-        if value is None or (isinstance(value, float) and value != value):  # NaN: an empty Parquet/pandas cell
+        if no_value(value):
             return None
         text = " ".join(str(value).split())
         return text or None
@@ -151,7 +156,7 @@ class GoldenItem(BaseModel):
     @classmethod
     def _origin_text(cls, value):
         """An exported dataset's origin column; an empty cell is a file's row."""
-        if value is None or (isinstance(value, float) and value != value) or not str(value).strip():
+        if no_value(value) or not str(value).strip():
             return "file"
         return str(value).strip()
 
@@ -159,7 +164,7 @@ class GoldenItem(BaseModel):
     @classmethod
     def _provenance_object(cls, value):
         """An exported dataset's provenance: an object, or a JSON object in a string (a CSV cell); empty: none."""
-        if value is None or (isinstance(value, float) and value != value):
+        if no_value(value):
             return {}
         if isinstance(value, str):
             if not value.strip():
