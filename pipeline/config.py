@@ -225,6 +225,15 @@ class Settings:
     max_retries: int = setting(
         2, "answering", "regenerations with the stricter prompt when an attempt is not accepted", minimum=0
     )
+    repair: str = setting(
+        "auto",
+        "answering",
+        "how an answer below the faithfulness threshold is repaired: regenerate (with the stricter prompt that names "
+        "its failed claims), drop (without a model call: remove the sentences whose every claim failed, when every "
+        "failed claim lies in such a sentence and a supported claim is left; else regenerate), or auto: drop on the "
+        "sequential schedule, regenerate on the overlapped one",
+        choices=("auto", "regenerate", "drop"),
+    )
     when_unverified: str = setting(
         "abstain",
         "answering",

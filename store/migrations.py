@@ -797,3 +797,14 @@ def m029_conversations(con: duckdb.DuckDBPyConnection) -> None:
         ALTER TABLE runs ADD COLUMN turn_no INTEGER;
         ALTER TABLE runs ADD COLUMN standalone_question VARCHAR;
     """)
+
+
+@migration
+def m030_trimmed_attempts(con: duckdb.DuckDBPyConnection) -> None:
+    """An attempt made by dropping the unsupported sentences of an earlier one (setting repair = drop, or auto on
+    the sequential schedule) names that attempt and keeps the sentences it dropped; other attempts leave them
+    NULL."""
+    con.execute("""
+        ALTER TABLE attempts ADD COLUMN trimmed_from INTEGER;
+        ALTER TABLE attempts ADD COLUMN dropped JSON;
+    """)

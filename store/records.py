@@ -125,6 +125,9 @@ class AttemptRecord:
     on_topic_method: str | None = None  # embedding | model: which step of the check decided
     on_topic_reason: str | None = None
     missing_terms: list[str] = field(default_factory=list)  # question words the answer does not mention
+    # repair = drop: the attempt this one is, without its sentences whose every claim failed (no model call)
+    trimmed_from: int | None = None
+    dropped: list[str] = field(default_factory=list)  # those sentences, in answer order
 
 
 @dataclass(kw_only=True)

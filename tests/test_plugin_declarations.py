@@ -51,6 +51,7 @@ RUN_KEYS = {
     "context_budget_tokens",
     "faithfulness_threshold",
     "max_retries",
+    "repair",
     "abstain_below",
     "when_unverified",
     "temperature",

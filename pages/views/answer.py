@@ -9,7 +9,7 @@ from pages.views.common import escape_keeping_code
 from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, plural, status_markdown
 from pipeline.answering import on_topic
 from pipeline.answering.events import AnswerResult, Event
-from pipeline.answering.status import status_label, withheld_because
+from pipeline.answering.status import made_how, status_label, withheld_because
 from pipeline.history.present import placement
 from pipeline.knowledge.injection import flag_warning
 from pipeline.text import short_source
@@ -41,6 +41,7 @@ class LiveAnswer:
         self.text = ""
         self.claims: list = []
         self.withdrawn = False
+        self.trimmed_from: int | None = None  # the shown attempt trims this one (no model call)
 
     def take(self, event: Event) -> bool:
         """Update from one event; True when what is shown changed."""
@@ -48,6 +49,7 @@ class LiveAnswer:
         if event.kind == "token":
             if data["attempt"] != self.attempt:
                 self.attempt, self.text, self.claims, self.withdrawn = data["attempt"], "", [], False
+                self.trimmed_from = None
             self.text += data["delta"]
             return True
         if event.kind == "sentence" and data["attempt"] == self.attempt:
@@ -58,13 +60,25 @@ class LiveAnswer:
         if event.kind == "discard" and data["attempt"] == self.attempt:
             self.withdrawn = True
             return True
+        if event.kind == "trim":  # the attempt without its unsupported sentences, whole at once
+            self.attempt, self.text, self.claims, self.withdrawn = (
+                data["attempt"],
+                data["answer"],
+                data["claims"],
+                False,
+            )
+            self.trimmed_from = data["from_attempt"]
+            return True
         return False
 
     def markdown(self) -> str:
         """Escaped markdown: each finished sentence coloured by its verdicts, the rest as plain text."""
         if self.withdrawn:
             return ":gray[*The retrieved passages do not answer the question: the answer being written was withdrawn.*]"
-        head = f":gray[Attempt {self.attempt}, with the stricter prompt:]  \n" if (self.attempt or 1) > 1 else ""
+        if self.trimmed_from is not None:
+            head = f":gray[Attempt {self.attempt}, attempt {self.trimmed_from} without its unsupported sentences:]  \n"
+        else:
+            head = f":gray[Attempt {self.attempt}, with the stricter prompt:]  \n" if (self.attempt or 1) > 1 else ""
         return head + annotated_markdown(self.text, self.claims)
 
 
@@ -202,10 +216,12 @@ def show_attempts(result: AnswerResult) -> None:
             r = attempt.record
             faith = fmt_score(r.faithfulness)
             st.markdown(
-                f"**Attempt {r.attempt_no}**{' (stricter prompt)' if r.strict else ''} · "
+                f"**Attempt {r.attempt_no}**{escape_markdown(f' ({made_how(r)})') if made_how(r) else ''} · "
                 f"faithfulness {faith} · {status_markdown(status_label(r.status), r.status)}"
             )
             st.markdown(escape_markdown(r.answer))
+            if r.dropped:
+                st.caption("Dropped, as no source supports them: " + escape_markdown(" ".join(r.dropped)))
             if r.failed_claims:
                 st.caption("Failed claims: " + escape_markdown("; ".join(r.failed_claims)))
             show_on_topic(r, emphasise=False)

@@ -27,7 +27,7 @@ from pages.views.tables import count_column, ms_column, score_column, table
 from pages.views.trace_viewer import show_trace_viewer
 from pipeline.answering.budget import stored_budgets
 from pipeline.answering.events import AnswerResult
-from pipeline.answering.status import NOT_EVALUATED, status_label
+from pipeline.answering.status import NOT_EVALUATED, made_how, status_label
 from pipeline.evaluation.given import contexts_heading, origin_line
 from pipeline.history.present import invalid_line, invalid_replies
 from pipeline.history.runs import RunColumn, StoredRun, listed_columns
@@ -145,14 +145,16 @@ def show_attempts(result: AnswerResult) -> None:
         faith = fmt_score(r.faithfulness)
         final = " · shown" if r.attempt_no == result.final_attempt else ""
         with st.expander(
-            f"Attempt {r.attempt_no}{' (stricter prompt)' if r.strict else ''} · faithfulness "
+            f"Attempt {r.attempt_no}{f' ({made_how(r)})' if made_how(r) else ''} · faithfulness "
             f"{faith} · {status_markdown(status_label(r.status), r.status)}{final}",
             expanded=r.attempt_no == result.final_attempt,
         ):
             st.markdown(annotated_markdown(r.answer or "", attempt.claims))
+            if r.dropped:
+                st.caption("Dropped, as no source supports them: " + escape_markdown(" ".join(r.dropped)))
             if r.failed_claims:
                 st.caption(
-                    "Retried because these claims were not supported: " + escape_markdown("; ".join(r.failed_claims))
+                    "Repaired because these claims were not supported: " + escape_markdown("; ".join(r.failed_claims))
                 )
             show_on_topic(r, emphasise=False)
             if r.error:

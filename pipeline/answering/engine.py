@@ -22,6 +22,7 @@ from pipeline.answering.events import AnswerResult, Attempt, Event
 from pipeline.answering.live import grade_view
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.answering.streamed import LiveAttempt, is_abstention
+from pipeline.answering.trim import without_unsupported
 from pipeline.config import Settings
 from pipeline.declarations import option_values, prompt_versions
 from pipeline.errors import InputError, WorkbenchError
@@ -62,6 +63,7 @@ OPTIONS = (
     "context_budget_tokens",
     "faithfulness_threshold",
     "max_retries",
+    "repair",
     "abstain_below",
     "when_unverified",
     "temperature",
@@ -432,9 +434,11 @@ class QuestionRun:
             passages, first_grade = (yield from self._within_budget(passages, kept)), None
         else:  # slots to spare: the grade runs alongside the first attempt
             passages, first_grade = (yield from self._within_budget(passages, None)), round_no
-        for attempt_no in range(1, self.settings.max_retries + 2):
+        attempt_no = 0
+        for generation in range(1, self.settings.max_retries + 2):
+            attempt_no += 1
             retry = self._on_topic_retry(passages, failed, topic)
-            grade_round = first_grade if attempt_no == 1 else None
+            grade_round = first_grade if generation == 1 else None
             attempt, topic = yield from self._attempt(attempt_no, passages, failed, grade_round, retry)
             if attempt is None:
                 yield from self._settle_classifications(announce=False)
@@ -442,12 +446,60 @@ class QuestionRun:
             flagged, off_target = attempt.record.status == status.FLAGGED, topic is not None and not topic.on_topic
             if not flagged and not off_target:
                 break
+            if flagged and not off_target and self._repairs_by_dropping():
+                trimmed = yield from self._trim(attempt_no + 1, attempt)
+                if trimmed is not None:
+                    attempt_no += 1
+                    if trimmed[1] is None or trimmed[1].on_topic is not False:
+                        break  # otherwise the trimmed answer misses the question: regenerate from the flagged one
             failed = attempt.record.failed_claims if flagged else []
-            if attempt_no <= self.settings.max_retries:
-                yield _retry_event(attempt.record, failed, topic if off_target else None, self.settings)
+            if generation <= self.settings.max_retries:
+                yield _retry_event(attempt.record, attempt_no + 1, failed, topic if off_target else None, self.settings)
         yield from self._settle_classifications()
         yield from self._decide()
         return True
+
+    def _repairs_by_dropping(self) -> bool:
+        """Whether a flagged attempt is first repaired by dropping its unsupported sentences (setting repair; auto:
+        on the sequential schedule, where a regeneration queues behind every other call)."""
+        if self.settings.repair == "auto":
+            return self.schedule == "sequential"
+        return self.settings.repair == "drop"
+
+    def _trim(self, attempt_no: int, flagged: Attempt):
+        """Attempt `attempt_no`: the flagged attempt without its sentences whose every claim failed, made without a
+        model call (trim.py); (the attempt, its on-topic check), or None, with no event, where dropping cannot
+        repair it."""
+        trimmed = without_unsupported(flagged.record.answer, flagged.claims)
+        if trimmed is None:
+            return None
+        source = flagged.record.attempt_no
+        with tracing.step(f"attempt {attempt_no}", trimmed_from=source, dropped=len(trimmed.dropped)):
+            record = AttemptRecord(
+                attempt_no, False, trimmed.answer, status.UNVERIFIED, None, 0, 0, trimmed_from=source
+            )
+            record.dropped = trimmed.dropped
+            attempt = Attempt(record, trimmed.claims)
+            self.result.attempts.append(attempt)
+            self._scored(attempt)
+            topic = self._check_on_topic(record)
+            tracing.annotate(status=record.status, faithfulness=record.faithfulness)
+        yield Event(
+            "trim",
+            f"attempt {attempt_no}: attempt {source} without its {plural(len(trimmed.dropped), 'unsupported sentence')}"
+            " (no model call)",
+            {
+                "attempt": attempt_no,
+                "from_attempt": source,
+                "dropped": trimmed.dropped,
+                "answer": trimmed.answer,
+                "claims": trimmed.claims,
+            },
+        )
+        yield _score_event(attempt)
+        if topic is not None:
+            yield _on_topic_event(record, topic)
+        return attempt, topic
 
     def _plan(self):
         """The schedule of this run's calls, chosen once from the generator host's slots (an event says which)."""
@@ -567,6 +619,11 @@ class QuestionRun:
             return attempt
         placed = _placed(answer, len(raw) - len(raw.lstrip()), live.claims)
         attempt.claims = [on_whole_chunk(c, self.result.passages) for c in placed]
+        return self._scored(attempt)
+
+    def _scored(self, attempt: Attempt) -> Attempt:
+        """The attempt's record scored from its claims: status, faithfulness, counts and failed claims."""
+        record = attempt.record
         faith, scored = self.checker.score(attempt.claims)
         record.status = status.attempt_status(faith, scored, self.settings.faithfulness_threshold)
         record.faithfulness = faith
@@ -667,7 +724,9 @@ def _best_attempt(attempts: list[Attempt]) -> Attempt:
     return max(pool, key=lambda a: (a.record.faithfulness, -a.record.attempt_no))
 
 
-def _retry_event(record: AttemptRecord, failed: list[str], topic: on_topic.TopicCheck | None, settings) -> Event:
+def _retry_event(
+    record: AttemptRecord, next_no: int, failed: list[str], topic: on_topic.TopicCheck | None, settings
+) -> Event:
     why, names = [], []
     if failed:
         why.append(f"faithfulness {record.faithfulness:.2f} is below {settings.faithfulness_threshold:.2f}")
@@ -683,7 +742,7 @@ def _retry_event(record: AttemptRecord, failed: list[str], topic: on_topic.Topic
         "retry",
         f"{' and '.join(why)}; retrying with {prompt}" + (f" that names {' and '.join(names)}" if names else ""),
         {
-            "attempt": record.attempt_no + 1,
+            "attempt": next_no,
             "failed_claims": failed,
             "off_topic": topic is not None,
             "missing_terms": topic.missing if topic else [],

@@ -73,3 +73,12 @@ def attempt_status(faithfulness: float | None, scored_status: str, threshold: fl
 
 def status_label(status: str) -> str:
     return STATUS_TEXT.get(status, status)
+
+
+def made_how(record) -> str:
+    """How an attempt was made, in a few words: "" for the first one; "stricter prompt" for a regeneration; for a
+    repair by dropping (setting repair), which attempt it trimmed and how many sentences it dropped."""
+    if getattr(record, "trimmed_from", None) is not None:
+        n = len(record.dropped or [])
+        return f"attempt {record.trimmed_from} without its {n} unsupported sentence{'s' if n != 1 else ''}"
+    return "stricter prompt" if record.strict else ""

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.events import AnswerResult
+from pipeline.answering.status import made_how
 from pipeline.cli import datasets as datasets_cli
 from pipeline.cli import sweep as sweep_cli
 from pipeline.cli import synth as synth_cli
@@ -676,8 +677,9 @@ def cmd_show(args, settings, db, out: Console, err: Console) -> int:
         faith = "n/a" if r.faithfulness is None else f"{r.faithfulness:.2f}"
         out.print(
             Text(
-                f"attempt {r.attempt_no}{' (strict)' if r.strict else ''}: {r.status}, faithfulness {faith}"
-                + (f"; failed claims: {'; '.join(r.failed_claims)}" if r.failed_claims else ""),
+                f"attempt {r.attempt_no}{f' ({made_how(r)})' if made_how(r) else ''}: {r.status}, faithfulness {faith}"
+                + (f"; failed claims: {'; '.join(r.failed_claims)}" if r.failed_claims else "")
+                + (f"; dropped: {' '.join(r.dropped)}" if r.dropped else ""),
                 style="dim",
             )
         )

@@ -20,9 +20,9 @@ PARTS = (GENERATOR, RETRIEVER, VERIFIER, JUDGE, ANSWERS, DATASET)
 
 KEYS = {
     GENERATOR: (
-        "generator_model temperature max_retries faithfulness_threshold abstain_below when_unverified on_topic_check "
-        "on_topic_accept on_topic_reject off_topic_final context_window llm_backend model_revision answer_schedule "
-        "conversation_history_tokens"
+        "generator_model temperature max_retries repair faithfulness_threshold abstain_below when_unverified "
+        "on_topic_check on_topic_accept on_topic_reject off_topic_final context_window llm_backend model_revision "
+        "answer_schedule conversation_history_tokens"
     ),
     RETRIEVER: "embed_model top_k chunk_size chunk_overlap retrieval_floor context_budget_tokens",
     VERIFIER: "verifier_chain precheck_enabled verify_scope claim_model nli_model verifier_model",
