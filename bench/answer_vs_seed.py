@@ -102,6 +102,7 @@ class Sample:
     lag: float | None = None  # server sent the first answer chunk -> the engine showed it, seconds
     stages: list[tuple[str, float, float, int]] = field(default_factory=list)  # (stage, start, end, prompt tokens)
     retries: int = 0  # answers generated again after the first
+    trims: int = 0  # answers repaired by dropping their unsupported sentences (no model call)
     cached_tokens: int = 0  # prompt tokens the server's prompt cache held
 
     @property
@@ -172,17 +173,19 @@ def first_answer_chunk(fake, generator: str) -> float | None:
 def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
     fake.clear()
     start = time.perf_counter()
-    shown, retries, verified = {}, 0, None
+    shown, retries, trims, verified = {}, 0, 0, None
     for event in engine.stream(question):
         if event.kind in ("token", "generate"):
             shown.setdefault(event.kind, time.perf_counter())
         elif event.kind == "sentence" and verified is None and is_verified(event.data):
             verified = time.perf_counter() - start
         retries += event.kind == "retry"
+        trims += event.kind == "trim"
     wall = time.perf_counter() - start
     tokens, calls = served(fake)
     sample = Sample(wall, tokens, calls, verified=verified, stages=timeline(fake, start), retries=retries)
     sample.cached_tokens = reused(fake)
+    sample.trims = trims
     visible = shown.get("token", shown.get("generate"))
     sent = first_answer_chunk(fake, engine.settings.generator_model)
     if visible is not None:
@@ -255,13 +258,15 @@ def stage_lines(name: str, samples: list[Sample]) -> list[str]:
 
 
 def per_question(samples: list[Sample]) -> str:
-    """Calls per question by model, and how often the answer was generated again."""
+    """Calls per question by model, how often the answer was generated again and how often trimmed instead."""
     models = Counter()
     for s in samples:
         models.update(s.calls)
     calls = ", ".join(f"{m} {n / len(samples):.2f}" for m, n in sorted(models.items()))
     retried = sum(s.retries > 0 for s in samples)
-    return f"{calls}; regenerated on {retried}/{len(samples)} questions ({sum(s.retries for s in samples)} times)"
+    trimmed = sum(s.trims > 0 for s in samples)
+    line = f"{calls}; regenerated on {retried}/{len(samples)} questions ({sum(s.retries for s in samples)} times)"
+    return line + (f", repaired by dropping sentences on {trimmed}" if trimmed else "")
 
 
 def p95(values: list[float]) -> float:

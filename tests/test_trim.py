@@ -171,3 +171,16 @@ def test_the_chat_shows_the_trimmed_attempt_and_show_names_it(fake, settings, kb
     out = capsys.readouterr().out
     assert "attempt 2 (attempt 1 without its 1 unsupported sentence): accepted" in out
     assert "dropped: The RAG paper won the best paper award at ICML 2019 [1]." in out
+
+
+def test_the_drilldown_names_the_trimmed_attempt_and_its_dropped_sentence(fake, settings, kb_db):
+    from test_app import open_runs_page
+
+    fake.enqueue(INVENTED, model="llama3.2", match=is_generation)
+    _, result = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=1))
+    at = open_runs_page(str(result.run_id))
+    labels = [e.label for e in at.expander]
+    assert any(label.startswith("Attempt 2 (attempt 1 without its 1 unsupported sentence)") for label in labels)
+    assert any(label.startswith("Attempt 1 · faithfulness") for label in labels)
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("Dropped, as no source supports them: The RAG paper won the best paper") for c in captions)
