@@ -26,11 +26,12 @@ from store.runs import field_names, record_values
 @dataclass
 class Event:
     # standalone | retrieve | token | grade | discard | rewrite | generate | sentence | claims | score | on_topic |
-    # retry | decide | abstain | error | final. standalone {question, standalone, method, why, turns, dropped,
+    # retry | trim | decide | abstain | error | final. standalone {question, standalone, method, why, turns, dropped,
     # skipped, history_tokens}: how a question given earlier turns was read (a follow-up rewritten, or used as
     # asked). token {attempt, delta}: a piece of the answer as it streams; sentence {attempt, index, span, cited,
     # claims, error}: a finished sentence's checked claims; discard {attempt}: a streamed attempt withdrawn because
-    # the context grade found the context not relevant.
+    # the context grade found the context not relevant; trim {attempt, from_attempt, dropped, answer, claims}: an
+    # attempt made without a model call, the flagged one without its unsupported sentences (setting repair).
     kind: str
     message: str
     data: dict = field(default_factory=dict)
