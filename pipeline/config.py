@@ -223,7 +223,10 @@ class Settings:
         minimum=0,
     )
     max_retries: int = setting(
-        2, "answering", "regenerations with the stricter prompt when an attempt is not accepted", minimum=0
+        2,
+        "answering",
+        "regenerations with the stricter prompt when an attempt is not accepted; 0: no repair at all (see repair)",
+        minimum=0,
     )
     repair: str = setting(
         "auto",
@@ -231,7 +234,7 @@ class Settings:
         "how an answer below the faithfulness threshold is repaired: regenerate (with the stricter prompt that names "
         "its failed claims), drop (without a model call: remove the sentences whose every claim failed, when every "
         "failed claim lies in such a sentence and a supported claim is left; else regenerate), or auto: drop on the "
-        "sequential schedule, regenerate on the overlapped one",
+        "sequential schedule, regenerate on the overlapped one; nothing is repaired when max_retries is 0",
         choices=("auto", "regenerate", "drop"),
     )
     when_unverified: str = setting(

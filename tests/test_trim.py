@@ -146,6 +146,14 @@ def test_repair_regenerate_regenerates_on_one_slot(fake, settings, kb_db):
     assert result.final_attempt == 2 and result.attempts[1].record.strict
 
 
+def test_retries_off_repair_nothing_on_one_slot(fake, settings, kb_db):
+    fake.enqueue(INVENTED, model="llama3.2", match=is_generation)
+    off = dataclasses.replace(settings, ollama_slots_per_host=1, max_retries=0, when_unverified="show_best")
+    events, result = ask(kb_db, off)
+    assert "trim" not in [e.kind for e in events] and len(result.attempts) == 1
+    assert result.answer == INVENTED and result.status == "flagged"
+
+
 def test_a_run_with_nothing_to_keep_regenerates_on_one_slot(fake, settings, kb_db):
     fake.enqueue(INVENTED_SENTENCE, model="llama3.2", match=is_generation)
     events, result = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=1))

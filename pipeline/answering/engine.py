@@ -461,7 +461,10 @@ class QuestionRun:
 
     def _repairs_by_dropping(self) -> bool:
         """Whether a flagged attempt is first repaired by dropping its unsupported sentences (setting repair; auto:
-        on the sequential schedule, where a regeneration queues behind every other call)."""
+        on the sequential schedule, where a regeneration queues behind every other call); max_retries = 0 repairs
+        nothing: the first answer is shown as it was checked."""
+        if self.settings.max_retries == 0:
+            return False
         if self.settings.repair == "auto":
             return self.schedule == "sequential"
         return self.settings.repair == "drop"
