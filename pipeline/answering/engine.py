@@ -33,8 +33,8 @@ from pipeline.models.slots import schedule
 from pipeline.models.structured import ask
 from pipeline.text import one_line, plural, sentences
 from pipeline.verification.chain import VerifierChain, effective_chain
-from pipeline.verification.claims import EXTRACTION_ERROR, context_block, scored_claims
-from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, CheckedClaim, FaithfulnessChecker, Passage
+from pipeline.verification.claims import EXTRACTION_ERROR, context_block
+from pipeline.verification.faithfulness import CheckedClaim, FaithfulnessChecker, Passage
 from pipeline.verification.placement import place_claim
 from pipeline.verification.registry import load_verifiers, verifier_class
 from store.db import Database
@@ -479,12 +479,19 @@ class QuestionRun:
         source = flagged.record.attempt_no
         with tracing.step(f"attempt {attempt_no}", trimmed_from=source, dropped=len(trimmed.dropped)):
             record = AttemptRecord(
-                attempt_no, False, trimmed.answer, status.UNVERIFIED, None, 0, 0, trimmed_from=source
+                attempt_no,
+                False,
+                trimmed.answer,
+                status.UNVERIFIED,
+                None,
+                0,
+                0,
+                trimmed_from=source,
+                dropped=trimmed.dropped,
             )
-            record.dropped = trimmed.dropped
             attempt = Attempt(record, trimmed.claims)
             self.result.attempts.append(attempt)
-            self._scored(attempt)
+            attempt.score(self.settings.faithfulness_threshold)
             topic = self._check_on_topic(record)
             tracing.annotate(status=record.status, faithfulness=record.faithfulness)
         yield Event(
@@ -622,19 +629,7 @@ class QuestionRun:
             return attempt
         placed = _placed(answer, len(raw) - len(raw.lstrip()), live.claims)
         attempt.claims = [on_whole_chunk(c, self.result.passages) for c in placed]
-        return self._scored(attempt)
-
-    def _scored(self, attempt: Attempt) -> Attempt:
-        """The attempt's record scored from its claims: status, faithfulness, counts and failed claims."""
-        record = attempt.record
-        faith, scored = self.checker.score(attempt.claims)
-        record.status = status.attempt_status(faith, scored, self.settings.faithfulness_threshold)
-        record.faithfulness = faith
-        counted = scored_claims(attempt.claims)  # extraction errors are kept in the run, not scored
-        record.n_claims = len(counted)
-        record.n_supported = sum(c.verdict == SUPPORTED for c in counted)
-        record.failed_claims = [c.text for c in counted if c.verdict not in (SUPPORTED, UNVERIFIED)]
-        return attempt
+        return attempt.score(self.settings.faithfulness_threshold)
 
     # -- decision -----------------------------------------------------------------------------
     def _decide(self):

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import ClassVar
 
+from pipeline.answering import status
 from pipeline.text import cited_numbers
-from pipeline.verification.faithfulness import CheckedClaim, Passage
+from pipeline.verification.claims import SUPPORTED, is_failed, scored_claims
+from pipeline.verification.faithfulness import CheckedClaim, FaithfulnessChecker, Passage
 from store.records import (
     AttemptRecord,
     CacheEntry,
@@ -41,6 +43,18 @@ class Event:
 class Attempt:
     record: AttemptRecord
     claims: list[CheckedClaim] = field(default_factory=list)
+
+    def score(self, threshold: float) -> Attempt:
+        """The record scored from the claims: status (by the run's threshold), faithfulness, counts, failed claims."""
+        record = self.record
+        faith, scored = FaithfulnessChecker.score(self.claims)
+        record.status = status.attempt_status(faith, scored, threshold)
+        record.faithfulness = faith
+        counted = scored_claims(self.claims)  # extraction errors are kept in the run, not scored
+        record.n_claims = len(counted)
+        record.n_supported = sum(c.verdict == SUPPORTED for c in counted)
+        record.failed_claims = [c.text for c in counted if is_failed(c)]
+        return self
 
 
 @dataclass(kw_only=True)

@@ -8,6 +8,8 @@ running. Abstentions say why, each with its own answer text.
 
 from __future__ import annotations
 
+from pipeline.text import plural
+
 ACCEPTED, FLAGGED, NO_CLAIMS, UNVERIFIED = "accepted", "flagged", "no_claims", "unverified"
 ABSTAINED, FAILED, CANCELLED, RUNNING = "abstained", "failed", "cancelled", "running"
 NO_CONTEXTS = "no_contexts"  # an imported answer given without contexts: nothing to check it against
@@ -78,7 +80,6 @@ def status_label(status: str) -> str:
 def made_how(record) -> str:
     """How an attempt was made, in a few words: "" for the first one; "stricter prompt" for a regeneration; for a
     repair by dropping (setting repair), which attempt it trimmed and how many sentences it dropped."""
-    if getattr(record, "trimmed_from", None) is not None:
-        n = len(record.dropped or [])
-        return f"attempt {record.trimmed_from} without its {n} unsupported sentence{'s' if n != 1 else ''}"
+    if record.trimmed_from is not None:
+        return f"attempt {record.trimmed_from} without its {plural(len(record.dropped), 'unsupported sentence')}"
     return "stricter prompt" if record.strict else ""

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from pipeline.text import sentences
-from pipeline.verification.claims import SUPPORTED, UNVERIFIED, CheckedClaim, scored_claims
+from pipeline.verification.claims import SUPPORTED, CheckedClaim, is_failed, scored_claims
 
 TRAILING_BLANKS = re.compile(r"[ \t]*")
 MARKER_ONLY = re.compile(r"\s*(?:[-*+\u2022]|\d+[.)])?\s*")  # what is left of a list item without its sentence
@@ -24,28 +24,22 @@ class Trimmed:
     dropped: list[str]  # the sentences removed, in answer order
 
 
-def failed(claim: CheckedClaim) -> bool:
-    return claim.verdict not in (SUPPORTED, UNVERIFIED)
-
-
 def without_unsupported(answer: str, claims: list[CheckedClaim]) -> Trimmed | None:
     """The answer without its sentences whose every scored claim failed; None when that cannot repair it."""
     scored = scored_claims(claims)
-    if any(failed(c) and c.answer_span is None for c in scored):
+    if any(is_failed(c) and c.answer_span is None for c in scored):
         return None
     spans = {(p.start, p.end) for p in sentences(answer)}
     by_sentence: dict[tuple[int, int], list[CheckedClaim]] = {}
     for claim in scored:
         if claim.answer_span is not None:
             by_sentence.setdefault(tuple(claim.answer_span), []).append(claim)
-    drop = sorted(span for span, cs in by_sentence.items() if all(failed(c) for c in cs))
+    drop = sorted(span for span, cs in by_sentence.items() if all(is_failed(c) for c in cs))
     if not drop or any(span not in spans for span in drop):
         return None
     dropped_spans = set(drop)
     kept = [c for c in claims if c.answer_span is None or tuple(c.answer_span) not in dropped_spans]
-    if not any(failed(c) for c in scored) or any(failed(c) for c in kept):
-        return None
-    if not any(c.verdict == SUPPORTED for c in kept):
+    if any(is_failed(c) for c in kept) or not any(c.verdict == SUPPORTED for c in kept):
         return None
     cuts = [_cut_span(answer, start, end) for start, end in drop]
     text = _cut(answer, cuts).rstrip()

@@ -24,8 +24,7 @@ from pipeline.errors import WorkbenchError
 from pipeline.evaluation.dataset import GivenContext
 from pipeline.models.llm import LLM
 from pipeline.verification.chain import VerifierChain, effective_chain
-from pipeline.verification.claims import scored_claims
-from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage, example_text
+from pipeline.verification.faithfulness import FaithfulnessChecker, Passage, example_text
 from pipeline.verification.placement import place_claims
 from pipeline.verification.prompts import EXTRACT_CLAIMS, NLI_JUDGE
 from pipeline.verification.registry import load_verifiers, verifier_class
@@ -164,11 +163,4 @@ def _checked_attempt(settings: Settings, llm: LLM, question: str, answer: str, p
             extraction.claims, answer, passages, question=question, examples=example_text(EXTRACT_CLAIMS)
         )
     attempt.claims = place_claims(answer, claims)
-    faith, scored = checker.score(claims)
-    counted = scored_claims(claims)  # extraction errors are kept in the run, not scored
-    record.status = status.attempt_status(faith, scored, settings.faithfulness_threshold)
-    record.faithfulness = faith
-    record.n_claims = len(counted)
-    record.n_supported = sum(c.verdict == SUPPORTED for c in counted)
-    record.failed_claims = [c.text for c in counted if c.verdict not in (SUPPORTED, UNVERIFIED)]
-    return attempt
+    return attempt.score(settings.faithfulness_threshold)

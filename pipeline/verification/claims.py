@@ -43,6 +43,11 @@ class CheckedClaim:
         return self.passage.text[self.span[0] : self.span[1]] if self.passage and self.span else None
 
 
+def is_failed(claim: CheckedClaim) -> bool:
+    """A claim that counts against the answer: unsupported or contradicted (not supported, not undecided)."""
+    return claim.verdict not in (SUPPORTED, UNVERIFIED)
+
+
 def scored_claims(claims: list[CheckedClaim]) -> list[CheckedClaim]:
     """The claims an answer is scored on: all but the extraction errors."""
     return [c for c in claims if c.verdict != EXTRACTION_ERROR]
