@@ -2,7 +2,15 @@
 
 import streamlit as st
 
-from pages.views.calibration import choose_scope, claim_section, corrections_form, criterion_section, rejudge_section
+from pages.views.calibration import (
+    choose_criterion,
+    choose_scope,
+    claim_section,
+    corrections_form,
+    criterion_section,
+    overview,
+    rejudge_section,
+)
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
 from pipeline.calibration.agreement import agreement
@@ -24,14 +32,9 @@ stats = {
 if not any(s.n for s in stats.values()):
     st.info(f"No rated answers in {escape_markdown(label)} yet: rate some on the Annotate page.")
     st.stop()
-for criterion in CRITERIA:
-    if stats[criterion].n:
-        criterion_section(db, run_ids, criterion, pairs_by_criterion[criterion], stats[criterion])
-    else:  # e.g. a criterion added after these answers were rated or judged
-        st.caption(
-            f"{criterion.capitalize()}: no answer in {escape_markdown(label)} has both a person's rating and a judge "
-            "score yet."
-        )
+overview(stats, label)
+criterion = choose_criterion([c for c in CRITERIA if stats[c].n])
+criterion_section(db, run_ids, criterion, pairs_by_criterion[criterion], stats[criterion])
 claim_section(db, run_ids)
 corrections_form(db, pairs_by_criterion)
 rejudge_section(settings, db, run_ids, stats)

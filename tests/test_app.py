@@ -403,12 +403,15 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     at = app("pages/calibration.py")
     assert not at.exception, at.exception
     assert any("Only 4 judge-human pairs" in w.value for w in at.warning)
-    table = at.table[0].value
-    assert table.iloc[0]["n"] == 4 and table.index[0] == "judge vs people"
+    overview, details = at.table[0].value, at.table[1].value  # every criterion; then correctness's details
+    assert list(overview["n"]) == [4, 4, 4] and list(overview.index) == ["Correctness", "Helpfulness", "Faithfulness"]
+    assert details.iloc[0]["n"] == 4 and details.index[0] == "judge vs people"
     # everyone rated correctness 1: kappa would be 0 by construction, so the page says n/a and why
-    assert table.iloc[0]["weighted kappa"].startswith("n/a (the people gave every item 1: kappa is 0 by construction")
+    for shown in overview.loc["Correctness"], details.iloc[0]:
+        assert shown["weighted kappa"].startswith("n/a (the people gave every item 1: kappa is 0 by construction")
+    assert any("Grounding, Topicality: no answer in" in c.value for c in at.caption)  # not rated
     charts = at.get("vega_lite_chart")
-    assert len(charts) >= 6
+    assert len(charts) == 3  # correctness's heatmap and base rates; the claims' heatmap
     spec, (cells,) = chart_data(charts[-1])  # the claims: people's verdicts against the verifier's
     assert spec["layer"][0]["title"] == "People vs the verifier"
     expected = claim_agreement(kb_db, run_ids_of(kb_db, 1))  # the pairs of a rated claim and its verifier verdict

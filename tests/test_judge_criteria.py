@@ -403,13 +403,32 @@ def test_calibration_shows_the_new_criteria_like_the_others(fake, settings, kb_d
     save_rating(kb_db, run_ids[1], "ana", {"correctness": 2, "helpfulness": 2, "faithfulness": 2})  # before them
     at = app("pages/calibration.py")
     assert not at.exception, at.exception
-    shown = [e.value for e in [*at.error, *at.warning, *at.info, *at.caption]]
-    assert [h.value for h in at.subheader][:5] == [
-        "Correctness",
-        "Helpfulness",
-        "Faithfulness",
-        "Grounding",
-        "Topicality",
-    ], shown
-    tables = [t.value for t in at.table if "judge vs people" in list(t.value.index)]
-    assert [int(t.iloc[0]["n"]) for t in tables] == [2, 2, 2, 1, 1]
+    overview = at.table[0].value  # judge vs people, a row per criterion
+    assert list(overview.index) == ["Correctness", "Helpfulness", "Faithfulness", "Grounding", "Topicality"]
+    assert list(overview["n"]) == [2, 2, 2, 1, 1]
+    choice = at.radio(key="calibration_criterion")
+    assert choice.value == "correctness" and list(choice.options) == [c.capitalize() for c in CRITERIA]
+    for criterion, n in [("grounding", 1), ("topicality", 1), ("helpfulness", 2)]:  # the details of one at a time
+        at.radio(key="calibration_criterion").set_value(criterion).run()
+        assert not at.exception, at.exception
+        assert criterion.capitalize() in [h.value for h in at.subheader]
+        assert not {c.capitalize() for c in CRITERIA if c != criterion} & {h.value for h in at.subheader}
+        details = next(t.value for t in at.table if "judge vs people" in list(t.value.index))
+        assert int(details.loc["judge vs people", "n"]) == n
+
+
+def test_calibration_keeps_the_criterion_shown_while_the_scope_has_it(fake, settings, kb_db):
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "all-rated")
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "correctness-rated")
+    save_rating(kb_db, evals.run_ids_of(kb_db, 1)[0], "ana", dict.fromkeys(CRITERIA, 4))
+    save_rating(kb_db, evals.run_ids_of(kb_db, 2)[0], "ana", {"correctness": 3, "helpfulness": 3, "faithfulness": 3})
+    at = app("pages/calibration.py")
+    at.selectbox[0].set_value("run: all-rated").run()
+    at.radio(key="calibration_criterion").set_value("grounding").run()
+    assert "Grounding" in [h.value for h in at.subheader]
+    at.selectbox[0].set_value("run: correctness-rated").run()  # grounding is not rated there
+    assert not at.exception, at.exception
+    assert at.radio(key="calibration_criterion").value == "correctness"
+    assert "Correctness" in [h.value for h in at.subheader] and "Grounding" not in [h.value for h in at.subheader]
+    at.selectbox[0].set_value("run: all-rated").run()
+    assert at.radio(key="calibration_criterion").value == "correctness"

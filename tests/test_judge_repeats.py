@@ -253,7 +253,7 @@ def test_calibration_shows_self_agreement_beside_agreement_with_people(fake, set
         save_rating(db, run_id, "ana", {"correctness": 3 + n % 2, "helpfulness": 3, "faithfulness": 5})
     at = app("pages/calibration.py")
     assert not at.exception, at.exception
-    table = at.table[0].value
+    table = at.table[1].value  # correctness's details, below the overview of every criterion
     assert list(table.index[:2]) == ["judge vs people", "judge vs itself (3 repeats)"]
     itself = report(settings, db, "noisy-cal").judge_variance[0]
     assert table.loc["judge vs itself (3 repeats)", "n"] == 6

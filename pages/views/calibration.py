@@ -103,6 +103,28 @@ def self_row(v: CriterionVariance) -> dict:
     }
 
 
+CRITERION = "calibration_criterion"  # session state: the criterion shown in detail
+
+
+def overview(stats: dict[str, Agreement], scope: str) -> None:
+    """Judge vs people, one row per criterion that has pairs; the ones without are named below the table."""
+    st.subheader("Judge vs people, by criterion")
+    rows = [stats_row(c.capitalize(), s) for c, s in stats.items() if s.n]
+    st.table(pd.DataFrame(rows).set_index(""))
+    missing = [c for c, s in stats.items() if not s.n]  # e.g. a criterion added after these answers were rated
+    if missing:
+        st.caption(
+            f"{', '.join(c.capitalize() for c in missing)}: no answer in {escape_markdown(scope)} has both a "
+            "person's rating and a judge score yet."
+        )
+
+
+def choose_criterion(criteria: list[str]) -> str:
+    """The criterion whose details (self-agreement, people with each other, charts, disagreements) are drawn: one
+    at a time, as drawing all of them made a visit of the page cost the browser twice as long."""
+    return st.radio("Details of", criteria, format_func=str.capitalize, horizontal=True, key=CRITERION)
+
+
 def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict], stats: Agreement) -> None:
     st.subheader(criterion.capitalize())
     if not stats.reliable:
