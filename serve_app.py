@@ -2,7 +2,8 @@
 with the flags given. Each page's first visit after the server starts then finds its modules imported (they were
 0.7 s of the Evaluate page's first render) instead of importing them in its own script run; importing them here,
 before the server's threads exist, cannot deadlock on the import lock as a warm-up thread beside the first page's
-run could."""
+run could. Once the server is up, a thread computes what Evaluate and Calibration show first
+(pages/views/precompute.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import importlib
 import logging
 import pkgutil
 import sys
+import threading
 
 import pages.views
 
@@ -34,6 +36,10 @@ def warm() -> list[str]:
 
 def main(flags: list[str] | None = None) -> None:
     warm()
+    from pages.views.common import resources
+    from pages.views.precompute import THREAD, precompute_when_serving
+
+    threading.Thread(target=precompute_when_serving, args=(resources,), name=THREAD, daemon=True).start()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", "streamlit_app.py", *(sys.argv[1:] if flags is None else flags)]

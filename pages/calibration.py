@@ -3,6 +3,7 @@
 import streamlit as st
 
 from pages.views.calibration import (
+    agreement_by_criterion,
     choose_criterion,
     choose_scope,
     claim_section,
@@ -13,8 +14,6 @@ from pages.views.calibration import (
 )
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
-from pipeline.calibration.agreement import agreement
-from pipeline.calibration.annotations import judged_pairs
 from pipeline.evaluation.judge import CRITERIA
 
 settings, db = page_setup("Calibration")
@@ -25,10 +24,7 @@ if not run_ids:
     st.info("No judged runs in this scope yet.")
     st.stop()
 
-pairs_by_criterion = {c: judged_pairs(db, run_ids, c) for c in CRITERIA}
-stats = {
-    c: agreement([p["judge"] for p in pairs], [p["human"] for p in pairs]) for c, pairs in pairs_by_criterion.items()
-}
+pairs_by_criterion, stats = agreement_by_criterion(db, run_ids)
 if not any(s.n for s in stats.values()):
     st.info(f"No rated answers in {escape_markdown(label)} yet: rate some on the Annotate page.")
     st.stop()

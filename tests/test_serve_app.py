@@ -8,20 +8,22 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from test_app import app, fresh_streamlit_caches  # noqa: F401 - the autouse fixture: the caches start empty
 
 import pages.views
 
 PROBE = """
-import json, sys
+import json, sys, threading
 import serve_app
 from streamlit.web import cli
 cli.main = lambda: print(json.dumps({"argv": sys.argv,
-    "imported": sorted(m for m in sys.modules if m.startswith("pages.views."))}))
+    "imported": sorted(m for m in sys.modules if m.startswith("pages.views.")),
+    "threads": [t.name for t in threading.enumerate()]}))
 serve_app.main(["--server.port", "8600"])
 """
 
 
-def test_the_app_starts_with_every_view_module_imported_and_streamlit_run_on_the_chat_page():
+def test_the_app_starts_with_every_view_module_imported_the_precompute_waiting_and_streamlit_run_on_chat():
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
@@ -29,3 +31,47 @@ def test_the_app_starts_with_every_view_module_imported_and_streamlit_run_on_the
     views = sorted(f"pages.views.{m.name}" for m in pkgutil.iter_modules(pages.views.__path__))
     assert len(views) > 10 and set(views) <= set(seen["imported"])
     assert "No runtime found" not in done.stderr  # the cache decorators' warning is kept out of `make run`
+    assert "precompute" in seen["threads"]  # waiting for the server, to compute what Evaluate and Calibration show
+
+
+def test_precompute_leaves_evaluate_and_calibration_nothing_to_compute_on_their_first_visit(
+    fake, settings, db, tmp_path, monkeypatch
+):
+    """What serve_app's thread runs once the server is up: the newest evaluation's report and the first Calibration
+    scope's kappa intervals are kept, so the pages' first runs show them without computing them."""
+    from test_judge_repeats import evaluate, rows
+
+    from pages.views import cached
+    from pages.views.common import resources
+    from pages.views.precompute import precompute
+    from pipeline.calibration import agreement
+    from pipeline.calibration.annotations import save_rating
+    from pipeline.evaluation.runner import report
+    from store import evals
+
+    path = tmp_path / "towers.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows(20)))
+    fake.judge_noise = (2, 4)  # the judge's scores vary, so kappa has an interval
+    evaluate(settings, db, path, "older", 1)
+    evaluate(settings, db, path, "newest", 1)
+    for n, run_id in enumerate(evals.run_ids_of(db, evals.get_eval_run(db, "newest").id)):
+        save_rating(db, run_id, "ana", {"correctness": 1 + n % 5, "helpfulness": 3, "faithfulness": 4})
+    expected = report(settings, db, "newest")
+    agreement._INTERVALS.clear()
+
+    done = precompute(*resources())
+    assert done[0] == "the report of evaluation newest" and done[1].startswith("Calibration's agreement for all runs")
+    assert agreement._INTERVALS  # the correctness pairs' interval was computed
+
+    def computed_again(*args, **kwargs):
+        raise AssertionError("computed on the page's first visit")
+
+    monkeypatch.setattr(agreement, "table_interval", computed_again)
+    monkeypatch.setattr(cached, "report", computed_again)
+    at = app("pages/calibration.py")
+    assert not at.exception, at.exception
+    assert at.table[0].value.loc["Correctness", "95% interval"].startswith("[")
+    at = app("pages/evaluate.py")
+    assert not at.exception, at.exception
+    assert at.selectbox(key="eval_selected").value == "newest"
+    assert len(at.metric) >= len(expected.metrics)  # a tile per metric, from the kept report

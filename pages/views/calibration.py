@@ -25,18 +25,38 @@ from pipeline.evaluation.judge_variance import CriterionVariance, scope_variance
 from pipeline.history.evaluations import list_eval_runs, run_ids_of, run_ids_under_pin
 
 
-def choose_scope(db) -> tuple[str, list[int]]:
+def _pins(runs: list[dict]) -> list[tuple[str, str, str]]:
+    return sorted({(r["judge_model"], r["judge_digest"], r["judge_prompt_version"]) for r in runs})
+
+
+def scope_options(db) -> list[str]:
+    """Calibration's scopes, the first shown by default: all runs under each judge pin, then each evaluation."""
     runs = list_eval_runs(db)
-    pins = sorted({(r["judge_model"], r["judge_digest"], r["judge_prompt_version"]) for r in runs})
-    options = [f"all runs judged by {m}@{d[:12]} / {v}" for m, d, v in pins] + [f"run: {r['name']}" for r in runs]
+    return [f"all runs judged by {m}@{d[:12]} / {v}" for m, d, v in _pins(runs)] + [f"run: {r['name']}" for r in runs]
+
+
+def scope_run_ids(db, choice: str) -> list[int]:
+    """The runs of a scope named as scope_options names it."""
+    runs = list_eval_runs(db)
+    if choice.startswith("run: "):
+        name = choice.removeprefix("run: ")
+        return run_ids_of(db, next(r["id"] for r in runs if r["name"] == name))
+    model, digest, version = _pins(runs)[scope_options(db).index(choice)]
+    return run_ids_under_pin(db, model, digest, version)
+
+
+def choose_scope(db) -> tuple[str, list[int]]:
+    options = scope_options(db)
     if not options:
         return "", []
     choice = st.selectbox("Scope", options)
-    if choice.startswith("run: "):
-        name = choice.removeprefix("run: ")
-        return name, run_ids_of(db, next(r["id"] for r in runs if r["name"] == name))
-    model, digest, version = pins[options.index(choice)]
-    return choice, run_ids_under_pin(db, model, digest, version)
+    return choice, scope_run_ids(db, choice)
+
+
+def agreement_by_criterion(db, run_ids: list[int]) -> tuple[dict[str, list[dict]], dict[str, Agreement]]:
+    """(each criterion's judge-human pairs in the scope, their agreement statistics)."""
+    pairs = {c: judged_pairs(db, run_ids, c) for c in CRITERIA}
+    return pairs, {c: agreement([p["judge"] for p in ps], [p["human"] for p in ps]) for c, ps in pairs.items()}
 
 
 def figure(s: Agreement, name: str) -> str:

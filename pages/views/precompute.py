@@ -1,0 +1,62 @@
+"""What the two slowest pages show first, computed once when the server starts (issue 29): the newest
+evaluation's report (Evaluate) and the agreement of Calibration's first scope with its kappa intervals. The pages
+keep these by their inputs (pages/views/cached.py, pipeline/calibration/agreement.py), so their first visit after
+`make run` finds them computed instead of computing them in the visitor's script run. Nothing is shown or
+stored; a failure is logged and leaves the page to compute as it always could."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from pages.views.cached import evaluation_report
+from pages.views.calibration import agreement_by_criterion, scope_options, scope_run_ids
+from pipeline.calibration.agreement import inter_annotator
+from pipeline.evaluation.judge import CRITERIA
+from pipeline.history.evaluations import list_eval_runs
+
+log = logging.getLogger(__name__)
+THREAD = "precompute"  # the name of the thread serve_app starts
+
+
+def precompute(settings, db) -> list[str]:
+    """Compute what Evaluate and Calibration show by default; what was computed, in words."""
+    done = []
+    runs = list_eval_runs(db)
+    if runs:
+        name = runs[0]["name"]  # the newest, Evaluate's default
+        evaluation_report(settings, db, name)
+        done.append(f"the report of evaluation {name}")
+    options = scope_options(db)
+    run_ids = scope_run_ids(db, options[0]) if options else []
+    if run_ids:
+        _, stats = agreement_by_criterion(db, run_ids)
+        shown = next((c for c in CRITERIA if stats[c].n), None)  # the criterion whose details show first
+        if shown is not None:
+            inter_annotator(db, run_ids, shown)
+            done.append(f"Calibration's agreement for {options[0]}")
+    return done
+
+
+def precompute_when_serving(resources, wait_s: float = 120.0) -> None:
+    """Once Streamlit's server is up (its modules imported, so this thread imports nothing beside a page's
+    script run), precompute with the pages' own settings and store (`resources`: pages.views.common.resources)."""
+    from streamlit.runtime import Runtime, RuntimeState
+    from streamlit.runtime.scriptrunner_utils import script_run_context
+
+    serving = {RuntimeState.NO_SESSIONS_CONNECTED, RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED}
+    deadline = time.monotonic() + wait_s
+    while not (Runtime.exists() and Runtime.instance().state in serving):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+    # the cached functions warn, once per call, that this thread runs no script; it need not
+    logging.getLogger(script_run_context.__name__).addFilter(lambda record: record.threadName != THREAD)
+    start = time.perf_counter()
+    try:
+        done = precompute(*resources())
+    except Exception:  # the page computes it itself; nothing is lost
+        log.warning("precomputing the pages' statistics failed; each page computes its own", exc_info=True)
+        return
+    if done:
+        log.info("precomputed %s in %.1f s", "; ".join(done), time.perf_counter() - start)
