@@ -10,8 +10,8 @@ Both pipelines answer the first golden questions, each question on its own simul
 (tests/fake_ollama.py), under four profiles in turn (PROFILES): "GPU-like", 4 slots, 25 ms per output token,
 0.5 ms per prompt token; "CPU-like", 4 slots, 25 ms and 5 ms; "laptop", 1 slot, 60 ms and 5 ms; "laptop, prompt
 cache", the same with the fake's per-slot prompt cache on (a request is charged prompt time only for the words
-after the longest common prefix with its slot's previous prompt). The engine is told the server's slots
-(`ollama_slots_per_host`, a new engine per profile). Each pipeline starts each question on a fresh slot pool
+after the longest common prefix with its slot's previous prompt for that model). The engine is told the server's
+slots (`ollama_slots_per_host`, a new engine per profile). Each pipeline starts each question on a fresh slot pool
 (empty caches), so neither inherits the other's or an earlier question's cache. On a server the engine answers,
 then the seed; several servers (lanes) run side by side only to keep the run short (the waits are sleeps, not
 CPU work).

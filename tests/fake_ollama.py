@@ -14,8 +14,10 @@ unless `clock` is given), and each chat/generate entry of `requests` gains its p
 received/started/done times (started: when it got its slot).
 
 Prompt cache (`prompt_cache=True`), as Ollama's llama.cpp runner keeps one: each slot remembers the prompt it
-processed last (its words, for its model), a request takes the free slot whose memory shares the longest
-common prefix with its prompt, and only the words after that prefix are charged prompt time. The record's
+processed last for each model (Ollama runs each loaded model in a runner process of its own, with its own slots and
+KV cache, so a call to one model does not evict another's; the slots here are shared by all models as compute is, on
+one machine), a request takes the free slot whose memory for its model shares the longest common prefix with its
+prompt, and only the words after that prefix are charged prompt time. The record's
 `cached_tokens` says how many were reused, and `prompt_eval_count` counts only those processed, as Ollama's does.
 
 Tests that need order, not speed, use events instead of the clock:
@@ -806,13 +808,13 @@ class _Server(ThreadingHTTPServer):
 
 
 class SlotPool:
-    """`n` parallel slots. With the prompt cache on, each remembers its last prompt (model and words) and a request
-    takes the free slot sharing the longest common prefix with its own, else the one used least recently (as
-    llama.cpp's slot selection does)."""
+    """`n` parallel slots. With the prompt cache on, each remembers its last prompt for each model (each model's
+    runner keeps its own) and a request takes the free slot sharing the longest common prefix with its own, else
+    the one used least recently (as llama.cpp's slot selection does)."""
 
     def __init__(self, n):
         self._free = list(range(n))
-        self._memory = {}  # slot -> (model, words)
+        self._memory = {}  # (slot, model) -> words
         self._used = dict.fromkeys(range(n), -1)  # slot -> when it was last released (a counter)
         self._uses = 0
         self._changed = threading.Condition()
@@ -829,16 +831,14 @@ class SlotPool:
             yield min(cached, max(0, len(words) - 1))  # the last word is always processed, as llama.cpp does
         finally:
             with self._changed:
-                self._memory[slot] = (model, list(words))
+                self._memory[slot, model] = list(words)
                 self._uses += 1
                 self._used[slot] = self._uses
                 self._free.append(slot)
                 self._changed.notify()
 
     def _shared(self, slot, model, words):
-        remembered_model, remembered = self._memory.get(slot, (None, []))
-        if remembered_model != model:
-            return 0
+        remembered = self._memory.get((slot, model), [])
         n = 0
         for a, b in zip(remembered, words, strict=False):
             if a != b:

@@ -113,10 +113,13 @@ def test_a_chat_answer_opens_in_its_drilldown(app):
 
 
 def test_calibration_heatmap_labels_every_score(app):
+    from playwright.sync_api import expect
+
     page = visit(app, "calibration", "Calibration", ["Correctness"])
     chart = page.get_by_test_id("stVegaLiteChart").first  # correctness: judge x human
     labels = chart.locator("g.role-axis-label")  # Vega's SVG: one group of labels per axis, x first
     labels.nth(1).wait_for(state="attached", timeout=60_000)
-    assert labels.nth(0).locator("text").all_text_contents() == ["1", "2", "3", "4", "5"]
-    assert labels.nth(1).locator("text").all_text_contents() == ["1", "2", "3", "4", "5"]
+    # retried until it holds: Vega redraws the SVG when the chart's width settles as the page fills
+    expect(labels.nth(0).locator("text")).to_have_text(["1", "2", "3", "4", "5"], timeout=30_000)
+    expect(labels.nth(1).locator("text")).to_have_text(["1", "2", "3", "4", "5"], timeout=30_000)
     page.close()

@@ -614,6 +614,21 @@ def test_with_the_prompt_cache_a_call_sharing_a_slots_prefix_is_charged_only_for
     assert again.prompt_eval_count == 42 and [r["prompt_tokens"] for r in fake.requests] == [42, 44, 3, 42]
 
 
+def test_with_the_prompt_cache_a_call_to_another_model_does_not_evict_a_models_prefix():
+    """Each model's runner keeps its own cache: the verifier's calls between two of the generator's leave the
+    generator's prefix in place."""
+    passages = " ".join(f"passage{n}" for n in range(40))
+    clock, server = virtual_fake(seconds_per_token=0.0, seconds_per_prompt_token=0.01, slots=1, prompt_cache=True)
+    with server as fake, ollama.Client(host=fake.url) as client:
+        fake.enqueue("ok", times=4)
+        client.generate(model=LLM, prompt=f"{passages} grade them")
+        client.generate(model="bespoke-minicheck", prompt=f"Document: {passages} Claim: one")
+        client.generate(model=LLM, prompt=f"{passages} now answer the question")
+        client.generate(model="bespoke-minicheck", prompt=f"Document: {passages} Claim: two")
+    assert [r["cached_tokens"] for r in fake.requests] == [0, 0, 40, 42]  # 40 passages; "Document:" + 40 + "Claim:"
+    assert clock.slept == pytest.approx([0.42, 0.43, 0.04, 0.01])
+
+
 def test_with_two_slots_each_keeps_its_own_prefix_and_a_call_finds_the_slot_that_holds_its_own():
     a, b = " ".join(["alpha"] * 30), " ".join(["beta"] * 30)
     clock, server = virtual_fake(seconds_per_token=0.0, seconds_per_prompt_token=0.01, slots=2, prompt_cache=True)
