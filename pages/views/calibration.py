@@ -50,7 +50,7 @@ def choose_scope(db) -> tuple[str, list[int]]:
     if not options:
         return "", []
     choice = st.selectbox("Scope", options)
-    return choice, scope_run_ids(db, choice)
+    return choice.removeprefix("run: "), scope_run_ids(db, choice)
 
 
 def agreement_by_criterion(db, run_ids: list[int]) -> tuple[dict[str, list[dict]], dict[str, Agreement]]:
@@ -141,7 +141,7 @@ def overview(stats: dict[str, Agreement], scope: str) -> None:
 
 def choose_criterion(criteria: list[str]) -> str:
     """The criterion whose details (self-agreement, people with each other, charts, disagreements) are drawn: one
-    at a time, as drawing all of them made a visit of the page cost the browser twice as long."""
+    at a time, as five criteria's tables and ten charts made the browser's every visit of the page slow."""
     return st.radio("Details of", criteria, format_func=str.capitalize, horizontal=True, key=CRITERION)
 
 
