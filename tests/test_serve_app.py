@@ -75,3 +75,15 @@ def test_precompute_leaves_evaluate_and_calibration_nothing_to_compute_on_their_
     assert not at.exception, at.exception
     assert at.selectbox(key="eval_selected").value == "newest"
     assert len(at.metric) >= len(expected.metrics)  # a tile per metric, from the kept report
+
+
+def test_a_busy_store_at_start_is_one_line_in_the_log_and_the_pages_compute_their_own(caplog):
+    from pages.views.precompute import precompute_when_serving
+    from store.errors import StoreLocked
+
+    def busy():
+        raise StoreLocked("workbench.duckdb", 15)
+
+    precompute_when_serving(busy, is_up=lambda: True)  # returns: nothing raised into the server's thread
+    assert "the pages' statistics were not precomputed (the store workbench.duckdb stayed locked" in caplog.text
+    assert "Traceback" not in caplog.text

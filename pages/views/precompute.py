@@ -12,6 +12,7 @@ import time
 from pages.views.cached import evaluation_report
 from pages.views.calibration import agreement_by_criterion, scope_options, scope_run_ids
 from pipeline.calibration.agreement import inter_annotator
+from pipeline.errors import WorkbenchError
 from pipeline.evaluation.judge import CRITERIA
 from pipeline.history.evaluations import list_eval_runs
 
@@ -38,15 +39,21 @@ def precompute(settings, db) -> list[str]:
     return done
 
 
-def precompute_when_serving(resources, wait_s: float = 120.0) -> None:
-    """Once Streamlit's server is up (its modules imported, so this thread imports nothing beside a page's
-    script run), precompute with the pages' own settings and store (`resources`: pages.views.common.resources)."""
+def server_is_up() -> bool:
+    """Streamlit's runtime exists and serves (its modules are imported by then)."""
     from streamlit.runtime import Runtime, RuntimeState
-    from streamlit.runtime.scriptrunner_utils import script_run_context
 
     serving = {RuntimeState.NO_SESSIONS_CONNECTED, RuntimeState.ONE_OR_MORE_SESSIONS_CONNECTED}
+    return Runtime.exists() and Runtime.instance().state in serving
+
+
+def precompute_when_serving(resources, wait_s: float = 120.0, is_up=server_is_up) -> None:
+    """Once Streamlit's server is up (so this thread imports nothing beside a page's script run), precompute with
+    the pages' own settings and store (`resources`: pages.views.common.resources)."""
+    from streamlit.runtime.scriptrunner_utils import script_run_context
+
     deadline = time.monotonic() + wait_s
-    while not (Runtime.exists() and Runtime.instance().state in serving):
+    while not is_up():
         if time.monotonic() > deadline:
             return
         time.sleep(0.1)
@@ -55,7 +62,10 @@ def precompute_when_serving(resources, wait_s: float = 120.0) -> None:
     start = time.perf_counter()
     try:
         done = precompute(*resources())
-    except Exception:  # the page computes it itself; nothing is lost
+    except WorkbenchError as exc:  # e.g. the store is busy: the pages compute their own, as without this thread
+        log.warning("the pages' statistics were not precomputed (%s); each page computes its own", exc.message)
+        return
+    except Exception:
         log.warning("precomputing the pages' statistics failed; each page computes its own", exc_info=True)
         return
     if done:
