@@ -123,6 +123,7 @@ def test_the_calibration_page_computes_its_intervals_once_until_a_rating_changes
     each on a busy machine) are computed only for pairs not seen before."""
     from test_evaluation import dataset
 
+    import pages.views.calibration as calibration_views
     import pipeline.calibration.annotations as annotations_module
     from pipeline.evaluation.runner import run_evaluation
 
@@ -137,6 +138,7 @@ def test_the_calibration_page_computes_its_intervals_once_until_a_rating_changes
         return [{**base, "judge": j, "human": h} for j, h in zip(judge, human, strict=True)]
 
     monkeypatch.setattr(annotations_module, "judged_pairs", judged_pairs)
+    monkeypatch.setattr(calibration_views, "judged_pairs", judged_pairs)  # where the page's statistics read them
     at = page("pages/calibration.py")
     at.run()
     assert not at.exception, at.exception
