@@ -25,32 +25,27 @@ from pipeline.evaluation.judge_variance import CriterionVariance, scope_variance
 from pipeline.history.evaluations import list_eval_runs, run_ids_of, run_ids_under_pin
 
 
-def _pins(runs: list[dict]) -> list[tuple[str, str, str]]:
-    return sorted({(r["judge_model"], r["judge_digest"], r["judge_prompt_version"]) for r in runs})
-
-
-def scope_options(db) -> list[str]:
-    """Calibration's scopes, the first shown by default: all runs under each judge pin, then each evaluation."""
+def scopes(db) -> dict[str, tuple[str, tuple]]:
+    """Calibration's scopes by label, the first shown by default: all runs under each judge pin ("pin", (model,
+    digest, prompt version)), then each evaluation ("run", (its id,))."""
     runs = list_eval_runs(db)
-    return [f"all runs judged by {m}@{d[:12]} / {v}" for m, d, v in _pins(runs)] + [f"run: {r['name']}" for r in runs]
+    pins = sorted({(r["judge_model"], r["judge_digest"], r["judge_prompt_version"]) for r in runs})
+    labelled = {f"all runs judged by {m}@{d[:12]} / {v}": ("pin", (m, d, v)) for m, d, v in pins}
+    return labelled | {f"run: {r['name']}": ("run", (r["id"],)) for r in runs}
 
 
-def scope_run_ids(db, choice: str) -> list[int]:
-    """The runs of a scope named as scope_options names it."""
-    runs = list_eval_runs(db)
-    if choice.startswith("run: "):
-        name = choice.removeprefix("run: ")
-        return run_ids_of(db, next(r["id"] for r in runs if r["name"] == name))
-    model, digest, version = _pins(runs)[scope_options(db).index(choice)]
-    return run_ids_under_pin(db, model, digest, version)
+def scope_run_ids(db, scope: tuple[str, tuple]) -> list[int]:
+    """The runs of a scope as `scopes` gives it."""
+    kind, key = scope
+    return run_ids_of(db, *key) if kind == "run" else run_ids_under_pin(db, *key)
 
 
 def choose_scope(db) -> tuple[str, list[int]]:
-    options = scope_options(db)
+    options = scopes(db)
     if not options:
         return "", []
-    choice = st.selectbox("Scope", options)
-    return choice.removeprefix("run: "), scope_run_ids(db, choice)
+    choice = st.selectbox("Scope", list(options))
+    return choice.removeprefix("run: "), scope_run_ids(db, options[choice])
 
 
 def agreement_by_criterion(db, run_ids: list[int]) -> tuple[dict[str, list[dict]], dict[str, Agreement]]:

@@ -10,7 +10,7 @@ import logging
 import time
 
 from pages.views.cached import evaluation_report
-from pages.views.calibration import agreement_by_criterion, scope_options, scope_run_ids
+from pages.views.calibration import agreement_by_criterion, scope_run_ids, scopes
 from pipeline.calibration.agreement import inter_annotator
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.judge import CRITERIA
@@ -28,14 +28,14 @@ def precompute(settings, db) -> list[str]:
         name = runs[0]["name"]  # the newest, Evaluate's default
         evaluation_report(settings, db, name)
         done.append(f"the report of evaluation {name}")
-    options = scope_options(db)
-    run_ids = scope_run_ids(db, options[0]) if options else []
+    label, scope = next(iter(scopes(db).items()), (None, None))  # Calibration's default
+    run_ids = scope_run_ids(db, scope) if scope else []
     if run_ids:
         _, stats = agreement_by_criterion(db, run_ids)
         shown = next((c for c in CRITERIA if stats[c].n), None)  # the criterion whose details show first
         if shown is not None:
             inter_annotator(db, run_ids, shown)
-            done.append(f"Calibration's agreement for {options[0]}")
+            done.append(f"Calibration's agreement for {label}")
     return done
 
 
