@@ -179,3 +179,55 @@ def test_claims_land_on_list_items_and_carry_their_answer_span():
     markdown = annotated_markdown(answer, claims)
     assert ":orange-background[Bake it at 220 degrees" in markdown
     assert ":green-background[Mix flour and water\\.]" in markdown and "Not placed" not in markdown
+
+
+BIRDS = [
+    Passage(1, 1, "/kb/herons.md", "Herons wade in shallow marshes.", 0.5),
+    Passage(2, 2, "/kb/ravens.md", "Ravens nest on high cliffs.", 0.5),
+    Passage(3, 3, "/kb/swifts.md", "Swifts sleep while flying.", 0.5),
+]
+# (claim number, claim, the passages its sentence cites): one supported by the passage it cites, two by none
+BIRD_CLAIMS = [(1, "Ravens nest on high cliffs.", {2}), (2, "Owls hunt at night.", ()), (3, "Geese fly south.", ())]
+
+
+def minicheck_asked(fake) -> list[tuple[str, str]]:
+    """(document, claim) of each bespoke-minicheck request, in the order the server took them."""
+    asked = [
+        r for r in fake.requests if r["path"] == "/api/chat" and (r["model"] or "").startswith("bespoke-minicheck")
+    ]
+    ordered = sorted(asked, key=lambda r: r["started"])
+    return [tuple(r["body"]["messages"][-1]["content"].removeprefix("Document: ").split("\nClaim: ")) for r in ordered]
+
+
+def processed(fake) -> int:
+    """Prompt words the server processed: those its prompt cache did not hold."""
+    return sum(r.get("prompt_tokens", 0) - r.get("cached_tokens", 0) for r in fake.requests)
+
+
+def test_claims_verified_together_are_asked_passage_by_passage_with_the_verdicts_of_one_by_one(fake, settings, db):
+    """One slot: the claims of a whole answer go to the verifier together, and it asks each passage about every
+    claim waiting on it in a row, so the server's prompt cache holds the passage; each claim still makes the calls
+    it makes alone (its cited passage first), so the verdicts and the evidence are the same."""
+    fake.prompt_cache = True
+    fake.set_latency(0.0, slots=1)
+    model_only = dataclasses.replace(settings, precheck_enabled=False, cache_enabled=False)
+    checker = FaithfulnessChecker(LLM(model_only, db), model_only, classify=False)
+
+    alone = [checker.verify_claim(n, claim, BIRDS, cited=cited) for n, claim, cited in BIRD_CLAIMS]
+    asked_alone, processed_alone = minicheck_asked(fake), processed(fake)
+    fake.clear()
+    fake.set_latency(0.0, slots=1)  # an empty cache
+    together = checker.verify_together(BIRD_CLAIMS, BIRDS)
+    asked_together, processed_together = minicheck_asked(fake), processed(fake)
+
+    verdicts = [(c.claim_no, c.verdict, c.passage.n if c.passage else None, c.evidence) for c in together]
+    assert verdicts == [(c.claim_no, c.verdict, c.passage.n if c.passage else None, c.evidence) for c in alone]
+    assert verdicts[0] == (1, "supported", 2, "Ravens nest on high cliffs.") and verdicts[1][1:3] == (
+        "unsupported",
+        None,
+    )
+    assert sorted(asked_together) == sorted(asked_alone) and len(asked_together) == 7  # the same calls
+    assert [doc for doc, _ in asked_alone] == [BIRDS[n - 1].text for n in (2, 1, 2, 3, 1, 2, 3)]
+    assert [doc for doc, _ in asked_together] == [BIRDS[n - 1].text for n in (1, 1, 2, 2, 2, 3, 3)]
+    # the server's prompt cache held the passage for the second claim asked about it: 4 calls of 7 paid only the claim
+    assert processed_together < processed_alone

@@ -284,11 +284,11 @@ class _Stub:
     def __init__(self, verdict):
         self.verdict, self.asked = verdict, []
 
-    def verify(self, claim_no, claim, passages, question="", cited=()):
+    def verify_many(self, items, passages, question=""):
         from pipeline.verification.claims import CheckedClaim
 
-        self.asked.append(claim)
-        return CheckedClaim(claim_no, claim, self.verdict, "stub", reason="the stub decided")
+        self.asked += [claim for _, claim, _ in items]
+        return [CheckedClaim(n, claim, self.verdict, "stub", reason="the stub decided") for n, claim, _ in items]
 
 
 def test_a_hint_passes_the_claim_on_and_a_reliable_signal_decides(settings):

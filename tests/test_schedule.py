@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from itertools import groupby
 
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.prompts import GENERATE, GENERATE_STRICT, generate_input
@@ -205,3 +206,24 @@ def test_four_slots_check_each_sentence_while_the_answer_streams(fake, settings,
         "RAG retrieves passages and then it writes the answer from them [1].",
         "The index held 21 million passages [1].",
     ]
+
+
+def test_one_slot_verifies_the_whole_answer_together_so_the_prompt_cache_holds_each_passage(fake, settings, kb_db):
+    """The sequential schedule hands every sentence's claims to the verifier at once: a passage is asked about
+    claims of different sentences in a row, and the server's prompt cache holds it for all but the first."""
+    from test_faithfulness import minicheck_asked
+
+    fake.answer_style = "paraphrase"  # a first answer with sentences no passage supports: each tried on every one
+    fake.prompt_cache = True
+    fake.set_latency(0.0, slots=1)
+    one_slot = dataclasses.replace(settings, ollama_slots_per_host=1, cache_enabled=False)
+    events, result = ask(kb_db, one_slot)
+    asked = minicheck_asked(fake)
+    sentence_of = {c.text: c.answer_span for a in result.attempts for c in a.claims}
+    runs = [(doc, {sentence_of.get(claim) for _, claim in group}) for doc, group in groupby(asked, key=lambda a: a[0])]
+    assert any(len(spans) >= 4 for _, spans in runs)  # one passage, claims of four sentences, one after another
+    held = [
+        r for r in fake.requests if (r["model"] or "").startswith("bespoke-minicheck") and r.get("cached_tokens", 0) > 5
+    ]
+    assert len(asked) >= 8 and len(held) >= len(asked) / 2
+    assert result.status in ("accepted", "flagged")

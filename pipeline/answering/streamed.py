@@ -18,8 +18,13 @@ from pipeline.answering.live import LiveSentence, SentenceFeed
 from pipeline.models.llm import LLMReply
 from pipeline.text import Sentence, find_span, is_meta_statement, one_line, strip_citations
 from pipeline.verification.claims import EXTRACTION_ERROR, CheckedClaim, Passage, context_block, scored_claims
-from pipeline.verification.extraction_check import REPEAT, repeats
-from pipeline.verification.faithfulness import ABSTAIN_SENTENCE, ClaimExtraction, example_text
+from pipeline.verification.extraction_check import REPEAT, extraction_errors, repeats
+from pipeline.verification.faithfulness import (
+    ABSTAIN_SENTENCE,
+    ClaimExtraction,
+    example_text,
+    with_extraction_errors,
+)
 from pipeline.verification.placement import place_claim
 from pipeline.verification.prompts import EXTRACT_CLAIMS, EXTRACT_SENTENCE_CLAIMS
 
@@ -187,16 +192,38 @@ class LiveAttempt:
                 for claim in extraction.claims:  # an unplaced claim goes with the last sentence: found not in it
                     at = place_claim(claim, parts)
                     claims.setdefault(rest[-1 if at is None else at].index, []).append(claim)
-        checks = []
-        for i, sentence in enumerate(sentences):
-            earlier = sentences[i - 1].text if i else ""
-            if sentence.index in errors:
-                checks.append(SentenceCheck(sentence, error=errors[sentence.index]))
-            elif sentence.index in claims and not self.stop.is_set():
-                with tracing.step(f"check sentence {sentence.index + 1}", cited=sorted(sentence.cited)):
-                    checks.append(self._verify_sentence(sentence, earlier, claims[sentence.index], EXTRACT_CLAIMS))
-            else:
-                checks.append(SentenceCheck(sentence))
+        placed = [
+            (sentence, sentences[i - 1].text if i else "", claims[sentence.index])
+            for i, sentence in enumerate(sentences)
+            if sentence.index in claims and sentence.index not in errors
+        ]
+        verified = {} if self.stop.is_set() else self._verify_together(placed)
+        return [
+            SentenceCheck(s, error=errors[s.index]) if s.index in errors else verified.get(s.index, SentenceCheck(s))
+            for s in sentences
+        ]
+
+    def _verify_together(self, placed: list[tuple[LiveSentence, str, list[str]]]) -> dict[int, SentenceCheck]:
+        """The sequential schedule's verification: every sentence's claims (sentence, the one before, its claims)
+        down the verifier chain at once, each with its sentence's cited passages first, so that the verifier can
+        ask one passage about several claims in a row (the server's prompt cache then holds the passage)."""
+        run, examples = self.run_, example_text(EXTRACT_CLAIMS)
+        screened, items = [], []
+        for sentence, earlier, claims in placed:
+            reasons = extraction_errors(claims, sentence.text, run.question, earlier, examples)
+            screened.append(reasons)
+            for claim, why in zip(claims, reasons, strict=True):
+                if why is None:
+                    items.append((len(items) + 1, claim, sentence.cited))
+        rejected: list[CheckedClaim] = []
+        verified = iter(run.checker.verify_together(items, self.passages, run.question, rejected) if items else [])
+        self._classify_later(rejected)
+        checks = {}
+        for (sentence, _, claims), reasons in zip(placed, screened, strict=True):
+            checked = with_extraction_errors(claims, reasons, verified)
+            for claim in checked:
+                claim.answer_span = (sentence.start, sentence.end)
+            checks[sentence.index] = SentenceCheck(sentence, checked)
         return checks
 
     def _verify_sentence(self, sentence: LiveSentence, earlier: str, claims: list[str], prompt) -> SentenceCheck:
@@ -216,13 +243,17 @@ class LiveAttempt:
                 cited=sentence.cited,
                 deferred=rejected,
             )
-        for claim in rejected:
-            future = tracing.submit(self.pool, run.checker.classify_rejected, claim, self.passages)
-            with self._classifying_guard:
-                self.classifying.append((claim, future))
+        self._classify_later(rejected)
         for claim in checked:
             claim.answer_span = (sentence.start, sentence.end)
         return SentenceCheck(sentence, checked)
+
+    def _classify_later(self, rejected: list[CheckedClaim]) -> None:
+        """Each rejected claim classified (contradicted or unsupported) on the pool meanwhile."""
+        for claim in rejected:
+            future = tracing.submit(self.pool, self.run_.checker.classify_rejected, claim, self.passages)
+            with self._classifying_guard:
+                self.classifying.append((claim, future))
 
     def _verbatim(self, sentence: LiveSentence) -> bool:
         quoted = strip_citations(sentence.text)

@@ -8,13 +8,15 @@ Undecided hands the claim to the next verifier of the chain.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import ClassVar
 
 from pipeline.answering.prompts import Prompt
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.verification.claims import UNSUPPORTED, VERIFIER_VERDICTS, CheckedClaim, Passage
+
+Item = tuple[int, str, Collection[int]]  # (claim number, claim, the numbers of the passages its sentence cites)
 
 
 class Verifier(ABC):
@@ -43,21 +45,34 @@ class Verifier(ABC):
     ) -> CheckedClaim:
         """`cited`: the numbers of the passages the answer sentence cites, which a verifier that tries
         passages one by one tries first."""
-        if not claim or not claim.strip():
-            raise ValueError(f"{self.name}: claim {claim_no} is empty")
+        return self.verify_many([(claim_no, claim, cited)], passages, question)[0]
+
+    def verify_many(self, items: Sequence[Item], passages: list[Passage], question: str = "") -> list[CheckedClaim]:
+        """One verdict per (claim number, claim, cited passage numbers), in order. Given together, a verifier
+        that sends calls may order them across the claims (one slot: consecutive calls that share a passage
+        let the server's prompt cache hold it)."""
+        for claim_no, claim, _ in items:
+            if not claim or not claim.strip():
+                raise ValueError(f"{self.name}: claim {claim_no} is empty")
         if not passages:
-            return CheckedClaim(
-                claim_no, claim, UNSUPPORTED, self.label, reason="there is no passage to check it against"
-            )
-        checked = self._verify_for(question, claim_no, claim, passages, cited)
-        if checked.verdict not in VERIFIER_VERDICTS:
-            raise ValueError(
-                f"verifier {self.name} returned {checked.verdict!r}; a verifier says one of "
-                f"{', '.join(VERIFIER_VERDICTS)}"
-            )
-        if (checked.claim_no, checked.text) != (claim_no, claim):
-            raise ValueError(f"verifier {self.name} answered for another claim than claim {claim_no}")
+            return [
+                CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason="there is no passage to check it against")
+                for claim_no, claim, _ in items
+            ]
+        checked = self._verify_many(question, list(items), passages) if items else []
+        for (claim_no, claim, _), verdict in zip(items, checked, strict=True):
+            if verdict.verdict not in VERIFIER_VERDICTS:
+                raise ValueError(
+                    f"verifier {self.name} returned {verdict.verdict!r}; a verifier says one of "
+                    f"{', '.join(VERIFIER_VERDICTS)}"
+                )
+            if (verdict.claim_no, verdict.text) != (claim_no, claim):
+                raise ValueError(f"verifier {self.name} answered for another claim than claim {claim_no}")
         return checked
+
+    def _verify_many(self, question: str, items: list[Item], passages: list[Passage]) -> list[CheckedClaim]:
+        """`_verify_for` on each claim in turn; a verifier that can share work across claims overrides this."""
+        return [self._verify_for(question, claim_no, claim, passages, cited) for claim_no, claim, cited in items]
 
     def _verify_for(
         self, question: str, claim_no: int, claim: str, passages: list[Passage], cited: Collection[int] = ()

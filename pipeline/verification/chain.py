@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 from pipeline.models.llm import LLM
-from pipeline.verification.base import Verifier
+from pipeline.verification.base import Item, Verifier
 from pipeline.verification.claims import UNDECIDED, UNVERIFIED, CheckedClaim, Passage
 from pipeline.verification.registry import verifier_class
 
@@ -45,17 +45,38 @@ class VerifierChain:
     ) -> tuple[CheckedClaim, Verifier]:
         """(the first decided verdict, the verifier that gave it); when none decides, the claim is
         unverified with the last verifier's reason."""
-        hint = ""  # a hint an earlier verifier passed on (the pre-check's "'X' appears in no retrieved source")
+        return self.verify_many([(claim_no, claim, cited)], passages, question)[0]
+
+    def verify_many(
+        self, items: Sequence[Item], passages: list[Passage], question: str = ""
+    ) -> list[tuple[CheckedClaim, Verifier]]:
+        """`verify` on each item, each verifier given at once the claims the ones before it left undecided."""
+        out: list[tuple[CheckedClaim, Verifier] | None] = [None] * len(items)
+        last: list[CheckedClaim | None] = [None] * len(items)
+        # a hint an earlier verifier passed on (the pre-check's "'X' appears in no retrieved source")
+        hints = [""] * len(items)
+        waiting = list(range(len(items)))
         for verifier in self.verifiers:
-            checked = verifier.verify(claim_no, claim, passages, question, cited)
-            if checked.verdict != UNDECIDED:
-                if hint and not checked.hint:
-                    checked.hint, checked.reason = hint, f"{checked.reason} ({hint})".strip()
-                return checked, verifier
-            hint = hint or checked.hint
+            if not waiting:
+                break
+            verdicts = verifier.verify_many([items[i] for i in waiting], passages, question)
+            for i, checked in zip(waiting, verdicts, strict=True):
+                if checked.verdict != UNDECIDED:
+                    if hints[i] and not checked.hint:
+                        checked.hint, checked.reason = hints[i], f"{checked.reason} ({hints[i]})".strip()
+                    out[i] = (checked, verifier)
+                else:
+                    last[i], hints[i] = checked, hints[i] or checked.hint
+            waiting = [i for i in waiting if out[i] is None]
+        for i in waiting:
+            out[i] = (self._unverified(last[i], hints[i]), self.verifiers[-1])
+        return out
+
+    def _unverified(self, checked: CheckedClaim, hint: str) -> CheckedClaim:
+        """A claim no verifier decided: unverified with the last verifier's reason."""
         reason = (
             checked.reason if len(self.verifiers) == 1 else f"{checked.reason} (undecided by {', '.join(self.names)})"
         )
         if hint and hint not in reason:
             reason = f"{reason} ({hint})"
-        return CheckedClaim(claim_no, claim, UNVERIFIED, checked.verifier, reason=reason, hint=hint), verifier
+        return CheckedClaim(checked.claim_no, checked.text, UNVERIFIED, checked.verifier, reason=reason, hint=hint)

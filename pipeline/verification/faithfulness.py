@@ -13,7 +13,7 @@ The checker is also a LlamaIndex `BaseEvaluator`: `evaluate(query, response, con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +26,7 @@ from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.text import find_span, is_meta_statement
+from pipeline.verification.base import Item
 from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.claims import (  # noqa: F401 (re-exported)
     CONTRADICTED,
@@ -115,18 +116,8 @@ class FaithfulnessChecker(BaseEvaluator):
         extraction errors with their reason, unverified and unscored (extraction_check.py)."""
         reasons = extraction_errors(claims, text, question, earlier, examples, made_before)
         kept = [c for c, why in zip(claims, reasons, strict=True) if why is None]
-        verified = iter(self.verify_claims(kept, passages, question=question, **verify) if kept else [])
-        first = verify.get("first_no", 1)
-        out = []
-        for n, (claim, why) in enumerate(zip(claims, reasons, strict=True), start=first):
-            checked = (
-                next(verified)
-                if why is None
-                else CheckedClaim(n, claim, EXTRACTION_ERROR, "extraction check", reason=why)
-            )
-            checked.claim_no = n
-            out.append(checked)
-        return out
+        verified = self.verify_claims(kept, passages, question=question, **verify) if kept else []
+        return with_extraction_errors(claims, reasons, iter(verified), verify.get("first_no", 1))
 
     # step 2
     def verify_claims(
@@ -165,6 +156,27 @@ class FaithfulnessChecker(BaseEvaluator):
         deferred: list[CheckedClaim] | None = None,
     ) -> CheckedClaim:
         checked, verifier = self.chain.verify(claim_no, claim, passages, question, cited)
+        return self._after_chain(checked, verifier, passages, deferred)
+
+    def verify_together(
+        self,
+        items: Sequence[Item],
+        passages: list[Passage],
+        question: str = "",
+        deferred: list[CheckedClaim] | None = None,
+    ) -> list[CheckedClaim]:
+        """Step 2 on several claims in one thread, each verifier given them at once (the one-slot schedule: a
+        verifier may then order its calls so that consecutive ones share a passage); `items` are (claim number,
+        claim, the passages its sentence cites)."""
+        with tracing.step("verify claims", claims=len(items)):
+            decided = self.chain.verify_many(items, passages, question)
+            tracing.annotate(verdicts=[checked.verdict for checked, _ in decided])
+        return [self._after_chain(checked, verifier, passages, deferred) for checked, verifier in decided]
+
+    def _after_chain(
+        self, checked: CheckedClaim, verifier, passages: list[Passage], deferred: list[CheckedClaim] | None
+    ) -> CheckedClaim:
+        """A rejection is classified contradicted or unsupported now, or put in `deferred` when there is one."""
         if checked.verdict == UNSUPPORTED and verifier.classify_rejected and self.classify and passages:
             if deferred is not None:
                 deferred.append(checked)
@@ -274,6 +286,21 @@ class FaithfulnessChecker(BaseEvaluator):
     def _update_prompts(self, prompts_dict: dict) -> None:
         if prompts_dict:
             raise NotImplementedError("the checker's prompts are versioned in pipeline/verification/prompts.py")
+
+
+def with_extraction_errors(
+    claims: list[str], reasons: list[str | None], verified: Iterator[CheckedClaim], first: int = 1
+) -> list[CheckedClaim]:
+    """The claims in order, numbered from `first`: the next of `verified` for each one kept, an extraction error
+    with its reason for each other."""
+    out = []
+    for n, (claim, why) in enumerate(zip(claims, reasons, strict=True), start=first):
+        checked = (
+            next(verified) if why is None else CheckedClaim(n, claim, EXTRACTION_ERROR, "extraction check", reason=why)
+        )
+        checked.claim_no = n
+        out.append(checked)
+    return out
 
 
 def example_text(prompt: Prompt) -> str:

@@ -5,9 +5,11 @@ is the verifier model (its digest is recorded with each call)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pipeline.answering.prompts import Prompt
 from pipeline.text import best_sentence, overlap, short_source
-from pipeline.verification.base import Verifier
+from pipeline.verification.base import Item, Verifier
 from pipeline.verification.claims import SUPPORTED, UNDECIDED, UNSUPPORTED, CheckedClaim, Passage, context_block
 from pipeline.verification.registry import register_verifier
 from pipeline.verification.yes_no import ask_verifier, parse_yes_no
@@ -36,30 +38,60 @@ class YesNoVerifier(Verifier):
 @register_verifier("minicheck_chunk", options=("verifier_model",))
 class MiniCheckChunk(YesNoVerifier):
     """Each passage in turn, the ones the sentence cites first, then best word overlap first; the first
-    passage that supports the claim is its evidence."""
+    passage that supports the claim is its evidence.
+
+    Claims given together are asked passage by passage: the passages in one order for all of them (best overlap
+    with the claims first; each claim's cited ones still first for it), and at each step every claim waiting on
+    the passage most of them wait on is asked about it, one call after another. Consecutive calls then begin
+    with the same `Document: ...`, which the server's prompt cache holds (one slot). Each claim makes the calls
+    it would make alone, in its own order, except that its uncited passages follow the claims' shared overlap."""
 
     def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
         return self._verify_for("", claim_no, claim, passages)
 
     def _verify_for(self, question: str, claim_no: int, claim: str, passages: list[Passage], cited=()) -> CheckedClaim:
-        unreadable = []
-        for passage in sorted(passages, key=lambda p: (p.n not in cited, -overlap(claim, p.text))):
-            supported, text = self.ask(passage.text, claim)
-            if supported is None:
-                unreadable.append(text[:40])
-            elif supported:
-                sentence = best_sentence(passage.text, claim)
-                span = (sentence.start, sentence.end) if sentence else None
-                return CheckedClaim(
-                    claim_no,
-                    claim,
-                    SUPPORTED,
-                    self.label,
-                    passage,
-                    span,
-                    f"supported by [{passage.n}] {short_source(passage.source)}",
-                )
-        if len(unreadable) == len(passages):
+        return self._verify_many(question, [(claim_no, claim, cited)], passages)[0]
+
+    def _verify_many(self, question: str, items: list[Item], passages: list[Passage]) -> list[CheckedClaim]:
+        order = [
+            sorted(passages, key=lambda p: (p.n not in cited, -overlap(claim, p.text))) for _, claim, cited in items
+        ]
+        rank = {p.n: at for at, p in enumerate(passages)}
+        tried = [0] * len(items)
+        unreadable: list[list[str]] = [[] for _ in items]
+        verdicts: list[CheckedClaim | None] = [None] * len(items)
+        while waiting := [i for i, verdict in enumerate(verdicts) if verdict is None]:
+            wanted = Counter(order[i][tried[i]].n for i in waiting)
+            n = max(wanted, key=lambda k: (wanted[k], -rank[k]))
+            for i in (i for i in waiting if order[i][tried[i]].n == n):
+                claim_no, claim, _ = items[i]
+                passage = order[i][tried[i]]
+                tried[i] += 1
+                supported, text = self.ask(passage.text, claim)
+                if supported:
+                    verdicts[i] = self._supported(claim_no, claim, passage)
+                    continue
+                if supported is None:
+                    unreadable[i].append(text[:40])
+                if tried[i] == len(passages):
+                    verdicts[i] = self._rejected(claim_no, claim, unreadable[i], len(passages))
+        return verdicts
+
+    def _supported(self, claim_no: int, claim: str, passage: Passage) -> CheckedClaim:
+        sentence = best_sentence(passage.text, claim)
+        span = (sentence.start, sentence.end) if sentence else None
+        return CheckedClaim(
+            claim_no,
+            claim,
+            SUPPORTED,
+            self.label,
+            passage,
+            span,
+            f"supported by [{passage.n}] {short_source(passage.source)}",
+        )
+
+    def _rejected(self, claim_no: int, claim: str, unreadable: list[str], asked: int) -> CheckedClaim:
+        if len(unreadable) == asked:
             return CheckedClaim(
                 claim_no,
                 claim,
