@@ -4,6 +4,7 @@ the drilldown of an imported run, regressions between two runs of one pipeline, 
 import csv
 import io
 import json
+from itertools import groupby
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -354,3 +355,26 @@ def test_trends_draws_one_series_per_pipeline_over_the_same_dataset(db):
     points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
     series = points["series"].str.split(" · ").str[0].value_counts().to_dict()
     assert series == {"bot-a": 2, "bot-b": 1, "this workbench": 1}
+
+
+@pytest.mark.parametrize("slots, in_a_row", [(1, True), (4, False)])
+def test_a_given_answer_on_one_slot_has_its_claims_checked_passage_by_passage(fake, settings, db, slots, in_a_row):
+    """One slot: the verifier asks each context about every claim waiting on it in a row (the server's prompt cache
+    then holds the context); with slots to spare the claims are checked side by side, each on its own."""
+    import dataclasses
+
+    from test_faithfulness import minicheck_asked
+
+    from pipeline.evaluation.given import check_given
+    from pipeline.models.llm import LLM
+
+    lean = dataclasses.replace(
+        settings, ollama_slots_per_host=slots, precheck_enabled=False, cache_enabled=False, verify_concurrency=1
+    )
+    answer = "The Eiffel Tower is 330 metres tall. It was painted green in 1850. Owls nest in its lifts since 1901."
+    run = check_given(lean, LLM(lean, db), "How tall is the Eiffel Tower?", answer, [TOWER, BRIDGE, WALL], "ours")
+    verdicts = [c.verdict for c in run.result.attempts[0].claims]
+    assert verdicts[0] == "supported" and "supported" not in verdicts[1:] and len(verdicts) >= 3
+    asked = [doc for doc, _ in minicheck_asked(fake)]
+    runs = [doc for doc, _ in groupby(asked)]
+    assert (len(runs) == 3) is in_a_row  # TOWER, then BRIDGE and WALL each about both invented claims at once

@@ -23,6 +23,7 @@ from pipeline.declarations import option_values, prompt_versions
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.dataset import GivenContext
 from pipeline.models.llm import LLM
+from pipeline.models.slots import schedule
 from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.faithfulness import FaithfulnessChecker, Passage, example_text
 from pipeline.verification.placement import place_claims
@@ -160,7 +161,12 @@ def _checked_attempt(settings: Settings, llm: LLM, question: str, answer: str, p
         return attempt
     with tracing.step("verify claims", claims=len(extraction.claims)):
         claims = checker.verify_extracted(
-            extraction.claims, answer, passages, question=question, examples=example_text(EXTRACT_CLAIMS)
+            extraction.claims,
+            answer,
+            passages,
+            question=question,
+            examples=example_text(EXTRACT_CLAIMS),
+            together=schedule(settings)[0] == "sequential",  # one slot: the prompt cache holds each passage
         )
     attempt.claims = place_claims(answer, claims)
     return attempt.score(settings.faithfulness_threshold)

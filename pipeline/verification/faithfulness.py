@@ -129,10 +129,18 @@ class FaithfulnessChecker(BaseEvaluator):
         cited: Collection[int] = (),
         first_no: int = 1,
         deferred: list[CheckedClaim] | None = None,
+        together: bool = False,
     ) -> list[CheckedClaim]:
         """Each claim down the chain; `question` lets the pre-check accept names the user asked about;
         `cited` passages are tried first; claims are numbered from `first_no`. With a `deferred` list, a rejected
-        claim is left unsupported and put there instead of being classified now (see classify_rejected)."""
+        claim is left unsupported and put there instead of being classified now (see classify_rejected).
+        `together`: in this thread, each verifier given all the claims at once (verify_together: one slot)."""
+        if together:
+            items = [(n, claim, cited) for n, claim in enumerate(claims, start=first_no)]
+            verdicts = self.verify_together(items, passages, question, deferred)
+            for verdict in verdicts if on_verdict else ():
+                on_verdict(verdict)
+            return verdicts
 
         def check(claim_no: int, claim: str) -> CheckedClaim:
             with tracing.step(f"verify claim {claim_no}"):
@@ -168,7 +176,7 @@ class FaithfulnessChecker(BaseEvaluator):
         """Step 2 on several claims in one thread, each verifier given them at once (the one-slot schedule: a
         verifier may then order its calls so that consecutive ones share a passage); `items` are (claim number,
         claim, the passages its sentence cites)."""
-        with tracing.step("verify claims", claims=len(items)):
+        with tracing.step("verify claims passage by passage", claims=len(items)):
             decided = self.chain.verify_many(items, passages, question)
             tracing.annotate(verdicts=[checked.verdict for checked, _ in decided])
         return [self._after_chain(checked, verifier, passages, deferred) for checked, verifier in decided]
