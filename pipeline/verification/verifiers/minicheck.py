@@ -40,11 +40,10 @@ class MiniCheckChunk(YesNoVerifier):
     """Each passage in turn, the ones the sentence cites first, then best word overlap first; the first
     passage that supports the claim is its evidence.
 
-    Claims given together are asked passage by passage: the passages in one order for all of them (best overlap
-    with the claims first; each claim's cited ones still first for it), and at each step every claim waiting on
-    the passage most of them wait on is asked about it, one call after another. Consecutive calls then begin
-    with the same `Document: ...`, which the server's prompt cache holds (one slot). Each claim makes the calls
-    it would make alone, in its own order, except that its uncited passages follow the claims' shared overlap."""
+    Claims given together (one slot) are asked passage by passage: at each step, the passage most of the waiting
+    claims would try next is asked about each of them, one call after another, so consecutive calls begin with the
+    same `Document: ...`, which the server's prompt cache holds. Each claim makes exactly the calls it would make
+    alone, in its own order; only their interleaving changes."""
 
     def _verify(self, claim_no: int, claim: str, passages: list[Passage]) -> CheckedClaim:
         return self._verify_for("", claim_no, claim, passages)
