@@ -13,7 +13,7 @@ The checker is also a LlamaIndex `BaseEvaluator`: `evaluate(query, response, con
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -124,7 +124,6 @@ class FaithfulnessChecker(BaseEvaluator):
         self,
         claims: list[str],
         passages: list[Passage],
-        on_verdict: Callable[[CheckedClaim], None] | None = None,
         question: str = "",
         cited: Collection[int] = (),
         first_no: int = 1,
@@ -137,17 +136,12 @@ class FaithfulnessChecker(BaseEvaluator):
         `together`: in this thread, each verifier given all the claims at once (verify_together: one slot)."""
         if together:
             items = [(n, claim, cited) for n, claim in enumerate(claims, start=first_no)]
-            verdicts = self.verify_together(items, passages, question, deferred)
-            for verdict in verdicts if on_verdict else ():
-                on_verdict(verdict)
-            return verdicts
+            return self.verify_together(items, passages, question, deferred)
 
         def check(claim_no: int, claim: str) -> CheckedClaim:
             with tracing.step(f"verify claim {claim_no}"):
                 verdict = self.verify_claim(claim_no, claim, passages, question, cited, deferred)
                 tracing.annotate(verdict=verdict.verdict, verifier=verdict.verifier)
-            if on_verdict:
-                on_verdict(verdict)
             return verdict
 
         with ThreadPoolExecutor(max_workers=self.settings.verify_concurrency) as pool:
