@@ -83,6 +83,7 @@ def check_answer(
         answer.strip(),
         [as_context(c) for c in contexts or []],
         name,
+        one_at_a_time=True,  # a call checks one answer (calls made from several threads interleave on one slot)
     )
     run_id = journal = None
     if log:

@@ -359,8 +359,10 @@ def test_trends_draws_one_series_per_pipeline_over_the_same_dataset(db):
 
 @pytest.mark.parametrize("slots, in_a_row", [(1, True), (4, False)])
 def test_a_given_answer_on_one_slot_has_its_claims_checked_passage_by_passage(fake, settings, db, slots, in_a_row):
-    """One slot: the verifier asks each context about every claim waiting on it in a row (the server's prompt cache
-    then holds the context); with slots to spare the claims are checked side by side, each on its own."""
+    """One answer checked at a time (pipeline.api, a received trace) on one slot: the verifier asks each context
+    about every claim waiting on it in a row (the server's prompt cache then holds the context); with slots to spare
+    the claims are checked side by side, each on its own. An evaluation checks answers side by side, so its calls
+    interleave on the slot anyway: it checks each claim on its own (one_at_a_time=False)."""
     import dataclasses
 
     from test_faithfulness import minicheck_asked
@@ -372,7 +374,8 @@ def test_a_given_answer_on_one_slot_has_its_claims_checked_passage_by_passage(fa
         settings, ollama_slots_per_host=slots, precheck_enabled=False, cache_enabled=False, verify_concurrency=1
     )
     answer = "The Eiffel Tower is 330 metres tall. It was painted green in 1850. Owls nest in its lifts since 1901."
-    run = check_given(lean, LLM(lean, db), "How tall is the Eiffel Tower?", answer, [TOWER, BRIDGE, WALL], "ours")
+    question, contexts = "How tall is the Eiffel Tower?", [TOWER, BRIDGE, WALL]
+    run = check_given(lean, LLM(lean, db), question, answer, contexts, "ours", one_at_a_time=True)
     verdicts = [c.verdict for c in run.result.attempts[0].claims]
     assert verdicts[0] == "supported" and "supported" not in verdicts[1:] and len(verdicts) >= 3
     asked = [doc for doc, _ in minicheck_asked(fake)]

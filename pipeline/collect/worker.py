@@ -101,7 +101,14 @@ class OnlineWorker:
             return TracedRun(kept_run(self.settings, request, reason))
         llm = LLM(self.settings, self.db, origin="online")
         given = check_given(
-            self.settings, llm, request.question, request.answer, request.contexts, request.service, kind=TRACED
+            self.settings,
+            llm,
+            request.question,
+            request.answer,
+            request.contexts,
+            request.service,
+            kind=TRACED,
+            one_at_a_time=True,  # the one worker thread
         )
         if given.result.status == status.FAILED:
             self.state.last_error = given.result.error

@@ -107,10 +107,13 @@ def check_given(
     contexts: Sequence[GivenContext | str] | None,
     pipeline: str,
     kind: str = KIND,
+    one_at_a_time: bool = False,
 ) -> GivenRun:
     """Verify a given answer against its contexts; the calls are `llm`'s (taken into the log here). Raises the
     model layer's WorkbenchError as a failed run (with the calls made); unreadable replies leave it unverified.
-    `kind`: imported, or traced for an answer received in a trace."""
+    `kind`: imported, or traced for an answer received in a trace. `one_at_a_time`: the caller checks no other
+    answer meanwhile, so on one slot the claims are verified together, passage by passage (the server's prompt
+    cache holds each passage); answers checked side by side interleave their calls on the slot, which undoes that."""
     started, t0 = datetime.now(timezone.utc), time.perf_counter()
     passages = given_passages(contexts)
     result = AnswerResult(
@@ -125,7 +128,8 @@ def check_given(
     )
     with tracing.recording(f"{kind} answer", pipeline=pipeline, contexts=len(passages)) as trace:
         try:
-            attempt = _checked_attempt(settings, llm, question, answer, passages)
+            together = one_at_a_time and schedule(settings)[0] == "sequential"
+            attempt = _checked_attempt(settings, llm, question, answer, passages, together)
             tracing.annotate(status=attempt.record.status, faithfulness=attempt.record.faithfulness)
         except WorkbenchError as exc:  # a model could not be reached: the run failed, its calls are kept
             attempt = None
@@ -147,7 +151,9 @@ def check_given(
     return GivenRun(result, log)
 
 
-def _checked_attempt(settings: Settings, llm: LLM, question: str, answer: str, passages: list[Passage]) -> Attempt:
+def _checked_attempt(
+    settings: Settings, llm: LLM, question: str, answer: str, passages: list[Passage], together: bool
+) -> Attempt:
     record = AttemptRecord(1, False, answer, status.UNVERIFIED, None, 0, 0)
     attempt = Attempt(record)
     if not passages:
@@ -166,7 +172,7 @@ def _checked_attempt(settings: Settings, llm: LLM, question: str, answer: str, p
             passages,
             question=question,
             examples=example_text(EXTRACT_CLAIMS),
-            together=schedule(settings)[0] == "sequential",  # one slot: the prompt cache holds each passage
+            together=together,
         )
     attempt.claims = place_claims(answer, claims)
     return attempt.score(settings.faithfulness_threshold)
