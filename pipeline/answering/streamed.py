@@ -169,7 +169,7 @@ class LiveAttempt:
             extraction = self._extract(sentence, earlier)
             if extraction.claims is None:
                 return SentenceCheck(sentence, error=extraction.invalid_reason)
-            return self._verify_sentence(sentence, earlier, extraction.claims, EXTRACT_SENTENCE_CLAIMS)
+            return self._verify_sentence(sentence, earlier, extraction.claims)
 
     def _uncheckable(self, sentence: LiveSentence) -> bool:
         return self.stop.is_set() or is_abstention(sentence.text) or is_meta_statement(sentence.text)
@@ -226,8 +226,9 @@ class LiveAttempt:
             checks[sentence.index] = SentenceCheck(sentence, checked)
         return checks
 
-    def _verify_sentence(self, sentence: LiveSentence, earlier: str, claims: list[str], prompt) -> SentenceCheck:
-        """The sentence's claims down the verifier chain; a rejected one is classified on the pool meanwhile."""
+    def _verify_sentence(self, sentence: LiveSentence, earlier: str, claims: list[str]) -> SentenceCheck:
+        """The streamed sentence's claims (extract_sentence_claims) down the verifier chain; a rejected one is
+        classified on the pool meanwhile."""
         run = self.run_
         if self.stop.is_set():
             return SentenceCheck(sentence)
@@ -239,7 +240,7 @@ class LiveAttempt:
                 self.passages,
                 question=run.question,
                 earlier=earlier,
-                examples=example_text(prompt),
+                examples=example_text(EXTRACT_SENTENCE_CLAIMS),
                 cited=sentence.cited,
                 deferred=rejected,
             )
