@@ -132,7 +132,7 @@ def reused(fake) -> int:
 
 def stage_of(request: dict) -> str:
     """The prompt a chat request was made from (the longest known system text it starts with and, among prompts
-    that share it, the one whose closing task its user message ends with, if any), or the model."""
+    that share it, the longest task its user message holds, if any), or the model."""
     messages = (request["body"] or {}).get("messages") or [{}]
     system = messages[0].get("content") or "" if messages[0].get("role") == "system" else ""
     user = (messages[-1].get("content") or "") if len(messages) > 1 else ""
@@ -140,7 +140,7 @@ def stage_of(request: dict) -> str:
         (len(p.system), len(task), p.name)
         for p in KNOWN_PROMPTS
         for task in [getattr(p, "task", "")]
-        if system.startswith(p.system) and (not task or user.rstrip().endswith(task))
+        if system.startswith(p.system) and task in user
     ]
     if known:
         return max(known)[2]

@@ -276,9 +276,9 @@ def split_claim(text):
 
 
 def extract_claims(prompt, split=False):
-    """{"claims"}: sentences of the text after the "Answer:" line, citations removed; with `split`, each
-    sentence is split into claims by `split_claim`."""
-    text = _CITATION.sub("", _section(prompt, "Answer") or "")
+    """{"claims"}: sentences of the text after the "Answer:" line (up to the examples or task after it, if any),
+    citations removed; with `split`, each sentence is split into claims by `split_claim`."""
+    text = _CITATION.sub("", _section(prompt, "Answer", ("Examples", "Task")) or "")
     if text.startswith("The knowledge base does not cover"):
         return {"claims": []}
     claims = [_squash(s) for s in sentences(text) if len(s.split()) >= 3]
@@ -357,7 +357,7 @@ def standalone_question(prompt):
 def judge_claim(prompt):
     """{"verdict", "quote", "reason"}: contradicted when a claimed number clashes with a close sentence."""
     before, claim = _split_last_claim(prompt)
-    context = _section(before, "Context") or ""
+    context = _section(before, "Context", ("Task",)) or ""
     claimed = set(content_words(claim or ""))
     best = max(sentences(context), key=lambda s: len(claimed & set(content_words(s))), default="")
     best_words = set(content_words(best))

@@ -106,8 +106,8 @@ def sent(monkeypatch):
     seen = Sent()
     build = Prompt.messages
 
-    def messages(self, user):
-        built = build(self, user)
+    def messages(self, user, last=""):
+        built = build(self, user, last)
         with seen.lock:
             seen.prompts.append(self)
             seen.built.add(built[0]["content"])
@@ -200,16 +200,17 @@ def test_a_question_run_records_what_the_parts_of_its_chain_declare(settings):
     assert "llm_verifier" not in default["prompts"] and with_llm["prompts"]["llm_verifier"] == "1"
     assert {k: v for k, v in with_llm["prompts"].items() if k != "llm_verifier"} == default["prompts"]
     assert default["prompts"] == {  # the versions stored runs carry (issue 30: the grade names the chunks it keeps,
-        # the generation prompts put the context first and a retry's instruction last)
+        # the calls on one context share its system text and the context, each with its task after them)
         "standalone_question": "1",
         "grade_context": "3",
         "rewrite_query": "1",
-        "generate": "2",
-        "generate_strict": "2",
+        "generate": "3",
+        "generate_strict": "3",
         "extract_sentence_claims": "1",
-        "nli_judge": "1",
+        "extract_claims_in_context": "1",
+        "nli_judge": "2",
         "on_topic": "1",
-        "generate_on_topic": "2",
+        "generate_on_topic": "3",
     }
 
 

@@ -135,11 +135,12 @@ def test_without_a_budget_the_generator_reads_whole_chunks(fake, settings, kb_db
 
 
 def test_a_retry_shares_the_first_answers_prefix_up_to_its_question():
-    first = GENERATE.messages(generate_input("Q?", "[1] source: a\nText."))
+    lead = generate_input("Q?", "[1] source: a\nText.")
+    first = GENERATE.messages(lead)
     retry = GENERATE_STRICT.messages(generate_input("Q?", "[1] source: a\nText.", ["A failed claim."]))
     assert first[0] == retry[0]
-    assert retry[1]["content"].startswith(first[1]["content"])
-    assert retry[1]["content"].endswith(GENERATE_STRICT.task)
+    assert first[1]["content"].startswith(lead + "\n\n") and retry[1]["content"].startswith(lead + "\n\n")
+    assert first[1]["content"].endswith(GENERATE.task) and retry[1]["content"].endswith(GENERATE_STRICT.task)
 
 
 def test_a_slot_with_the_prompt_cache_charges_the_retry_only_past_the_first_answers_prompt():
@@ -153,7 +154,7 @@ def test_a_slot_with_the_prompt_cache_charges_the_retry_only_past_the_first_answ
         client.chat(model="llama3.2", messages=first, stream=False)
         client.chat(model="llama3.2", messages=retry, stream=False)
         _, second = fake.requests[-2:]
-    shared = len((first[0]["content"] + " " + first[1]["content"]).split())
+    shared = len((first[0]["content"] + " " + generate_input(RAG_QUESTION, context)).split())
     assert second["cached_tokens"] >= shared - 1 > 300
 
 
@@ -227,3 +228,26 @@ def test_one_slot_verifies_the_whole_answer_together_so_the_prompt_cache_holds_e
     ]
     assert len(asked) >= 8 and len(held) >= len(asked) / 2
     assert result.status in ("accepted", "flagged")
+
+
+def test_one_slot_extracts_and_classifies_the_claims_after_the_generations_context_which_the_cache_holds(
+    fake, settings, kb_db
+):
+    """On one slot the written answer's claim extraction starts with the generation's system text and context, and
+    the contradicted-or-unsupported calls after it share them: the server's prompt cache holds that prefix from the
+    generation, so no call after it reads the context again."""
+    fake.answer_style = "paraphrase"  # a first answer with invented sentences: rejected claims to classify
+    fake.prompt_cache = True
+    fake.set_latency(0.0, slots=1)
+    _, result = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=1, cache_enabled=False))
+    generation, (extraction,), classified = chats(fake)[0], chats(fake, "claims"), chats(fake, "verdict")
+    system, user = (m["content"] for m in generation["body"]["messages"])
+    context = len(f"{system} {user[: user.index(chr(10) * 2 + 'Question:')]}".split())
+    assert context > 300 and extraction["received"] >= generation["done"] and classified
+    assert extraction["cached_tokens"] >= context and classified[0]["cached_tokens"] >= context
+    unsupported = [c.text for a in result.attempts for c in a.claims if c.verdict in ("unsupported", "contradicted")]
+    assert len(unsupported) == len(classified) >= 2
+    for later in classified[1:]:  # after the first, a call reads its claim alone: the task comes before it
+        content = later["body"]["messages"][-1]["content"]
+        claim = [text for text in unsupported if content.endswith(f"\n\nClaim: {text}")]
+        assert claim and later["prompt_tokens"] - later["cached_tokens"] <= len(claim[0].split()) + 1

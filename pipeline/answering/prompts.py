@@ -36,16 +36,21 @@ class Prompt:
     system: str
     output: type[BaseModel] | None = None
     examples: tuple[str, ...] = ()
-    # An instruction that closes the user message, after the data: prompts that differ only here share the whole
-    # prefix before it (the system text and the context), which the server's prompt cache then reads once.
+    # The instruction after the data in the user message (with the examples, when the prompt has a task): prompts
+    # that differ only here share the whole prefix before it (the system text and the context), which the server's
+    # prompt cache then reads once. Only `last` (see messages) may follow it.
     task: str = ""
 
-    def messages(self, user: str) -> list[dict]:
-        system = self.system
-        if self.examples:
-            system += "\n\nExamples:\n" + "\n\n".join(self.examples)
-        if self.task:
-            user += "\n\n" + self.task
+    def messages(self, user: str, last: str = "") -> list[dict]:
+        """`last`: data after the task, the one part that differs between calls on one context and task (a
+        claim), so that those calls share everything before it."""
+        system, closing = self.system, self.task
+        examples = "Examples:\n" + "\n\n".join(self.examples) if self.examples else ""
+        if examples and closing:  # a shared system text stays shared: the examples go with the task
+            closing = f"{examples}\n\n{closing}"
+        elif examples:
+            system += "\n\n" + examples
+        user = "\n\n".join(part for part in (user, closing, last) if part)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def schema(self) -> dict | None:
@@ -81,27 +86,34 @@ REWRITE_QUERY = Prompt(
     ),
 )
 
-GENERATE = Prompt(
-    name="generate",
-    version="2",
-    system=(
-        "Answer the question using only the numbered context passages. After every sentence, cite the "
-        "passages that support it, like [1] or [2][3]. Do not add facts, numbers, names or dates that "
-        "the passages do not state. If the passages do not answer the question, reply exactly: "
-        "'The knowledge base does not cover this question.' " + DATA_RULE
-    ),
+# The system text of the calls made on one question's context (the generation and its retries, the written
+# answer's claim extraction on one slot, the contradicted-or-unsupported step): each states its own task after the
+# context, under 'Task:', so that on a server with a prompt cache (Ollama keeps one per slot and model) a call after
+# another on the same context reads only what follows the context.
+CONTEXT_SYSTEM = (
+    "You work with numbered context passages from a knowledge base. Your task is stated after them, under 'Task:'. "
+    + DATA_RULE
 )
 
-# The retries share the generation's system text and context, and state what differs after them.
+ANSWER_TASK = (
+    "Answer the question using only the numbered context passages. After every sentence, cite the "
+    "passages that support it, like [1] or [2][3]. Do not add facts, numbers, names or dates that "
+    "the passages do not state. If the passages do not answer the question, reply exactly: "
+    "'The knowledge base does not cover this question.'"
+)
+
+GENERATE = Prompt(name="generate", version="3", system=CONTEXT_SYSTEM, task=f"Task: {ANSWER_TASK}")
+
+# The retries share the generation's system text and context, and state what differs in their task.
 GENERATE_STRICT = Prompt(
     name="generate_strict",
-    version="2",
-    system=GENERATE.system,
+    version="3",
+    system=CONTEXT_SYSTEM,
     task=(
-        "Your previous answer contained claims that the passages do not support. "
+        "Task: Your previous answer contained claims that the passages do not support. "
         "Write a new answer that leaves those claims out, or states only what the passages say about "
         "them. Every sentence must be directly supported by a cited passage; shorter is better than "
-        "unsupported."
+        f"unsupported. {ANSWER_TASK}"
     ),
 )
 
@@ -190,12 +202,12 @@ ON_TOPIC = Prompt(
 
 GENERATE_ON_TOPIC = Prompt(
     name="generate_on_topic",
-    version="2",
-    system=GENERATE.system,
+    version="3",
+    system=CONTEXT_SYSTEM,
     task=(
-        "Your previous answer did not address the question that was asked. Write a new "
+        "Task: Your previous answer did not address the question that was asked. Write a new "
         "answer that responds to the question itself, about the things it names, using only what the "
-        "passages state about them."
+        f"passages state about them. {ANSWER_TASK}"
     ),
 )
 

@@ -26,7 +26,7 @@ from pipeline.verification.faithfulness import (
     with_extraction_errors,
 )
 from pipeline.verification.placement import place_claim
-from pipeline.verification.prompts import EXTRACT_CLAIMS, EXTRACT_SENTENCE_CLAIMS
+from pipeline.verification.prompts import EXTRACT_CLAIMS_IN_CONTEXT, EXTRACT_SENTENCE_CLAIMS
 
 
 def is_abstention(answer: str) -> bool:
@@ -184,7 +184,9 @@ class LiveAttempt:
         errors: dict[int, str] = {}
         if rest:
             with tracing.step("extract claims", sentences=len(rest)):
-                extraction = self.run_.checker.extract_claims(self.run_.question, " ".join(s.text for s in rest))
+                extraction = self.run_.checker.extract_claims(
+                    self.run_.question, " ".join(s.text for s in rest), lead=self._lead()
+                )
             if extraction.claims is None:
                 errors = dict.fromkeys((s.index for s in rest), extraction.invalid_reason)
             else:
@@ -203,11 +205,17 @@ class LiveAttempt:
             for s in sentences
         ]
 
+    def _lead(self) -> str:
+        """The generation's user message up to its question: what the written answer's claim extraction starts
+        with, so that the server's prompt cache serves it from the generation's call."""
+        run = self.run_
+        return prompts.generate_input(run.question, context_block(self.passages), history=run.history_text)
+
     def _verify_together(self, placed: list[tuple[LiveSentence, str, list[str]]]) -> dict[int, SentenceCheck]:
         """The sequential schedule's verification: every sentence's claims (sentence, the one before, its claims)
         down the verifier chain at once, each with its sentence's cited passages first, so that the verifier can
         ask one passage about several claims in a row (the server's prompt cache then holds the passage)."""
-        run, examples = self.run_, example_text(EXTRACT_CLAIMS)
+        run, examples = self.run_, example_text(EXTRACT_CLAIMS_IN_CONTEXT)
         screened, items = [], []
         for sentence, earlier, claims in placed:
             reasons = extraction_errors(claims, sentence.text, run.question, earlier, examples)

@@ -22,11 +22,18 @@ class Structured(Generic[T]):
 
 
 def ask(
-    llm: LLM, stage: str, model: str, prompt: Prompt, user: str, options: dict | None = None, cache: bool = True
+    llm: LLM,
+    stage: str,
+    model: str,
+    prompt: Prompt,
+    user: str,
+    options: dict | None = None,
+    cache: bool = True,
+    last: str = "",
 ) -> Structured:
     """One call by schema; on an invalid reply one retry that names the problem; then invalid. `options` (e.g. a
-    seed) go with both calls; cache=False bypasses the response cache for both."""
-    messages = prompt.messages(user)
+    seed) go with both calls; cache=False bypasses the response cache for both; `last`: see Prompt.messages."""
+    messages = prompt.messages(user, last)
     schema = prompt.schema()
     accept = lambda text: parse(prompt.output, text)[0] is not None  # noqa: E731
     reply = llm.chat(stage, model, messages, schema=schema, options=options, accept=accept, cache=cache)

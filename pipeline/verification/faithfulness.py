@@ -43,9 +43,12 @@ from pipeline.verification.claims import (  # noqa: F401 (re-exported)
 from pipeline.verification.extraction_check import extraction_errors
 from pipeline.verification.prompts import (
     EXTRACT_CLAIMS,
+    EXTRACT_CLAIMS_IN_CONTEXT,
     EXTRACT_SENTENCE_CLAIMS,
     NLI_JUDGE,
+    claims_in_context_input,
     claims_input,
+    nli_claim,
     nli_input,
     sentence_claims_input,
 )
@@ -64,10 +67,11 @@ class FaithfulnessChecker(BaseEvaluator):
     """classify=False skips the contradicted-or-unsupported step (a detector only needs supported or not);
     `chain` names the verifiers to run (default: the settings' effective chain)."""
 
-    # What it declares for the runs it checks (pipeline/declarations.py): claims sentence by sentence and the
-    # contradicted-or-unsupported step, with the models they use; the chain declares its own and each verifier
-    # its own. answer_prompts: whole answers at once (evaluate(), the detector bench), not sent by a question run.
-    prompts = (EXTRACT_SENTENCE_CLAIMS, NLI_JUDGE)
+    # What it declares for the runs it checks (pipeline/declarations.py): claims sentence by sentence (or of the
+    # written answer after its context, on one slot) and the contradicted-or-unsupported step, with the models they
+    # use; the chain declares its own and each verifier its own. answer_prompts: whole answers on their own
+    # (evaluate(), the detector bench), not sent by a question run.
+    prompts = (EXTRACT_SENTENCE_CLAIMS, EXTRACT_CLAIMS_IN_CONTEXT, NLI_JUDGE)
     options = ("claim_model", "nli_model")
     answer_prompts = (EXTRACT_CLAIMS,)
 
@@ -78,15 +82,15 @@ class FaithfulnessChecker(BaseEvaluator):
         self.chain = VerifierChain(effective_chain(settings) if chain is None else chain, llm, settings)
 
     # step 1
-    def extract_claims(self, question: str, answer: str) -> ClaimExtraction:
-        result = ask(
-            self.llm,
-            "extract_claims",
-            self.settings.claim_model,
-            EXTRACT_CLAIMS,
-            claims_input(question, answer),
+    def extract_claims(self, question: str, answer: str, lead: str = "") -> ClaimExtraction:
+        """`lead`: the generation's user message up to its question, which the call then starts with (one slot:
+        the prompt cache holds it from the generation, and the contradicted-or-unsupported calls share it)."""
+        prompt, data = (
+            (EXTRACT_CLAIMS_IN_CONTEXT, claims_in_context_input(lead, answer))
+            if lead
+            else (EXTRACT_CLAIMS, claims_input(question, answer))
         )
-        return _extraction(result)
+        return _extraction(ask(self.llm, "extract_claims", self.settings.claim_model, prompt, data))
 
     def extract_sentence_claims(self, question: str, sentence: str, earlier: str = "") -> ClaimExtraction:
         """Step 1 on one sentence of an answer that is still being written (`earlier`: the sentence before)."""
@@ -194,7 +198,8 @@ class FaithfulnessChecker(BaseEvaluator):
             "nli",
             self.settings.nli_model,
             NLI_JUDGE,
-            nli_input(context_block(passages), claim),
+            nli_input(context_block(passages)),
+            last=nli_claim(claim),
         )
         if result.value is None:
             return CheckedClaim(

@@ -1,6 +1,7 @@
 """The faithfulness checker's prompts (pipeline/verification/faithfulness.py declares them): claims from an
-answer sentence by sentence while it streams, or from a whole answer at once, and the contradicted-or-unsupported
-step on a claim a verifier rejected. A verifier's own prompt lives in its module under verifiers/."""
+answer sentence by sentence while it streams, or from a whole answer at once (on its own, or after the generation's
+context on one slot), and the contradicted-or-unsupported step on a claim a verifier rejected. A verifier's own
+prompt lives in its module under verifiers/."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from pipeline.answering.prompts import DATA_RULE, Prompt
+from pipeline.answering.prompts import CONTEXT_SYSTEM, Prompt
 
 
 class ClaimList(BaseModel):
@@ -54,16 +55,34 @@ EXTRACT_SENTENCE_CLAIMS = Prompt(
     ),
 )
 
+# The whole answer's claims on one slot, after the generation's own context and question: the server's prompt
+# cache holds that prefix from the generation, and the contradicted-or-unsupported step that follows shares it.
+EXTRACT_CLAIMS_IN_CONTEXT = Prompt(
+    name="extract_claims_in_context",
+    version="1",
+    output=ClaimList,
+    system=CONTEXT_SYSTEM,
+    examples=EXTRACT_CLAIMS.examples,
+    task=(
+        "Task: Split the text under 'Answer:' into atomic factual claims. Each claim is one short, self-contained "
+        "sentence that can be checked on its own: replace pronouns with the names they refer to, drop citation "
+        "markers like [1]. List every claim the answer makes, whether the passages support it or not: they are "
+        "checked later. Leave out questions, greetings and statements that the knowledge base does not cover the "
+        "question. Reply with JSON."
+    ),
+)
+
 NLI_JUDGE = Prompt(
     name="nli_judge",
-    version="1",
+    version="2",
     output=NliVerdict,
-    system=(
-        "A fact checker found that the claim is not supported by the context. Decide whether the "
-        "context contradicts the claim (it states something incompatible, such as a different number, "
-        "date or name) or merely does not mention it (unsupported). For contradicted, quote the one "
-        "sentence of the context that contradicts the claim, copied exactly. For unsupported, quote "
-        "nothing. " + DATA_RULE + " Reply with JSON."
+    system=CONTEXT_SYSTEM,
+    task=(
+        "Task: A fact checker found that the claim below, under 'Claim:', is not supported by the context. "
+        "Decide whether the context contradicts the claim (it states something incompatible, such as a different "
+        "number, date or name) or merely does not mention it (unsupported). For contradicted, quote the one "
+        "sentence of the context that contradicts the claim, copied exactly. For unsupported, quote nothing. "
+        "Reply with JSON."
     ),
 )
 
@@ -78,5 +97,15 @@ def sentence_claims_input(question: str, sentence: str, earlier: str = "") -> st
     return f"Question: {question}\n\n{before}Answer:\n{sentence}"
 
 
-def nli_input(context: str, claim: str) -> str:
-    return f"Context:\n{context}\n\nClaim: {claim}"
+def claims_in_context_input(lead: str, answer: str) -> str:
+    """`lead`: the generation's user message up to its question (generate_input without feedback)."""
+    return f"{lead}\n\nAnswer:\n{answer}"
+
+
+def nli_input(context: str) -> str:
+    return f"Context:\n{context}"
+
+
+def nli_claim(claim: str) -> str:
+    """What follows NLI_JUDGE's task: consecutive calls on one context share all before it."""
+    return f"Claim: {claim}"
