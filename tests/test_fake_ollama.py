@@ -216,6 +216,14 @@ def test_structured_claims(client):
     assert json.loads(ask(client, declined, format=CLAIMS_SCHEMA)) == {"claims": []}
 
 
+def test_structured_claims_after_the_context_stop_at_the_examples_and_the_task(client):
+    from pipeline.verification.prompts import EXTRACT_CLAIMS_IN_CONTEXT, claims_in_context_input
+
+    lead = "Context:\n[1] source: a.md\nChunks are 512 tokens long.\n\nQuestion: How long are chunks?"
+    (_, user) = EXTRACT_CLAIMS_IN_CONTEXT.messages(claims_in_context_input(lead, "Chunks are 512 tokens long [1]."))
+    assert json.loads(ask(client, user["content"], format=CLAIMS_SCHEMA))["claims"] == ["Chunks are 512 tokens long."]
+
+
 def test_structured_retry_follow_up_keeps_the_original_task(client):
     task = "Answer:\nChunk size is 512 tokens with an overlap of 64 tokens."
     messages = [
