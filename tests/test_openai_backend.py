@@ -58,7 +58,9 @@ def test_a_structured_call_sends_the_schema_and_reads_a_fenced_reply(server, set
     body = server.chat_requests()[0]
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["schema"] == EXTRACT_CLAIMS.schema()
-    assert "matches this JSON schema" in body["messages"][0]["content"]
+    system, user = body["messages"]
+    assert system["content"] == EXTRACT_CLAIMS.messages("")[0]["content"]  # the prompt's own, shared by other calls
+    assert user["content"].startswith("Answer:\nThe index held") and "matches this JSON schema" in user["content"]
     assert llm.calls[0].completion_text.startswith("Sure! Here are the claims:")
 
 

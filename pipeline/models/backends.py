@@ -2,8 +2,8 @@
 
 `ollama` (default): llama_index.llms.ollama.Ollama; a structured call sends the JSON schema as
 Ollama's `format`. `openai`: llama_index.llms.openai_like.OpenAILike against any OpenAI-compatible
-server; a structured call sends the schema as `response_format` and also states it in the system
-message, because servers that do not enforce a schema still need to know the keys (their replies,
+server; a structured call sends the schema as `response_format` and also states it after the prompt's
+user message, because servers that do not enforce a schema still need to know the keys (their replies,
 often fenced or wrapped in prose, are what the tolerant parser is for).
 """
 
@@ -125,9 +125,13 @@ class OpenAIChat:
         if not schema:
             return messages
         rule = "Reply with only a JSON object that matches this JSON schema:\n" + json.dumps(schema, sort_keys=True)
-        if messages and messages[0]["role"] == "system":
-            return [{"role": "system", "content": f"{messages[0]['content']}\n\n{rule}"}] + messages[1:]
-        return [{"role": "system", "content": rule}] + messages
+        # after the prompt's user message, not in the system text: calls with different schemas on one context
+        # then share the system text and the context, which a server's prefix cache reads once
+        first = next((i for i, m in enumerate(messages) if m["role"] == "user"), None)
+        if first is None:
+            return [*messages, {"role": "user", "content": rule}]
+        user = messages[first]
+        return [*messages[:first], {**user, "content": f"{user['content']}\n\n{rule}"}, *messages[first + 1 :]]
 
     def options(self, options: dict | None) -> dict:
         s = self.settings
