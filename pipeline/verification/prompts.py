@@ -22,16 +22,21 @@ class NliVerdict(BaseModel):
     reason: str
 
 
+# What every claim extraction asks of a claim, and what it leaves out.
+CLAIM_FORM = (
+    "Each claim is one short, self-contained sentence that can be checked on its own: replace pronouns with the "
+    "names they refer to, drop citation markers like [1]."
+)
+LEAVE_OUT = (
+    "Leave out questions, greetings and statements that the knowledge base does not cover the question. Reply with "
+    "JSON."
+)
+
 EXTRACT_CLAIMS = Prompt(
     name="extract_claims",
     version="1",
     output=ClaimList,
-    system=(
-        "Split the answer into atomic factual claims. Each claim is one short, self-contained sentence "
-        "that can be checked on its own: replace pronouns with the names they refer to, drop citation "
-        "markers like [1]. Leave out questions, greetings and statements that the knowledge base does "
-        "not cover the question. Reply with JSON."
-    ),
+    system=f"Split the answer into atomic factual claims. {CLAIM_FORM} {LEAVE_OUT}",
     examples=(
         'Answer: "BERT was released by Google in 2018 [1]. It has 340 million parameters [2]."\n'
         '{"claims": ["BERT was released by Google in 2018.", "BERT has 340 million parameters."]}',
@@ -46,8 +51,7 @@ EXTRACT_SENTENCE_CLAIMS = Prompt(
         "Split the sentence under 'Answer:' into atomic factual claims. Each claim is one short, "
         "self-contained sentence that can be checked on its own: replace pronouns with the names they "
         "refer to (the question and the earlier sentence say who or what they are), drop citation markers "
-        "like [1]. Leave out questions, greetings and statements that the knowledge base does not cover the "
-        "question. Reply with JSON."
+        f"like [1]. {LEAVE_OUT}"
     ),
     examples=(
         'Earlier sentence: "BERT was released by Google in 2018 [1]."\nAnswer: "It has 340 million parameters '
@@ -64,11 +68,8 @@ EXTRACT_CLAIMS_IN_CONTEXT = Prompt(
     system=CONTEXT_SYSTEM,
     examples=EXTRACT_CLAIMS.examples,
     task=(
-        "Task: Split the text under 'Answer:' into atomic factual claims. Each claim is one short, self-contained "
-        "sentence that can be checked on its own: replace pronouns with the names they refer to, drop citation "
-        "markers like [1]. List every claim the answer makes, whether the passages support it or not: they are "
-        "checked later. Leave out questions, greetings and statements that the knowledge base does not cover the "
-        "question. Reply with JSON."
+        f"Task: Split the text under 'Answer:' into atomic factual claims. {CLAIM_FORM} List every claim the answer "
+        f"makes, whether the passages support it or not: they are checked later. {LEAVE_OUT}"
     ),
 )
 
