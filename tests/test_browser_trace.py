@@ -72,6 +72,17 @@ def expect_the_answer_call(panel) -> None:
     expect(codes.filter(has_text=QUESTION).first).to_be_visible(timeout=30_000)  # the prompt
 
 
+def click_tree_row(page, tree, row: int) -> None:
+    """The grid draws on a canvas: scroll the row into view, then click its selection box at the row's start."""
+    scrolled = tree.evaluate(
+        "(el, top) => { const s = el.querySelector('.dvn-scroller'); s.scrollTop = top; return s.scrollTop; }",
+        max(0, (row - 2) * ROW_PX),
+    )
+    page.wait_for_timeout(300)
+    box = tree.bounding_box()
+    page.mouse.click(box["x"] + 16, box["y"] + ROW_PX + row * ROW_PX - scrolled + ROW_PX / 2)
+
+
 def test_the_trace_viewer_opens_a_span_picked_in_the_tree_and_shows_its_calls(app):
     from playwright.sync_api import expect
 
@@ -79,15 +90,15 @@ def test_the_trace_viewer_opens_a_span_picked_in_the_tree_and_shows_its_calls(ap
     expect(panel.get_by_text("Call 1 · generate", exact=False)).to_have_count(0)  # the root is open: no calls
     tree = panel.get_by_test_id("stDataFrame").first
     expect(tree).to_be_visible(timeout=30_000)
-    # the grid draws on a canvas: scroll the row into view, then click its selection box at the row's start
-    scrolled = tree.evaluate(
-        "(el, top) => { const s = el.querySelector('.dvn-scroller'); s.scrollTop = top; return s.scrollTop; }",
-        max(0, (app.row - 2) * ROW_PX),
-    )
-    page.wait_for_timeout(300)
-    box = tree.bounding_box()
-    page.mouse.click(box["x"] + 16, box["y"] + ROW_PX + app.row * ROW_PX - scrolled + ROW_PX / 2)
-    expect(panel.get_by_role("combobox", name="Span")).to_have_value(f"{app.row + 1}. {app.span}", timeout=60_000)
+    chosen = panel.get_by_role("combobox", name="Span")
+    for _ in range(3):  # on a loaded machine the grid may still be settling when clicked: a lost click is retried
+        click_tree_row(page, tree, app.row)
+        try:
+            expect(chosen).to_have_value(f"{app.row + 1}. {app.span}", timeout=10_000)
+            break
+        except AssertionError:
+            continue
+    expect(chosen).to_have_value(f"{app.row + 1}. {app.span}", timeout=60_000)
     expect_the_answer_call(panel)
     assert_no_failure(page, "trace")
     screenshot(page, "trace-viewer.png")
