@@ -208,6 +208,7 @@ def test_a_question_run_records_what_the_parts_of_its_chain_declare(settings):
         "generate_strict": "3",
         "extract_sentence_claims": "1",
         "extract_claims_in_context": "1",
+        "extract_claims": "1",
         "nli_judge": "2",
         "on_topic": "1",
         "generate_on_topic": "3",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from itertools import groupby
 
-from pipeline.answering.engine import VerifiedQueryEngine
+from pipeline.answering.engine import VerifiedQueryEngine, run_config
 from pipeline.answering.prompts import GENERATE, GENERATE_STRICT, generate_input
 from pipeline.models import slots
 from store.runs import get_run
@@ -156,6 +156,26 @@ def test_a_slot_with_the_prompt_cache_charges_the_retry_only_past_the_first_answ
         _, second = fake.requests[-2:]
     shared = len((first[0]["content"] + " " + generate_input(RAG_QUESTION, context)).split())
     assert second["cached_tokens"] >= shared - 1 > 300
+
+
+def test_one_slot_extracts_the_claims_without_the_context_when_another_model_extracts_them(fake, settings, kb_db):
+    """Each model has a prompt cache of its own, so a claim model other than the generator's would read the whole
+    context again: the written answer's claims are then extracted from the question and the answer alone."""
+    from pipeline.verification.prompts import EXTRACT_CLAIMS
+
+    fake.add_model("qwen2.5")
+    fake.answer_style = "paraphrase"  # sentences not found verbatim in a passage: their claims are extracted
+    fake.set_latency(0.0, slots=1)
+    other = dataclasses.replace(settings, ollama_slots_per_host=1, cache_enabled=False, claim_model="qwen2.5")
+    _, result = ask(kb_db, other)
+    (extraction,) = [r for r in fake.requests if r["path"] == "/api/chat" and r["model"] == "qwen2.5:latest"]
+    system, user = (m["content"] for m in extraction["body"]["messages"])
+    generation = chats(fake)[0]["body"]["messages"][-1]["content"]
+    context = generation[: generation.index("\n\nQuestion:")]
+    assert system == EXTRACT_CLAIMS.messages("")[0]["content"]
+    assert user.startswith(f"Question: {RAG_QUESTION}") and context not in user
+    assert [c for a in result.attempts for c in a.claims if c.verdict == "supported"]
+    assert run_config(other)["prompts"]["extract_claims"] == EXTRACT_CLAIMS.version  # declared: a run may send it
 
 
 def test_a_claim_checked_on_a_window_is_stored_against_the_whole_chunk():

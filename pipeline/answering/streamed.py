@@ -185,7 +185,7 @@ class LiveAttempt:
         if rest:
             with tracing.step("extract claims", sentences=len(rest)):
                 extraction = self.run_.checker.extract_claims(
-                    self.run_.question, " ".join(s.text for s in rest), lead=self._lead()
+                    self.run_.question, " ".join(s.text for s in rest), lead=self._extraction_lead()
                 )
             if extraction.claims is None:
                 errors = dict.fromkeys((s.index for s in rest), extraction.invalid_reason)
@@ -204,6 +204,12 @@ class LiveAttempt:
             SentenceCheck(s, error=errors[s.index]) if s.index in errors else verified.get(s.index, SentenceCheck(s))
             for s in sentences
         ]
+
+    def _extraction_lead(self) -> str:
+        """The lead the written answer's claim extraction starts with, or none where the claim model is not the
+        generator's: each model has a runner and a prompt cache of its own, so the context would be read again."""
+        settings = self.run_.settings
+        return self._lead() if settings.claim_model == settings.generator_model else ""
 
     def _lead(self) -> str:
         """The generation's user message up to its question: what the written answer's claim extraction starts

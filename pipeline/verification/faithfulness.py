@@ -67,11 +67,11 @@ class FaithfulnessChecker(BaseEvaluator):
     """classify=False skips the contradicted-or-unsupported step (a detector only needs supported or not);
     `chain` names the verifiers to run (default: the settings' effective chain)."""
 
-    # What it declares for the runs it checks (pipeline/declarations.py): claims sentence by sentence (or of the
-    # written answer after its context, on one slot) and the contradicted-or-unsupported step, with the models they
-    # use; the chain declares its own and each verifier its own. answer_prompts: whole answers on their own
-    # (evaluate(), the detector bench), not sent by a question run.
-    prompts = (EXTRACT_SENTENCE_CLAIMS, EXTRACT_CLAIMS_IN_CONTEXT, NLI_JUDGE)
+    # What it declares for the runs it checks (pipeline/declarations.py): claims sentence by sentence (or, on one
+    # slot, of the written answer: after its context where the claim model is the generator's, else on its own) and
+    # the contradicted-or-unsupported step, with the models they use; the chain declares its own and each verifier
+    # its own. answer_prompts: whole answers on their own (evaluate(), the detector bench).
+    prompts = (EXTRACT_SENTENCE_CLAIMS, EXTRACT_CLAIMS_IN_CONTEXT, EXTRACT_CLAIMS, NLI_JUDGE)
     options = ("claim_model", "nli_model")
     answer_prompts = (EXTRACT_CLAIMS,)
 
