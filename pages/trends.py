@@ -9,7 +9,7 @@ import streamlit as st
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
 from pages.views.tables import table
-from pages.views.trends import costs_figure, costs_table, daily_figure, metrics_figure
+from pages.views.trends import METRIC_COLUMNS, costs_table, figure_spec
 from pipeline.evaluation.datasets import version_label
 from pipeline.evaluation.given import OWN_PIPELINE
 from pipeline.evaluation.judge import recorded_version
@@ -93,8 +93,10 @@ else:
     if not chosen_metrics:
         st.caption("Choose one or more metrics to draw.")
     else:
-        st.altair_chart(
-            metrics_figure(data, chosen_metrics, floors, pinned, pinned_name), width="stretch", key="metric_trends"
+        st.vega_lite_chart(
+            figure_spec("metrics", data[METRIC_COLUMNS], chosen_metrics, floors, pinned, pinned_name),
+            width="stretch",
+            key="metric_trends",
         )
     st.caption(
         "Runs of different pipelines, under different judge pins, or over a different dataset content or size, are "
@@ -123,8 +125,8 @@ else:
         st.caption("These runs' answers carry no latency, tokens or cost (their runs are not logged here).")
     else:
         shown_measures = measures(settings)
-        st.altair_chart(
-            costs_figure(costs, "series", "created_at", "name", shown_measures, "run time"),
+        st.vega_lite_chart(
+            figure_spec("costs", costs, "series", "created_at", "name", shown_measures, "run time"),
             width="stretch",
             key="run_costs",
         )
@@ -146,8 +148,8 @@ else:
     services = sorted(daily["service"].unique())
     chosen_services = st.multiselect("Services", services, default=services)
     floor = faithfulness_floor(settings)
-    traced_chart = daily_figure(daily[daily["service"].isin(chosen_services)], floor)
-    st.altair_chart(traced_chart, width="stretch", key="traced_daily")
+    traced_chart = figure_spec("daily", daily[daily["service"].isin(chosen_services)], floor)
+    st.vega_lite_chart(traced_chart, width="stretch", key="traced_daily")
     day = latest_complete_day()
     checks = [c for c in check_day(db, settings, day) if c.service in chosen_services]
     st.markdown(f"**{day}** (the latest complete day) against the day before")
@@ -193,8 +195,10 @@ if not (traced_costs.empty or daily.empty):  # the services chosen above
 if not traced_costs.empty:  # traced runs kept without verdicts have a latency too
     st.markdown("**Traced runs: latency, tokens and cost per question, per service and day**")
     shown_measures = measures(settings)
-    st.altair_chart(
-        costs_figure(traced_costs, "service", "day", "day", shown_measures, "day"), width="stretch", key="daily_costs"
+    st.vega_lite_chart(
+        figure_spec("costs", traced_costs, "service", "day", "day", shown_measures, "day"),
+        width="stretch",
+        key="daily_costs",
     )
     rows, config = costs_table(traced_costs, ["service", "day"], shown_measures)
     table(rows, hide_index=True, width="stretch", column_config=config, key="daily_costs_table")

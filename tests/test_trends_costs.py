@@ -225,3 +225,22 @@ def test_trends_has_no_cost_panel_without_prices(db):
     assert set(points["panel"]) == {LATENCY, "tokens per question"}
     table = next(d.value for d in at.dataframe if "p95_latency_ms" in d.value.columns)
     assert "cost" not in table.columns and list(table["tokens"]) == pytest.approx([160 / 3])
+
+
+def test_trends_keeps_each_charts_spec_by_its_inputs(db, monkeypatch):
+    """A rerun over the same data sends the kept Vega-Lite spec: no chart is built and validated again (issue 29:
+    computed results kept by their inputs, not recomputed per render); other inputs draw anew."""
+    import pages.views.trends as views
+
+    built = []
+    for name, build in list(views.FIGURES.items()):
+        monkeypatch.setitem(views.FIGURES, name, lambda *a, _build=build, _name=name: built.append(_name) or _build(*a))
+    evaluation(db, "mon", MON, MON_SCORES)
+    at = app("pages/trends.py")
+    assert sorted(built) == ["costs", "metrics"]
+    at.run()
+    assert not at.exception and sorted(built) == ["costs", "metrics"]  # nothing built again
+    next(m for m in at.multiselect if m.label == "Metrics").set_value(["faithfulness", "judge_correctness"]).run()
+    assert sorted(built) == ["costs", "metrics", "metrics"]
+    spec, _ = figure(at, "judge correctness")
+    assert panel_titles(spec) == ["faithfulness", "judge correctness"]

@@ -27,12 +27,15 @@ def _x_titles(panels: list, x_title: str) -> list:
     return [None] * (len(panels) - 1) + [x_title]
 
 
+METRIC_COLUMNS = ["eval_run_id", "created_at", "name", "metric", "mean", "n", "failed", "series", "changed"]
+
+
 def metrics_figure(
     data: pd.DataFrame, metrics: list[str], floors: dict[str, float], pinned: int | None, pinned_name: str | None
 ) -> alt.VConcatChart:
-    """One panel per metric (rows of eval_run_id, created_at, name, metric, mean, n, failed, series, changed), each
-    with its own y axis over the metric's scale (0-1 scores and 1-5 judge means never share one), a line per
-    series in the same colour in every panel, the metric's floor and the pinned baseline's point (a star)."""
+    """One panel per metric (rows of METRIC_COLUMNS), each with its own y axis over the metric's scale (0-1 scores
+    and 1-5 judge means never share one), a line per series in the same colour in every panel, the metric's floor
+    and the pinned baseline's point (a star)."""
     shown = data[data["metric"].isin(metrics)]
     points = pd.DataFrame(
         {
@@ -179,6 +182,17 @@ def daily_figure(daily: pd.DataFrame, floor: float | None) -> alt.LayerChart:
     )
     layers = [lines] if floor is None else [lines, floor_rule(floor, f"floor {fmt_score(floor)}")]
     return alt.layer(*layers).properties(height=300)
+
+
+KEPT_SPECS = 16
+FIGURES = {"metrics": metrics_figure, "costs": costs_figure, "daily": daily_figure}
+
+
+@st.cache_data(max_entries=KEPT_SPECS, show_spinner=False)
+def figure_spec(figure: str, *args) -> dict:
+    """A FIGURES chart's Vega-Lite spec, kept by its inputs: Altair validates a chart against the schema each time
+    it is converted (~0.1 s of a Trends visit on two cores), so a rerun over the same data sends the kept spec."""
+    return FIGURES[figure](*args).to_dict()
 
 
 def costs_table(rows: pd.DataFrame, first: list[str], measures: list[Measure]) -> tuple[pd.DataFrame, dict]:
