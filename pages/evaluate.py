@@ -24,18 +24,24 @@ st.title("Evaluate")
 # Open while there is no evaluation; once there is one, a primary button above the closed form opens it (the form
 # stays where it was, above the report, so the report is not pushed down on every visit).
 has_runs = bool(list_eval_runs(db))
-if has_runs and not st.session_state.get(START_OPEN):
+# set here rather than as the expander's `expanded`: a changed `expanded` is another widget to Streamlit, so the
+# first evaluation's start would close the form on the next rerun, under the hand of a user still in it
+st.session_state.setdefault(START_OPEN, not has_runs)
+if not st.session_state[START_OPEN]:
     st.button("Start an evaluation", type="primary", icon=":material/play_arrow:", on_click=open_start_form)
-with st.expander(
+start_box = st.expander(
     "Start an evaluation",
-    expanded=not has_runs,
     key=START_OPEN,
     on_change="rerun",  # tracked, so that the button can open it and hides while it is open
     icon=":material/play_arrow:",
-):
-    dataset = choose_dataset(Path(settings.kb_path).parent / "eval", db)
-    if dataset is not None:
-        start_form(settings, db, dataset)
+)
+# drawn only while open: closed, its widgets (a radio, a file uploader, text and number inputs) would still
+# be sent and mounted, and their scripts loaded, on every first render of the report
+if start_box.open:
+    with start_box:
+        dataset = choose_dataset(Path(settings.kb_path).parent / "eval", db)
+        if dataset is not None:
+            start_form(settings, db, dataset)
 
 # In a container of its own: when a timed rerun of the fragment is queued during a full run, Streamlit (1.67)
 # drops the full run's unsent fragment output as that fragment run starts, and the browser, ending the full run,

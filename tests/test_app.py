@@ -131,6 +131,12 @@ def start_evaluation(at):
     return next(b for b in at.button if b.label == "Start evaluation").click().run()
 
 
+def open_start_form(at):
+    """Open the Evaluate page's start form: once an evaluation exists it starts closed, and closed it draws nothing."""
+    opener = [b for b in at.button if b.label == "Start an evaluation"]
+    return opener[0].click().run() if opener else at
+
+
 def wait_for_jobs(seconds: float = 60) -> None:
     import time
 

@@ -171,6 +171,8 @@ def test_once_an_evaluation_exists_a_primary_button_opens_the_start_form(db):
     [opener] = [b for b in at.button if b.label == "Start an evaluation"]
     assert opener.proto.type == "primary"
     assert at.session_state["start_open"] is False  # the form itself starts closed: the report stays high
+    # and closed, draws nothing: its widgets' scripts are not loaded on every first render of the report
+    assert not [b for b in at.button if b.label == "Start evaluation"] and not at.file_uploader and not at.radio
     opener.click().run()
     assert not at.exception, at.exception
     assert at.session_state["start_open"] is True

@@ -636,7 +636,7 @@ def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_ev
     cannot retrieve (the chunks are read from the store) and is kept as failed, with why; the evaluation's status
     waits in the journal too, and the page says all that once it can read the store. Run again under its name, the
     evaluation completes without asking the done item again."""
-    from test_app import start_evaluation, wait_for_jobs
+    from test_app import open_start_form, start_evaluation, wait_for_jobs
 
     monkeypatch.setenv("WORKBENCH_STORE_SAVE_WAIT_S", "0.3")
     at = page("pages/evaluate.py")
@@ -681,7 +681,9 @@ def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_ev
     assert "stayed locked by another process" in items[second][1]
 
     fake.clear()
+    open_start_form(at)  # closed once an evaluation exists, and drawn afresh when opened
     at.text_input(key="eval_name").set_value("held")
+    at.number_input(key="eval_limit").set_value(2)
     start_evaluation(at)  # again under its name: only the failed item runs
     wait_for_jobs(300)
     at.run()

@@ -358,6 +358,8 @@ def test_the_evaluate_form_runs_only_the_metrics_chosen_and_refuses_none(fake, k
         rows = cur.execute("SELECT DISTINCT metric FROM scores WHERE eval_run_id = ?", [run.id]).fetchall()
     assert sorted(r[0] for r in rows) == ["judge_grounding", "judge_topicality"]
 
+    # still open after the first evaluation started (and a rerun since): the form stays under the user's hand
+    assert at.session_state["start_open"] is True and not [b for b in at.button if b.label == "Start an evaluation"]
     at.text_input(key="eval_name").set_value("form-none")
     at.multiselect(key="eval_metrics").set_value([])
     next(b for b in at.button if b.label == "Start evaluation").click().run()
