@@ -20,6 +20,9 @@ elements, the browser drawing). One load of the app before all of this (not coun
 its modules and fill its process-wide caches; its time, with nothing cached in the browser either, is reported
 apart, and so is the floor under every first render: a one-line Streamlit page's, served the same way.
 
+A run's drilldown (Runs at ?run_id=, the run with the most spans; BENCH_PAGES=Drilldown for it alone): its first
+render in a new tab, then a click on each of its tabs until the page is ready (a tab is drawn when chosen).
+
 Also: the Evaluate page's script runs in IDLE_S seconds with nothing running (a timed fragment reran it every
 second; the target is none)."""
 
@@ -352,6 +355,55 @@ def annotate_key_presses(browser, url: str, size: str) -> list[Figure]:
     ]
 
 
+DRILLDOWN_TABS = ("Retrieval", "Trace", "Calls", "Scores", "Answer and claims")
+CLICK_TAB = """(label) => {
+  const tab = [...document.querySelectorAll('[role="tab"]')].find(t => t.innerText.trim() === label);
+  if (!tab) throw new Error('no tab ' + label);
+  const t0 = performance.now();
+  tab.click();
+  return t0;
+}"""
+
+
+def busiest_run(store: Path) -> tuple[int, int, int]:
+    """(run id, spans, model calls) of the run with the most spans: the drilldown with the most to draw."""
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        run_id, spans = con.execute(
+            "SELECT run_id, count(*) FROM spans GROUP BY run_id ORDER BY count(*) DESC, run_id LIMIT 1"
+        ).fetchone()
+        (calls,) = con.execute("SELECT count(*) FROM llm_calls WHERE run_id = ?", [run_id]).fetchone()
+    finally:
+        con.close()
+    return run_id, spans, calls
+
+
+def drilldown_figures(context, url: str, run: tuple[int, int, int], size: str) -> list[Figure]:
+    """A run's drilldown (?run_id=): its first render in a new tab, then each tab's click until ready."""
+    run_id, spans, calls = run
+    what = f"run {run_id}: {spans} spans, {calls} calls"
+    (first_s, _, _), page = first_render(context, url, f"runs?run_id={run_id}")
+    try:
+        figures = [Figure(f"a run's drilldown: first render ({size})", first_s, "s", FIRST_TARGET_S, note=what)]
+        for label in DRILLDOWN_TABS:
+            t0 = page.evaluate(CLICK_TAB, label)
+            ready_s = after(wait_ready(page, t0), t0)[0]
+            figures.append(
+                Figure(
+                    f"a run's drilldown: its {label} tab ({size})",
+                    ready_s,
+                    "s",
+                    VISIT_TARGET_S,
+                    note="tab click to ready (only the chosen tab is drawn: a click reruns the page)",
+                )
+            )
+        return figures
+    finally:
+        page.close()
+
+
 def run(n_runs: int | None = None) -> list[Figure]:
     from browser_server import CHROMIUM, CHROMIUM_FLAGS
     from playwright.sync_api import sync_playwright
@@ -364,6 +416,7 @@ def run(n_runs: int | None = None) -> list[Figure]:
     figures = []
     with tempfile.TemporaryDirectory(prefix="workbench-pages-") as folder, FakeOllama() as fake:
         store = rated_store(n_runs, Path(folder))
+        busiest = busiest_run(store)  # read before the app holds the store
         with app_serving(store, fake.url) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
             try:
@@ -419,6 +472,9 @@ def run(n_runs: int | None = None) -> list[Figure]:
                             f"skeleton or stale shown {statistics.median(v[2] for v in visits):.2f} s",
                         )
                     )
+                if not wanted or "Drilldown" in wanted:
+                    print("  a run's drilldown…", file=sys.stderr, flush=True)
+                    figures += drilldown_figures(context, url, busiest, size)
                 figures.append(
                     Figure(
                         f"page Evaluate: script runs in {IDLE_S:g} s idle ({size})",

@@ -1,5 +1,7 @@
 """AppTests of every page, with the fake Ollama behind them."""
 
+import json
+
 import pytest
 import streamlit as st
 from conftest import ROOT
@@ -201,14 +203,30 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     assert at.title[0].value == f"Run {accepted.run_id}"
     text = markdown_text(at)
     assert ":green-background[**" in text and "21 million passages" in text
-    assert len(at.get("plotly_chart")) == 2  # the trace's waterfall and the calls' timeline
+    assert not at.get("vega_lite_chart")  # the other tabs are drawn when chosen
+    (waterfall,) = show_tab(at, "Trace").get("vega_lite_chart")
+    assert json.loads(waterfall.proto.spec)["title"] == "Waterfall"
+    assert not at.dataframe or "cache_hit" not in at.dataframe[-1].value.columns  # the Calls tab's table is not
+    (timeline,) = show_tab(at, "Calls").get("vega_lite_chart")
+    assert json.loads(timeline.proto.spec)["encoding"]["x"]["field"] == "started_at"
 
 
-def open_runs_page(run_id: str) -> AppTest:
+def open_runs_page(run_id: str, tab: str | None = None) -> AppTest:
+    """The Runs page at ?run_id=, its drilldown on `tab` (the first, Answer and claims, unless given)."""
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
     at.query_params["run_id"] = run_id
+    if tab is not None:
+        at.session_state["drilldown_tab"] = tab
     at.run()
     at.switch_page("pages/runs.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def show_tab(at: AppTest, tab: str) -> AppTest:
+    """Choose a drilldown tab, as a click does: only the chosen tab is drawn."""
+    at.session_state["drilldown_tab"] = tab
     at.run()
     assert not at.exception, at.exception
     return at
@@ -440,14 +458,15 @@ def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_incl
     first = final_result(engine.stream(QUESTION))
     again = final_result(engine.stream(QUESTION))  # the same prompts: every call comes from the cache
 
-    at = open_runs_page(str(first.run_id))
+    at = open_runs_page(str(first.run_id), tab="Trace")
     trace = next(d.value for d in at.dataframe if "step" in d.value.columns)
     assert trace["step"].iloc[0] == "question"
     assert any(step.strip().endswith("└ generate") for step in trace["step"])
+    show_tab(at, "Calls")
     assert trace["calls"].sum() == len([e for e in at.expander if e.label[:1].isdigit()])
     assert any(". generate · llama3" in e.label and "tokens" in e.label for e in at.expander)
 
-    at = open_runs_page(str(again.run_id))
+    at = open_runs_page(str(again.run_id), tab="Calls")
     labels = [e.label for e in at.expander if e.label[:1].isdigit()]
     assert labels and all("cached" in label for label in labels)
     calls = next(d.value for d in at.dataframe if "cache_hit" in d.value.columns)

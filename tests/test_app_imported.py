@@ -7,7 +7,7 @@ import io
 import json
 
 from streamlit.testing.v1 import AppTest
-from test_app import app, fresh_streamlit_caches, open_runs_page, wait_for_jobs  # noqa: F401 - the fixture
+from test_app import app, fresh_streamlit_caches, open_runs_page, show_tab, wait_for_jobs  # noqa: F401 - the fixture
 from test_imported import ROWS, TOWER, ours, ragas
 
 from pages.views.markup import escape_markdown
@@ -117,20 +117,21 @@ def test_the_runs_page_lists_imported_runs_with_their_pipeline_and_the_drilldown
     at = open_runs_page(str(run_id))
     assert "kind **imported**" in at.markdown[0].value and "pipeline **bot**" in at.markdown[0].value
     assert any("Answer written by pipeline bot and checked here" in i.value for i in at.info)
+    # the supported claim's evidence is highlighted in the given context's text
+    evidence = [m.value for m in at.markdown if ":green-background[**" in m.value]
+    assert evidence and all(escape_markdown("Eiffel Tower") in e for e in evidence)
+    show_tab(at, "Retrieval")
     headings = [s.value for s in at.subheader]
     assert "Given contexts" in headings and "Retrieved chunks" not in headings
     contexts = next(d.value for d in at.dataframe if "injection flags" in d.value.columns)
     assert list(contexts["text"]) == [TOWER] and list(contexts["source"]) == ["tower.md"]
-    # the supported claim's evidence is highlighted in the given context's text
-    evidence = [m.value for m in at.markdown if ":green-background[**" in m.value]
-    assert evidence and all(escape_markdown("Eiffel Tower") in e for e in evidence)
 
 
 def test_a_chat_run_drilldown_keeps_its_header_and_heading(fake, settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
 
     result = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream("What is RAG?"))
-    at = open_runs_page(str(result.run_id))
+    at = open_runs_page(str(result.run_id), tab="Retrieval")
     assert "pipeline" not in at.markdown[0].value  # this workbench's run: no pipeline shown as n/a
     assert "Retrieved chunks" in [s.value for s in at.subheader]
     assert not any("written by pipeline" in i.value for i in at.info)

@@ -5,7 +5,7 @@ from conftest import ROOT
 from otlp_traces import TOWER, protobuf_body, rag_trace, span
 from starlette.testclient import TestClient
 from streamlit.testing.v1 import AppTest
-from test_app import fresh_streamlit_caches, open_runs_page  # noqa: F401 - the fixture
+from test_app import fresh_streamlit_caches, open_runs_page, show_tab  # noqa: F401 - the fixture
 
 from pages.views.markup import escape_markdown
 from pipeline.collect.receiver import create_app
@@ -33,9 +33,9 @@ def test_a_traced_runs_drilldown_shows_its_service_contexts_and_both_traces(fake
     assert "kind **traced**" in at.markdown[0].value and "pipeline **tower\\-app**" in at.markdown[0].value
     origin = escape_markdown("Answer written by service tower-app and received as a trace")
     assert any(origin in i.value for i in at.info)
-    headings = [s.value for s in at.subheader]
+    headings = [s.value for s in show_tab(at, "Retrieval").subheader]
     assert "Retrieved contexts (from the trace)" in headings
-    trace = next(d.value for d in at.dataframe if "step" in d.value.columns)
+    trace = next(d.value for d in show_tab(at, "Trace").dataframe if "step" in d.value.columns)
     steps = [s.split("└ ")[-1].strip() for s in trace["step"]]
     assert steps[:3] == ["RetrieverQueryEngine.query", "VectorIndexRetriever.retrieve", "Ollama.chat"]
     assert "traced answer" in steps
@@ -71,7 +71,7 @@ def test_a_traced_runs_trace_viewer_opens_the_applications_llm_span_with_its_cal
     stored = load_run(db, run_id)
     traced = [c for c in stored.calls if c["origin"] == "traced"]
     assert traced and all(c["span_id"] for c in traced)
-    at = open_runs_page(str(run_id))
+    at = open_runs_page(str(run_id), tab="Trace")
     llm = traced[0]["span_id"]  # the application's LLM span, among the check's own spans
     assert [s.name for s in stored.spans if s.span_id == llm] == ["Ollama.chat"]
     at.selectbox(key=f"trace-{run_id}-span").set_value(llm).run()

@@ -22,6 +22,7 @@ from pipeline.regression.compare import check
 IMAGE = "![tracker](http://evil.example/{}.png)"
 LINK = "[log in again](http://phish.example/{})"
 HTML = '<img src="http://evil.example/{}-html.png">'
+DRILLDOWN_TABS = ("Retrieval", "Trace", "Calls", "Scores")
 
 
 def payload(where: str) -> str:
@@ -60,8 +61,10 @@ def test_no_page_fetches_from_another_host(app_after_poison):
         page = browser.new_page(viewport={"width": 1400, "height": 2000})
         requested: list[str] = []
         page.on("request", lambda r: requested.append(r.url))
+        drilldown = f"{url}/runs?run_id={run_id}"
         visits = [
-            (f"{url}/runs?run_id={run_id}", "Claims"),
+            (drilldown, "Claims"),
+            *((f"{drilldown}#{tab}", tab) for tab in DRILLDOWN_TABS),  # only the chosen tab is drawn
             (f"{url}/runs?run_id={quote(payload('url'))}", "There is no run"),
             (f"{url}/trends", "Alerts"),
             (f"{url}/evaluate", "Evaluation"),
@@ -75,6 +78,12 @@ def test_no_page_fetches_from_another_host(app_after_poison):
         for target, marker in visits:
             page.goto(target)
             expect(page.get_by_text(marker, exact=False).first).to_be_visible(timeout=60_000)
+            if marker in DRILLDOWN_TABS:
+                page.wait_for_timeout(1500)  # a tab clicked while the first run still draws is drawn again unclicked
+                page.get_by_role("tab", name=marker, exact=True).click()
+                expect(page.get_by_role("tabpanel", name=marker).locator("[data-testid]").first).to_be_visible(
+                    timeout=60_000
+                )
             page.wait_for_timeout(1500)
             # open expanders: claims, alerts (those shown: a drilldown's other tabs hide theirs)
             for summary in [s for s in page.locator("details summary").all() if s.is_visible()][:6]:
@@ -95,7 +104,7 @@ def test_no_page_fetches_from_another_host(app_after_poison):
                 for i in range(links.count())
             ]
             assert where == [], (target, where)
-            if "run_id=" in target or target.endswith("/datasets"):  # shown, as text
+            if target == drilldown or target.endswith("/datasets"):  # shown, as text
                 assert page.get_by_text("phish.example", exact=False).count() > 0, target
         page.screenshot(path="test-artifacts/payloads.png", full_page=True)
     foreign = [u for u in requested if urlparse(u).scheme in ("http", "https", "ws", "wss")]

@@ -140,7 +140,7 @@ def test_the_evaluate_report_and_the_drilldown_show_the_analytics(fake, settings
     import streamlit as st
 
     st.cache_resource.clear()  # the settings are read once per process
-    at = open_runs_page(str(run_id))
+    at = open_runs_page(str(run_id), tab="Calls")
     table = stage_table(at)
     run_stats = run_call_stats(load_settings(), kb_db, run_id)
     assert table["calls"].iloc[-1] == run_stats.total.calls == len(llm_log.calls_for_run(kb_db, run_id))

@@ -111,5 +111,7 @@ def test_the_knowledge_base_page_and_the_drilldown_show_the_flag(fake, kb_db, tm
     at.run()
     assert not at.exception
     assert any("possible prompt injection" in w.value for w in at.warning)
+    at.session_state["drilldown_tab"] = "Retrieval"  # the chunks' tab: a drilldown draws the chosen tab alone
+    at.run()
     chunks = [df.value for df in at.dataframe if "injection flags" in df.value.columns][0]
     assert "ignore_instructions, dictated_answer" in set(chunks["injection flags"])

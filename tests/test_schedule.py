@@ -195,7 +195,7 @@ def test_the_drilldown_shows_what_the_generator_read_of_each_chunk(fake, setting
     from test_app import open_runs_page
 
     _, result = ask(kb_db, dataclasses.replace(settings, context_budget_tokens=60))
-    at = open_runs_page(str(result.run_id))
+    at = open_runs_page(str(result.run_id), tab="Retrieval")
     (summary,) = [m.value for m in at.markdown if "Context budget" in m.value]
     assert summary.startswith("**Context budget 60 tokens\\: the generator read ")
     frame = next(d.value for d in at.dataframe if "the generator read" in d.value.columns)

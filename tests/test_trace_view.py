@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from test_app import QUESTION, fresh_streamlit_caches, open_runs_page  # noqa: F401 - the fixture
 
 from pipeline.history.trace_view import (
@@ -62,6 +63,30 @@ def test_rows_are_the_tree_depth_first_with_offsets_durations_and_own_calls():
     assert [tree_label(r) for r in rows][:4] == ["question", " └ retrieve", " └ generate", "  └ Ollama.chat"]
 
 
+def test_the_waterfall_keeps_a_row_per_span_in_tree_order_and_draws_a_span_of_no_duration():
+    from pages.views.trace_viewer import MIN_BAR_SHARE, waterfall_chart
+
+    twins = [*spans(), SpanRecord("gen2", "root", "generate", at(92), 0.0)]  # a second "generate", instantaneous
+    rows = trace_rows(twins, [])
+    spec = waterfall_chart(rows, selected="chat").to_dict()
+    data = spec["datasets"][spec["data"]["name"]]
+    assert [d["row"] for d in data] == [
+        "1. question",
+        "2. \u00a0\u00a0retrieve",
+        "3. \u00a0\u00a0generate",
+        "4. \u00a0\u00a0\u00a0\u00a0Ollama.chat",
+        "5. \u00a0\u00a0generate",
+        "6. late",
+    ]
+    assert spec["encoding"]["y"]["sort"] is None  # tree order, not alphabetical
+    assert [d["state"] for d in data] == ["span", "span", "span", "error", "span", "span"]  # the error shows over
+    assert data[4]["end_ms"] - data[4]["start_ms"] == pytest.approx(MIN_BAR_SHARE * 120.0)  # seen, though instant
+    assert data[4]["takes"] == "0 ms" and data[0]["takes"] == "100 ms"
+    assert [d["state"] for d in waterfall_chart(rows, selected="ret").to_dict()["datasets"].popitem()[1]][1] == (
+        "selected"
+    )
+
+
 def test_naive_times_count_as_utc_and_an_empty_trace_has_no_rows():
     mixed = [SpanRecord("a", None, "a", T0.replace(tzinfo=None), 10.0), SpanRecord("b", "a", "b", at(7), 1.0)]
     assert [r.start_ms for r in trace_rows(mixed, [])] == [0.0, 7.0]
@@ -103,7 +128,7 @@ def test_selecting_a_span_in_the_trace_tab_shows_its_calls_prompt_and_completion
     stored = load_run(kb_db, result.run_id)
     answer_call = next(c for c in stored.calls if "<b>bold</b>" in (c["completion_text"] or ""))
 
-    at = open_runs_page(str(result.run_id))
+    at = open_runs_page(str(result.run_id), tab="Trace")
     trace_tab = next(t for t in at.tabs if t.label == "Trace")
     assert [t.label for t in at.tabs] == ["Answer and claims", "Retrieval", "Trace", "Calls", "Scores"]
     tree = next(d.value for d in trace_tab.dataframe if "step" in d.value.columns)

@@ -1,6 +1,6 @@
 """Small Vega-Lite charts (Altair) for pages that must open fast: a new browser tab loads Plotly's scripts (4.7 MB)
 the first time it shows a Plotly chart, ~0.9 s on 2 cores, against ~0.1 s for Vega-Lite's (bench page_speed's
-floor figures). Plotly stays where its interactions are needed (the trace waterfall)."""
+floor figures). No page draws with Plotly: the trace's waterfall and the calls' timeline are Vega-Lite too."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from functools import partial
 
+import altair as alt
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from pages.views.markup import NO_CALL_TEXT, escape_markdown, fmt_ms, plural
@@ -27,6 +27,9 @@ from pipeline.history.trace_view import (
 )
 
 ROW_PX = 20  # a waterfall bar's height
+WATERFALL_MAX_PX = 1480  # beyond ~74 spans the bars get thinner rather than the chart taller
+MIN_BAR_SHARE = 0.003  # of the time axis: the shortest bar drawn
+WATERFALL_COLOURS = {"span": "#1f77b4", "selected": "#ff7f0e", "error": "#d62728"}
 
 
 def show_trace_viewer(spans: list, calls: list[dict], key: str) -> None:
@@ -181,30 +184,47 @@ def show_call(n: int, call: dict) -> None:
 
 def show_waterfall(rows: list[SpanRow], selected: str | None) -> None:
     """Each shown span as a bar from its start to its end, in tree order, the selected one highlighted."""
-    positions = list(range(len(rows)))
-    colours = ["#d62728" if r.error else "#ff7f0e" if r.span_id == selected else "#1f77b4" for r in rows]
-    chart = go.Figure(
-        go.Bar(
-            orientation="h",
-            y=positions,
-            base=[r.start_ms for r in rows],
-            x=[max(r.duration_ms or 0.0, 0.0) for r in rows],
-            marker_color=colours,
-            customdata=[[_plain(r.name), fmt_ms(r.start_ms), fmt_ms(r.duration_ms), r.calls] for r in rows],
-            hovertemplate="%{customdata[0]}<br>starts at %{customdata[1]} · takes %{customdata[2]} · "
-            "%{customdata[3]} calls<extra></extra>",
+    st.altair_chart(waterfall_chart(rows, selected), width="stretch")
+
+
+def waterfall_chart(rows: list[SpanRow], selected: str | None) -> alt.Chart:
+    """The waterfall as Vega-Lite: a row per span (numbered, so that two spans of one name keep a row each, and
+    indented by depth), zoomable along the time axis; names are data, drawn as text."""
+    starts = [r.start_ms or 0.0 for r in rows]
+    ends = [start + max(r.duration_ms or 0.0, 0.0) for start, r in zip(starts, rows, strict=True)]
+    least = (max(ends) - min(starts)) * MIN_BAR_SHARE  # a span of no measurable duration is still seen
+    frame = pd.DataFrame(
+        {
+            "row": [f"{n}. " + "\u00a0" * 2 * r.depth + r.name[:40] for n, r in enumerate(rows, start=1)],
+            "span": [r.name for r in rows],
+            "start_ms": starts,
+            "end_ms": [max(end, start + least) for start, end in zip(starts, ends, strict=True)],
+            "starts": [fmt_ms(r.start_ms) for r in rows],
+            "takes": [fmt_ms(r.duration_ms) for r in rows],
+            "calls": [r.calls for r in rows],
+            "state": ["error" if r.error else "selected" if r.span_id == selected else "span" for r in rows],
+        }
+    )
+    return (
+        alt.Chart(frame, title="Waterfall")
+        .mark_bar()
+        .encode(
+            x=alt.X("start_ms:Q", title="ms from the start of the trace"),
+            x2="end_ms:Q",
+            y=alt.Y("row:N", sort=None, title=None, axis=alt.Axis(labelLimit=320)),
+            color=alt.Color(
+                "state:N", scale=alt.Scale(domain=list(WATERFALL_COLOURS), range=list(WATERFALL_COLOURS.values()))
+            ),
+            tooltip=[
+                alt.Tooltip("span:N"),
+                alt.Tooltip("starts:N", title="starts at"),
+                alt.Tooltip("takes:N"),
+                alt.Tooltip("calls:Q"),
+            ],
         )
+        .properties(height=min(ROW_PX * len(rows), WATERFALL_MAX_PX))
+        .interactive(bind_y=False)
     )
-    chart.update_yaxes(
-        tickvals=positions,
-        ticktext=[_plain("\u00a0" * 2 * r.depth + r.name[:40]) for r in rows],  # plotly trims plain spaces
-        autorange="reversed",
-    )
-    chart.update_xaxes(title_text="ms from the start of the trace")
-    chart.update_layout(
-        title_text="Waterfall", height=min(120 + ROW_PX * len(rows), 1600), margin={"t": 40, "b": 40}, showlegend=False
-    )
-    st.plotly_chart(chart, width="stretch", key=None)
 
 
 def attribute_text(value) -> str:
@@ -212,8 +232,3 @@ def attribute_text(value) -> str:
     if value is None:
         return ""
     return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
-def _plain(text: str) -> str:
-    """Text for a Plotly label, which reads a few HTML tags (links among them): its brackets as entities."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
