@@ -79,6 +79,7 @@ def test_the_waterfall_keeps_a_row_per_span_in_tree_order_and_draws_a_span_of_no
         "6. late",
     ]
     assert spec["encoding"]["y"]["sort"] is None  # tree order, not alphabetical
+    assert spec["encoding"]["y"]["axis"]["labelOverlap"] is False  # Vega would drop every other row's name
     assert [d["state"] for d in data] == ["span", "span", "span", "error", "span", "span"]  # the error shows over
     assert data[4]["end_ms"] - data[4]["start_ms"] == pytest.approx(MIN_BAR_SHARE * 120.0)  # seen, though instant
     assert data[4]["takes"] == "0 ms" and data[0]["takes"] == "100 ms"

@@ -211,7 +211,7 @@ def waterfall_chart(rows: list[SpanRow], selected: str | None) -> alt.Chart:
         .encode(
             x=alt.X("start_ms:Q", title="ms from the start of the trace"),
             x2="end_ms:Q",
-            y=alt.Y("row:N", sort=None, title=None, axis=alt.Axis(labelLimit=320)),
+            y=alt.Y("row:N", sort=None, title=None, axis=alt.Axis(labelLimit=320, labelOverlap=False)),
             color=alt.Color(
                 "state:N", scale=alt.Scale(domain=list(WATERFALL_COLOURS), range=list(WATERFALL_COLOURS.values()))
             ),
