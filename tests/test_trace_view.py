@@ -64,7 +64,8 @@ def test_rows_are_the_tree_depth_first_with_offsets_durations_and_own_calls():
 
 
 def test_the_waterfall_keeps_a_row_per_span_in_tree_order_and_draws_a_span_of_no_duration():
-    from pages.views.trace_viewer import MIN_BAR_SHARE, waterfall_chart
+    from pages.views.charts import MIN_BAR_SHARE
+    from pages.views.trace_viewer import waterfall_chart
 
     twins = [*spans(), SpanRecord("gen2", "root", "generate", at(92), 0.0)]  # a second "generate", instantaneous
     rows = trace_rows(twins, [])

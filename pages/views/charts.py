@@ -8,6 +8,14 @@ import altair as alt
 import pandas as pd
 
 HEIGHT = 300
+MIN_BAR_SHARE = 0.003  # of a time axis: the shortest bar drawn
+
+
+def visible_ends(starts: pd.Series, ends: pd.Series) -> pd.Series:
+    """Bars' ends, each at least MIN_BAR_SHARE of the axis after its start, so that a span or a call of no
+    measurable duration is still seen (numbers or times alike)."""
+    least = (ends.max() - starts.min()) * MIN_BAR_SHARE
+    return ends.where(ends >= starts + least, starts + least)
 
 
 def heatmap(matrix, columns: list[str], rows: list[str], x_title: str, y_title: str, title: str) -> alt.Chart:

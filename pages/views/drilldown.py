@@ -11,6 +11,7 @@ import streamlit as st
 
 from pages.views.answer import show_abstention, show_on_topic
 from pages.views.call_stats import show_run_call_stats
+from pages.views.charts import visible_ends
 from pages.views.conversation import show_turn_of_conversation
 from pages.views.datasets import add_run_form
 from pages.views.markup import (
@@ -24,7 +25,7 @@ from pages.views.markup import (
     status_markdown,
 )
 from pages.views.tables import count_column, ms_column, score_column, table
-from pages.views.trace_viewer import MIN_BAR_SHARE, show_trace_viewer
+from pages.views.trace_viewer import show_trace_viewer
 from pipeline.answering.budget import stored_budgets
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, made_how, status_label
@@ -37,6 +38,16 @@ from pipeline.text import short_source
 from pipeline.verification.claims import scored_claims
 
 DRILLDOWN_TAB = "drilldown_tab"
+TIMELINE_COLUMNS = [  # what the calls' timeline draws and shows on hover
+    "started_at",
+    "finished_at",
+    "stage",
+    "model",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+    "error",
+]
 
 
 def show_drilldown(stored: StoredRun, db=None) -> None:
@@ -261,26 +272,10 @@ def show_timeline(calls: list[dict]) -> None:
     st.caption("Timeline of the calls that reached the model")
     frame = pd.DataFrame(calls)
     frame["finished_at"] = frame["started_at"] + frame["latency_ms"].map(lambda ms: timedelta(milliseconds=ms))
-    least = (frame["finished_at"].max() - frame["started_at"].min()) * MIN_BAR_SHARE  # a cached-fast call is seen
-    frame["finished_at"] = frame["finished_at"].where(
-        frame["finished_at"] >= frame["started_at"] + least, frame["started_at"] + least
-    )
+    frame["finished_at"] = visible_ends(frame["started_at"], frame["finished_at"])
     stages = list(dict.fromkeys(frame["stage"]))  # in the order the run reached them, the first at the top
     chart = (
-        alt.Chart(
-            frame[
-                [
-                    "started_at",
-                    "finished_at",
-                    "stage",
-                    "model",
-                    "prompt_tokens",
-                    "completion_tokens",
-                    "latency_ms",
-                    "error",
-                ]
-            ]
-        )
+        alt.Chart(frame[TIMELINE_COLUMNS])
         .mark_bar()
         .encode(
             x=alt.X("started_at:T", title="time"),

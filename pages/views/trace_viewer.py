@@ -13,6 +13,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages.views.charts import visible_ends
 from pages.views.markup import NO_CALL_TEXT, escape_markdown, fmt_ms, plural
 from pages.views.tables import ms_column, table
 from pipeline.history.trace_view import (
@@ -28,7 +29,6 @@ from pipeline.history.trace_view import (
 
 ROW_PX = 20  # a waterfall bar's height
 WATERFALL_MAX_PX = 1480  # beyond ~74 spans the bars get thinner rather than the chart taller
-MIN_BAR_SHARE = 0.003  # of the time axis: the shortest bar drawn
 WATERFALL_COLOURS = {"span": "#1f77b4", "selected": "#ff7f0e", "error": "#d62728"}
 
 
@@ -190,15 +190,14 @@ def show_waterfall(rows: list[SpanRow], selected: str | None) -> None:
 def waterfall_chart(rows: list[SpanRow], selected: str | None) -> alt.Chart:
     """The waterfall as Vega-Lite: a row per span (numbered, so that two spans of one name keep a row each, and
     indented by depth), zoomable along the time axis; names are data, drawn as text."""
-    starts = [r.start_ms or 0.0 for r in rows]
-    ends = [start + max(r.duration_ms or 0.0, 0.0) for start, r in zip(starts, rows, strict=True)]
-    least = (max(ends) - min(starts)) * MIN_BAR_SHARE  # a span of no measurable duration is still seen
+    starts = pd.Series([r.start_ms or 0.0 for r in rows])
+    ends = starts + [max(r.duration_ms or 0.0, 0.0) for r in rows]
     frame = pd.DataFrame(
         {
             "row": [f"{n}. " + "\u00a0" * 2 * r.depth + r.name[:40] for n, r in enumerate(rows, start=1)],
             "span": [r.name for r in rows],
             "start_ms": starts,
-            "end_ms": [max(end, start + least) for start, end in zip(starts, ends, strict=True)],
+            "end_ms": visible_ends(starts, ends),
             "starts": [fmt_ms(r.start_ms) for r in rows],
             "takes": [fmt_ms(r.duration_ms) for r in rows],
             "calls": [r.calls for r in rows],
