@@ -43,6 +43,45 @@ def wait_idle(page, timeout_ms: float = 60_000) -> None:
     page.locator(IDLE).wait_for(timeout=timeout_ms)
 
 
+# From now on, count the app's script runs (full or a fragment's): each sets stApp's script state to running.
+COUNT_RUNS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  window.scriptRuns = 0;
+  window.runCounter?.disconnect();
+  window.runCounter = new MutationObserver(() => {
+    if (app.getAttribute('data-test-script-state') === 'running') window.scriptRuns++;
+  });
+  window.runCounter.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+
+
+def count_runs(page) -> None:
+    """Count the app's script runs from now on (read them with script_runs)."""
+    page.evaluate(COUNT_RUNS)
+
+
+def script_runs(page) -> int:
+    return page.evaluate("window.scriptRuns")
+
+
+def click_until_run(page, target, tries: int = 3, wait_ms: float = 10_000) -> None:
+    """Click `target`, and click it again, as a user would, when no script run follows within `wait_ms`: on a busy
+    machine a click on a form's submit button was once followed by nothing for a minute (CI, under load), the page
+    idle and the button enabled."""
+    from playwright.sync_api import TimeoutError as NoRunYet
+
+    wait_idle(page)
+    for _ in range(tries):
+        count_runs(page)
+        target.click()
+        try:
+            page.wait_for_function("window.scriptRuns > 0", timeout=wait_ms)
+            return
+        except NoRunYet:
+            pass
+    raise AssertionError(f"no script run followed {tries} clicks on {target}")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
