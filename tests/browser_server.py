@@ -127,6 +127,11 @@ def prepared_store(template: Path, folder: Path, ollama_url: str) -> tuple[Path,
     return store, load_settings(environ=app_env(store, ollama_url))
 
 
+# The served app's model calls go to a working fake: the tests' 5 s (conftest.TEST_ENV, short for the fault tests)
+# failed 2 of an evaluation's 5 items at load 15 on 2 cores, and no browser test waits on a model call's timeout.
+SERVED_REQUEST_TIMEOUT_S = "60"
+
+
 @contextmanager
 def serving(env: dict[str, str], idle_release_s: str | None = "0.2", script: str = "streamlit_app.py") -> Iterator[str]:
     """Streamlit serving the app (or another script, with the app's configuration) with env on a free port; its URL.
@@ -157,7 +162,11 @@ def serving(env: dict[str, str], idle_release_s: str | None = "0.2", script: str
             "none",
         ],
         cwd=ROOT,
-        env={**env, **({"WORKBENCH_STORE_IDLE_RELEASE_S": idle_release_s} if idle_release_s else {})},
+        env={
+            **env,
+            "WORKBENCH_REQUEST_TIMEOUT_S": SERVED_REQUEST_TIMEOUT_S,
+            **({"WORKBENCH_STORE_IDLE_RELEASE_S": idle_release_s} if idle_release_s else {}),
+        },
         stdout=output,
         stderr=subprocess.STDOUT,
         text=True,
