@@ -31,6 +31,7 @@ from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
 from pipeline.models.slots import schedule
 from pipeline.models.structured import ask
+from pipeline.prompting import Prompt
 from pipeline.text import one_line, plural, sentences
 from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.claims import EXTRACTION_ERROR, context_block
@@ -105,7 +106,7 @@ def clean_question(question: str | None, settings: Settings) -> str:
     return text
 
 
-def run_prompts(settings: Settings) -> list[prompts.Prompt]:
+def run_prompts(settings: Settings) -> list[Prompt]:
     """Every prompt a run under these settings may send, as its parts declare them: the engine's, the checker's
     and those of the verifiers in the effective chain."""
     chain = [verifier_class(name) for name in effective_chain(settings)]
