@@ -6,7 +6,7 @@ extractor is the fake Ollama's rule (one claim per sentence of three words or mo
 runs in the benchmarks, so that row measures the pre-check on extractor-shaped claims, not llama3.2's.
 Targets (issue 25): the pre-check's decisive flags keep precision >= 0.90 on each RAGTruth style (QA, summaries,
 data-to-text), recall reported; HaluEval precision >= 0.95. These are tuning figures; the cross-validated ones
-come from `python -m bench.precheck_cv`.
+come from `python -m bench.precheck_cv` (each style held out in turn).
 """
 
 from __future__ import annotations

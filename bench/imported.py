@@ -18,6 +18,11 @@ their prompt tokens (whitespace words of the prompt), per row; wall time is the 
 and the store's set-up are outside it). The latency model is "gpu" (as `bench/answer_vs_seed.py` and
 `bench/hosts.py`: 25 ms per output token, 0.5 ms per prompt token, 4 slots) or "fast" (as `bench/evaluation.py`:
 2 ms per output token, no prompt cost, 4 slots), printed with the figures.
+
+Targets (issue 48): the workbench's wall time ≤ 0.5× Ragas's, its prompt tokens ≤ 1.0× Ragas's. Beside the
+workbench's wall time, the floor: one read of every row (its question, contexts and answer as one prompt, a
+one-word reply) on the same latency model, the rows spread evenly over the slots; no checker that reads each row
+can finish sooner.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ RAGAS_VENV = ROOT / ".venv-ragas"
 PASSAGE_WORDS = 120  # a paragraph longer than this is cut into runs of sentences of about this many words
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 GENERATION_PATHS = ("/api/chat", "/api/generate")
+WALL_TARGET, TOKEN_TARGET = 0.5, 1.0  # workbench / Ragas
 
 
 # ---------------------------------------------------------------- rows
@@ -146,6 +152,15 @@ def measured(fake, name: str, rows: int, score) -> Side:
     return Side(name, rows, wall_s, calls, tokens, by_model, scored, mean, note)
 
 
+def one_read_floor(rows: list[dict], latency: str) -> float:
+    """Seconds for the fake, under `latency`, to read every row once (question, contexts and answer as one
+    prompt, in whitespace words as the fake counts them) and reply with one word, the rows spread evenly over
+    its slots."""
+    per_token, per_prompt_token, slots, _ = LATENCIES[latency]
+    words = sum(len(" ".join([r["question"], *r["contexts"], r["answer"]]).split()) for r in rows)
+    return (words * per_prompt_token + len(rows) * per_token) / slots
+
+
 # ---------------------------------------------------------------- Ragas (in its own interpreter)
 
 
@@ -234,8 +249,9 @@ def score_ours(rows_path: Path):
 # ---------------------------------------------------------------- the benchmark
 
 
-def compare(n_rows: int = ROWS, latency: str = "gpu") -> tuple[list[Side], str]:
-    """Both sides on one fake Ollama (Ragas first, then the workbench); [] sides that cannot run, with why."""
+def compare(n_rows: int = ROWS, latency: str = "gpu") -> tuple[list[Side], str, float]:
+    """Both sides on one fake Ollama (Ragas first, then the workbench); [] sides that cannot run, with why;
+    and the floor (one_read_floor) of the rows."""
     per_token, per_prompt_token, slots, described = LATENCIES[latency]
     python = ragas_python()
     ours = scores_given_answers()
@@ -249,20 +265,31 @@ def compare(n_rows: int = ROWS, latency: str = "gpu") -> tuple[list[Side], str]:
         missing.append("this checkout's evaluation runner does not score given answers yet")
     sides = []
     with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, folder):
-        rows_path = write_rows(build_rows(n_rows), folder / "rows.jsonl")
+        rows = build_rows(n_rows)
+        rows_path = write_rows(rows, folder / "rows.jsonl")
         fake.set_latency(per_token, slots=slots, seconds_per_prompt_token=per_prompt_token)
         if python is not None:
             sides.append(measured(fake, "Ragas", n_rows, lambda: score_ragas(python, rows_path, fake.url, folder)))
         if ours:
             sides.append(measured(fake, "workbench", n_rows, lambda: score_ours(rows_path)))
-    return sides, "; ".join([described] + missing)
+    return sides, "; ".join([described] + missing), one_read_floor(rows, latency)
 
 
-def figures(sides: list[Side], n_rows: int, note: str) -> list[Figure]:
-    """Per side: wall time, calls and prompt tokens per row; with both sides, the ratios workbench / Ragas.
-    `note` (the latency model, and why a side is missing) goes with the first figure."""
+def figures(sides: list[Side], n_rows: int, note: str, floor_s: float | None = None) -> list[Figure]:
+    """Per side: wall time, calls and prompt tokens per row; beside the workbench's wall time the floor
+    (`floor_s`, one_read_floor); with both sides, the ratios workbench / Ragas with their targets. `note` (the
+    latency model, and why a side is missing) goes with the first figure."""
     out = []
     for side in sides:
+        if side.name == "workbench" and floor_s:
+            out.append(
+                Figure(
+                    f"floor: one read of every row, {side.rows} rows",
+                    floor_s,
+                    "s",
+                    note=f"the workbench's wall time is {side.wall_s / floor_s:.1f}× it",
+                )
+            )
         models = ", ".join(f"{m} {c / side.rows:.2f}" for m, c in side.by_model.items())
         out += [
             Figure(
@@ -278,8 +305,13 @@ def figures(sides: list[Side], n_rows: int, note: str) -> list[Figure]:
     if {"Ragas", "workbench"} <= named.keys():
         ours, ragas = named["workbench"], named["Ragas"]
         out += [
-            Figure("workbench / Ragas: wall time", ours.wall_s / ragas.wall_s, "×"),
-            Figure("workbench / Ragas: prompt tokens", ours.prompt_tokens / max(1, ragas.prompt_tokens), "×"),
+            Figure("workbench / Ragas: wall time", ours.wall_s / ragas.wall_s, "×", WALL_TARGET),
+            Figure(
+                "workbench / Ragas: prompt tokens",
+                ours.prompt_tokens / max(1, ragas.prompt_tokens),
+                "×",
+                TOKEN_TARGET,
+            ),
         ]
     if not out:
         return [Figure(f"imported, {n_rows} rows: skipped", math.nan, "", note=note)]
@@ -288,8 +320,8 @@ def figures(sides: list[Side], n_rows: int, note: str) -> list[Figure]:
 
 
 def run(n_rows: int = ROWS, latency: str = "gpu") -> list[Figure]:
-    sides, note = compare(n_rows, latency)
-    return figures(sides, n_rows, note)
+    sides, note, floor_s = compare(n_rows, latency)
+    return figures(sides, n_rows, note, floor_s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -867,6 +867,7 @@ class FakeOllama:
         prompt_cache=False,
         gpu=True,
         judge_noise=None,
+        unfaithful_first=True,
     ):
         """clock() -> seconds and sleep(seconds) drive the latency model (default: time.perf_counter and a wait
         that stop() cuts short); pass a VirtualClock and its sleep to make its waits instant and exact.
@@ -884,6 +885,9 @@ class FakeOllama:
         # adds two unsupported sentences (a generator that gets it right when asked again)
         self.answer_style = answer_style
         self._answered = set()  # question lines answered so far in the paraphrase style
+        # whether that first answer is unfaithful; False: it is paraphrased and faithful, as the later ones are.
+        # Settable on a running fake (bench/answer_vs_seed.py sets it per question)
+        self.unfaithful_first = unfaithful_first
         self.fault_delay_s = fault_delay_s
         self.verifier_models = {normalise_name(m) for m in verifier_models}
         self.requests = []
@@ -1261,7 +1265,7 @@ class FakeOllama:
         if scripted is not None:
             return scripted
         fmt, verifier = call.body.get("format"), call.model in self.verifier_models
-        fabricate = not (fmt or verifier) and self._first_answer(prompt)
+        fabricate = not (fmt or verifier) and self._first_answer(prompt) and self.unfaithful_first
         text = rule_reply(prompt, fmt, verifier, self.answer_sentences, self.answer_style, fabricate)
         if self.judge_noise and isinstance(fmt, dict) and {"score", "reasoning"} <= set(fmt.get("properties") or {}):
             seed = (call.body.get("options") or {}).get("seed")

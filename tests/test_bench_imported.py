@@ -86,8 +86,29 @@ def test_figures_give_per_row_figures_and_the_ratios():
     assert figures["workbench / Ragas: wall time"].value == 0.25
     assert figures["workbench / Ragas: prompt tokens"].value == 0.4
     assert figures["Ragas: wall time, 10 rows"].note.startswith("gpu; ")
+    assert (
+        figures["workbench / Ragas: wall time"].target == 0.5 and figures["workbench / Ragas: wall time"].meets == "yes"
+    )
+    assert figures["workbench / Ragas: prompt tokens"].target == 1.0
+    assert "floor: one read of every row, 10 rows" not in figures  # no floor given
+    with_floor = {f.name: f for f in imported.figures([ragas, ours], 10, "gpu", floor_s=2.0)}
+    floor = with_floor["floor: one read of every row, 10 rows"]
+    assert floor.value == 2.0 and floor.note == "the workbench's wall time is 2.5× it"
+    costly = imported.Side("workbench", 10, 12.0, 80, 12_000, {"llama3.2:latest": 80}, 10, 0.6)
+    over = {f.name: f for f in imported.figures([ragas, costly], 10, "gpu")}
+    assert over["workbench / Ragas: wall time"].meets == "NO" and over["workbench / Ragas: prompt tokens"].meets == "NO"
     skipped = imported.figures([], 10, "Ragas is not installed")
     assert len(skipped) == 1 and math.isnan(skipped[0].value) and "not installed" in skipped[0].note
+
+
+def test_the_floor_is_one_read_of_every_row_over_the_slots():
+    rows = [
+        {"question": "Who?", "contexts": ["one two three", "four five"], "answer": "six seven"},  # 8 words
+        {"question": "Why?", "contexts": ["a b c d e f g h i j"], "answer": "k"},  # 12 words
+    ]
+    per_token, per_prompt_token, slots, _ = imported.LATENCIES["gpu"]
+    assert imported.one_read_floor(rows, "gpu") == pytest.approx((20 * per_prompt_token + 2 * per_token) / slots)
+    assert imported.one_read_floor(rows, "fast") == pytest.approx(2 * 0.002 / 4)  # no prompt cost
 
 
 def ragas_prompt(given: dict) -> str:

@@ -577,6 +577,22 @@ def test_paraphrased_answers_reword_join_and_fabricate_on_the_first_try():
         assert ask(client, PARAPHRASE_PROMPT) == first
 
 
+def test_a_faithful_first_answer_is_paraphrased_and_an_unfaithful_one_fabricates():
+    passages = [text for _, text in fake_ollama._blocks(CONTEXT)]
+    with FakeOllama(answer_style="paraphrase", unfaithful_first=False) as fake, ollama.Client(host=fake.url) as c:
+        faithful = ask(c, PARAPHRASE_PROMPT)
+        claims = extract(c, faithful)
+        assert len(claims) == 4 and [verdict(c, claim) for claim in claims] == ["Yes"] * 4
+        for sentence in fake_ollama.sentences(fake_ollama._CITATION.sub("", faithful)) + claims:
+            assert not any(sentence.rstrip(".").lower() in p.lower() for p in passages), sentence
+        assert ask(c, PARAPHRASE_PROMPT) == faithful  # asked again: the same faithful answer
+        fake.forget_answers()
+        fake.unfaithful_first = True  # set on the running fake: the next first answer fabricates
+        unfaithful = ask(c, PARAPHRASE_PROMPT)
+        assert unfaithful.startswith(faithful.rstrip(".")) and "1971" in unfaithful
+        assert [verdict(c, claim) for claim in extract(c, unfaithful)] == ["Yes"] * 4 + ["No"] * 2
+
+
 def test_fabricated_sentences_keep_faithfulness_below_threshold():
     context = "[1] source: a.md\n" + " ".join(
         f"Retrieval step {n} ranks passages, and step {n} drops weak passages." for n in range(1, 7)

@@ -194,3 +194,57 @@ def test_the_first_answer_is_generated_when_its_first_generation_call_ends():
     assert answer_vs_seed.Sample(9.0, 27, Counter(), stages=stages).generated == 5.0
     checks_only = [("bespoke-minicheck", 0.0, 1.0, 9)]
     assert answer_vs_seed.Sample(1.0, 9, Counter(), stages=checks_only).generated is None
+
+
+# -- the share of unfaithful first answers and the engine's floor (issue 48) ----------------------------------
+
+
+def test_the_unfaithful_share_picks_questions_evenly():
+    from bench import answer_vs_seed
+
+    third = answer_vs_seed.unfaithful_questions(30, 1 / 3)
+    assert sum(third) == 10 and [i for i, u in enumerate(third) if u][:3] == [2, 5, 8]
+    assert answer_vs_seed.unfaithful_questions(4, 1.0) == [True] * 4
+    assert answer_vs_seed.unfaithful_questions(4, 0.0) == [False] * 4
+    assert sum(answer_vs_seed.unfaithful_questions(30, 0.5)) == 15
+    with pytest.raises(ValueError, match="fraction from 0 to 1"):
+        answer_vs_seed.unfaithful_questions(3, 1.5)
+
+
+def test_a_lane_gives_both_pipelines_the_same_faithful_or_unfaithful_first_answer(kb_db, fake, monkeypatch):
+    from bench import answer_vs_seed
+    from pipeline.config import load_settings
+
+    monkeypatch.setenv("WORKBENCH_CACHE_ENABLED", "false")
+    fake.answer_style = "paraphrase"
+    lane = answer_vs_seed.Lane(load_settings(), kb_db, fake)
+    question = "What did the RAG paper use as its retriever?"
+    for unfaithful in (False, True):
+        mine, base = lane.both(question, unfaithful)
+        assert mine.unfaithful_first is base.unfaithful_first is unfaithful
+        assert base.retries == int(unfaithful)  # the seed regenerates only an unfaithful first answer
+        assert (mine.retries + mine.trims > 0) is unfaithful  # and the engine repairs only that one
+    lane.client.close()
+
+
+def test_the_floor_is_the_engines_grade_and_first_answer_and_faithful_questions_are_held_to_it():
+    from collections import Counter
+
+    from bench import answer_vs_seed
+
+    def sample(wall, generated, unfaithful):
+        stages = [("grade_context", 0.0, 1.0, 10), ("generate", 1.0, generated, 10)]
+        return answer_vs_seed.Sample(wall, 100, Counter(llama3=2), stages=stages, unfaithful_first=unfaithful)
+
+    mine = [sample(6.0, 4.0, False), sample(10.0, 4.0, True), sample(3.0, 2.0, False)]
+    walls = zip((12.0, 20.0, 6.0), mine, strict=True)
+    base = [answer_vs_seed.Sample(w, 100, Counter(llama3=3), unfaithful_first=m.unfaithful_first) for w, m in walls]
+    figures = {f.name.split(": ", 1)[1].rsplit(" (", 1)[0]: f for f in answer_vs_seed.figures("p", mine, base)}
+    floor = figures["floor, the engine's grade + first answer"]
+    assert floor.value == 4.0 and floor.target is None
+    held = figures["wall / floor, faithful first answers, total"]
+    assert held.value == (6.0 + 3.0) / (4.0 + 2.0) and held.target == 1.25 and held.meets == "NO"
+    wall = figures["wall time, total"]
+    assert wall.value == 19.0 / 38.0 and wall.target == 0.45 and wall.meets == "NO"
+    assert "0.50 on 2 faithful first answers; 0.50 on 1 unfaithful first answers" in wall.note
+    assert figures["prompt tokens, total"].target == 1.0
