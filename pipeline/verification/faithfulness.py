@@ -72,7 +72,7 @@ class FaithfulnessChecker(BaseEvaluator):
     # the contradicted-or-unsupported step, with the models they use; the chain declares its own and each verifier
     # its own. answer_prompts: whole answers on their own (evaluate(), the detector bench).
     prompts = (EXTRACT_SENTENCE_CLAIMS, EXTRACT_CLAIMS_IN_CONTEXT, EXTRACT_CLAIMS, NLI_JUDGE)
-    options = ("claim_model", "nli_model")
+    options = ("claim_model", "nli_model", "claim_granularity")
     answer_prompts = (EXTRACT_CLAIMS,)
 
     def __init__(self, llm: LLM, settings: Settings, classify: bool = True, chain: Sequence[str] | None = None):
