@@ -193,3 +193,27 @@ def test_auto_and_atomic_flag_the_same_ragtruth_answers_in_the_same_sentences(fa
     assert len(rows) >= 300 and flagged >= 60
     assert differences == []
     assert extracted["auto"] < extracted["atomic"] / 2  # only the answers with a failing sentence are split
+
+
+def test_every_faithfulness_figure_says_which_claims_it_counts(fake, settings, kb_db):
+    """The CLI's answer and its show command, and Compare, which does not compare faithfulness across granularities."""
+    from rich.console import Console
+
+    from pipeline.cli.main import print_result
+    from pipeline.evaluation.compare_runs import GRANULARITY_DIFFERS, Side, _not_comparable
+    from store import evals
+
+    sentence = dataclasses.replace(settings, claim_granularity="sentence", max_retries=0)
+    result = list(VerifiedQueryEngine(settings=sentence, db=kb_db).stream("Who searched the RAG index?"))[-1]
+    out = Console(record=True, width=200)
+    print_result(result.data["result"], out)
+    assert "(claims: sentence)" in out.export_text()
+
+    def side(granularity):
+        config = {} if granularity is None else {"claim_granularity": granularity}
+        return Side(evals.EvalRun(1, "e", "golden.jsonl", "finished", config, "llama3.2", "d", "v1", 3, 1.0), "h")
+
+    assert side("auto").claims == "claims: auto" and side(None).claims == "claims: atomic"
+    assert _not_comparable("faithfulness", side("auto"), side("atomic")) == GRANULARITY_DIFFERS
+    assert _not_comparable("faithfulness", side(None), side("atomic")) is None
+    assert _not_comparable("context_recall", side("auto"), side("atomic")) is None

@@ -28,6 +28,16 @@ AUTO, SENTENCE, ATOMIC = "auto", "sentence", "atomic"
 GRANULARITIES = (AUTO, SENTENCE, ATOMIC)
 
 
+def granularity_of(config: dict | None) -> str:
+    """The claim granularity a run or evaluation recorded; one recorded before the setting existed was atomic."""
+    return (config or {}).get("claim_granularity") or ATOMIC
+
+
+def claims_label(config: dict | None) -> str:
+    """What is shown beside a faithfulness figure: the claims it counts ("claims: auto")."""
+    return f"claims: {granularity_of(config)}"
+
+
 def sentence_claim(text: str) -> str:
     """A sentence as the claim it is checked as: its citation markers dropped, on one line."""
     return " ".join(strip_citations(text).split())
