@@ -65,7 +65,8 @@ def test_only_a_failing_sentence_is_decomposed(fake, settings, db, granularity, 
 
 def test_a_run_streamed_with_slots_to_spare_decomposes_only_its_failing_sentence(fake, settings, kb_db):
     """Each sentence is verified as it is written; the one no passage supports, alone, has its claims extracted."""
-    answer = "The RAG authors searched this index with FAISS [1]. It was first described in 1975 by Zorblax [1]."
+    # the first sentence is not verbatim in a chunk (which would make it one claim without extraction even in atomic)
+    answer = "The RAG authors searched the index with FAISS [1]. It was first described in 1975 by Zorblax [1]."
     fake.enqueue(answer, model="llama3.2", match=lambda body: not body.get("format"))
     four = lean(settings, ollama_slots_per_host=4, max_retries=0, on_topic_check=False)
     result = list(VerifiedQueryEngine(settings=four, db=kb_db).stream("Who searched the RAG index with FAISS?"))[-1]
@@ -77,7 +78,7 @@ def test_a_run_streamed_with_slots_to_spare_decomposes_only_its_failing_sentence
     ]
     assert asked == ["It was first described in 1975 by Zorblax [1]."]
     claims = result.attempts[0].claims
-    assert claims[0].text == "The RAG authors searched this index with FAISS." and claims[0].verdict == "supported"
+    assert claims[0].text == "The RAG authors searched the index with FAISS." and claims[0].verdict == "supported"
     assert claims[0].passage is not None and "FAISS" in claims[0].evidence
     assert [c.verdict for c in claims[1:]] and all(c.verdict != "supported" for c in claims[1:])
 
@@ -217,3 +218,20 @@ def test_every_faithfulness_figure_says_which_claims_it_counts(fake, settings, k
     assert _not_comparable("faithfulness", side("auto"), side("atomic")) == GRANULARITY_DIFFERS
     assert _not_comparable("faithfulness", side(None), side("atomic")) is None
     assert _not_comparable("context_recall", side("auto"), side("atomic")) is None
+
+
+def test_on_one_slot_the_classification_waits_until_the_answer_is_decided(fake, settings, kb_db):
+    """Whether a rejected claim is contradicted or unsupported changes neither the score nor the repair: on one slot
+    its calls come after every call the shown answer waits on (the regeneration included) and after the decision."""
+    from test_schedule import RAG_QUESTION, chats
+
+    fake.answer_style = "paraphrase"  # a first answer with invented sentences: rejected claims to classify
+    fake.set_latency(0.0, slots=1)
+    one = dataclasses.replace(settings, ollama_slots_per_host=1, cache_enabled=False, repair="regenerate")
+    events = list(VerifiedQueryEngine(settings=one, db=kb_db).stream(RAG_QUESTION))
+    kinds = [e.kind for e in events]
+    classified, generations = chats(fake, "verdict"), chats(fake)
+    checks = [r for r in fake.requests if (r["model"] or "").startswith("bespoke-minicheck")]
+    assert classified and len(generations) >= 2  # claims to classify, and a regeneration
+    assert min(r["received"] for r in classified) >= max(r["done"] for r in generations + checks)
+    assert "verdict" in kinds and kinds.index("decide") < kinds.index("verdict") < kinds.index("final")
