@@ -15,6 +15,7 @@ from pipeline.answering.engine import VerifiedQueryEngine, run_config
 from pipeline.evaluation.given import check_given, given_config
 from pipeline.models.llm import LLM
 from pipeline.text import sentences
+from pipeline.verification.sentence_first import sentence_claim
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 TOWER = "The Eiffel Tower is 330 metres tall. It was completed in 1889 for the World's Fair in Paris."
@@ -88,16 +89,25 @@ def test_one_slot_orders_the_verifier_calls_so_that_consecutive_calls_share_a_pa
     fake, settings, db, slots, shared
 ):
     """One answer checked at a time on one slot: its sentences are verified together, each passage asked about
-    every sentence waiting on it in a row, and then the claims of the sentences that failed the same way."""
+    every sentence waiting on it in a row, and then the claims of the sentences that failed, the same way. A claim
+    that its sentence's decomposition gives back unchanged keeps the sentence's rejection without a call."""
+    fake.answer_style = "paraphrase"  # the fake's extraction splits a sentence at ", and "
+    answer = (
+        "The Eiffel Tower is 330 metres tall. It was painted green in 1850, and owls nest in its lifts since 1901. "
+        "Its lifts were made by Zorblax in 1888."
+    )
     checked = lean(settings, ollama_slots_per_host=slots)
-    run = check_given(checked, LLM(checked, db), "How tall?", INVENTED, [TOWER, BRIDGE, WALL], "b", one_at_a_time=True)
+    run = check_given(checked, LLM(checked, db), "How tall?", answer, [TOWER, BRIDGE, WALL], "b", one_at_a_time=True)
     asked = minicheck_asked(fake)
-    assert len(asked) == 3 + 2 * 2 + 2 * 3  # three sentences on TOWER, two on the others; their two claims on all
+    assert len(asked) == 3 + 2 * 2 + 2 * 3  # three sentences on TOWER, two on the others; two claims on all three
+    assert {claim for _, claim in asked[:7]} == {sentence_claim(p.text) for p in sentences(answer)}
+    assert {claim for _, claim in asked[7:]} == {"It was painted green in 1850.", "Owls nest in its lifts since 1901."}
     by_sentence = [doc for doc, _ in groupby(doc for doc, _ in asked[:7])]
     by_claim = [doc for doc, _ in groupby(doc for doc, _ in asked[7:])]
-    assert {claim for _, claim in asked[:7]} == {p.text for p in sentences(INVENTED)}
     assert (by_sentence == [TOWER, BRIDGE, WALL] and by_claim == [TOWER, BRIDGE, WALL]) is shared
-    assert [c.verdict for c in run.result.attempts[0].claims] == ["supported", "unsupported", "unsupported"]
+    claims = run.result.attempts[0].claims
+    assert [c.verdict for c in claims] == ["supported", "unsupported", "unsupported", "unsupported"]
+    assert claims[-1].text == "Its lifts were made by Zorblax in 1888." and claims[-1].claim_no == 4
 
 
 def test_runs_at_different_granularities_are_never_each_others_baseline(db):

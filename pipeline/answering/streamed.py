@@ -1,7 +1,8 @@
 """One attempt of the answer loop as it streams: the answer's tokens go out as they arrive, each finished
-sentence has its claims extracted and checked on the run's thread pool while generation goes on (the
-passages the sentence cites first), and the round's context grade runs alongside; a grade that finds the
-context not relevant stops the generation and withdraws what was streamed."""
+sentence is checked as it stands on the run's thread pool while generation goes on (the passages the sentence
+cites first) and, where it fails, its claims extracted and checked (claim_granularity, sentence_first.py), and
+the round's context grade runs alongside; a grade that finds the context not relevant stops the generation and
+withdraws what was streamed."""
 
 from __future__ import annotations
 
@@ -183,9 +184,10 @@ class LiveAttempt:
         return self.stop.is_set() or is_abstention(sentence.text) or is_meta_statement(sentence.text)
 
     def _check_answer(self, sentences: list[LiveSentence]) -> list[SentenceCheck]:
-        """The sequential schedule's check of a written answer: the sentences found verbatim in a passage are one
-        claim each, the others' claims come from one extraction call over them; each claim is then verified with
-        the sentence it was placed on (that sentence's cited passages first)."""
+        """The sequential schedule's check of a written answer: every sentence verified as it stands, all together
+        (claim_granularity auto or sentence); of those that fail (auto) or of all (atomic), the sentences found
+        verbatim in a passage are one claim each, the others' claims come from one extraction call over them; each
+        claim is then verified with the sentence it was placed on (that sentence's cited passages first)."""
         checkable = [s for s in sentences if not self._uncheckable(s)]
         held = self._sentence_verdicts(checkable, together=True) if checks_sentences(self.granularity) else {}
         checkable = [s for s in checkable if s.index not in held]
