@@ -202,7 +202,7 @@ def _checked_attempt(
                 together=together,
             )
         claims = _placed_on(claims, sentences(answer) if granularity == ATOMIC else parts)
-    attempt.claims = _in_answer_order(held + claims)
+    attempt.claims = claims if granularity == ATOMIC else _in_answer_order(held + claims)
     return attempt.score(settings.faithfulness_threshold)
 
 
