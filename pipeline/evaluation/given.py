@@ -174,18 +174,11 @@ def _checked_attempt(
     checker = FaithfulnessChecker(llm, settings)
     granularity = settings.claim_granularity
     parts = [p for p in sentences(answer) if not is_meta_statement(p.text)]
-    held: list[CheckedClaim] = []
-    if checks_sentences(granularity):  # sentences first: only those that fail are decomposed (auto)
-        items = [(n, sentence_claim(p.text), cited_numbers(p.text)) for n, p in enumerate(parts, start=1)]
-        verdicts = verify_sentences(checker, items, passages, question, granularity, together)
-        for part, verdict in zip(parts, verdicts, strict=True):
-            if stands(granularity, verdict):
-                verdict.answer_span = (part.start, part.end)
-                held.append(verdict)
-        parts = [p for p in parts if (p.start, p.end) not in {c.answer_span for c in held}]
+    held = _held_sentences(checker, question, parts, passages, granularity, together)
+    parts = [p for p in parts if (p.start, p.end) not in {c.answer_span for c in held}]
     claims: list[CheckedClaim] = []
     if granularity == ATOMIC or (parts and granularity == AUTO):
-        # the failing sentences one a line, as list items stand: the extractor splits them where the answer does
+        # the failing sentences one to a line, as list items stand: the extractor splits them where the answer does
         decomposed = answer if granularity == ATOMIC else "\n".join(p.text for p in parts)
         with tracing.step("extract claims", sentences=len(parts)):
             extraction = checker.extract_claims(question, decomposed)
@@ -204,6 +197,27 @@ def _checked_attempt(
         claims = _placed_on(claims, sentences(answer) if granularity == ATOMIC else parts)
     attempt.claims = claims if granularity == ATOMIC else _in_answer_order(held + claims)
     return attempt.score(settings.faithfulness_threshold)
+
+
+def _held_sentences(
+    checker: FaithfulnessChecker,
+    question: str,
+    parts: list[Sentence],
+    passages: list[Passage],
+    granularity: str,
+    together: bool,
+) -> list[CheckedClaim]:
+    """The sentences whose own verdict stands, each one claim placed on itself (none with granularity atomic)."""
+    if not checks_sentences(granularity):
+        return []
+    items = [(n, sentence_claim(p.text), cited_numbers(p.text)) for n, p in enumerate(parts, start=1)]
+    verdicts = verify_sentences(checker, items, passages, question, granularity, together)
+    held = []
+    for part, verdict in zip(parts, verdicts, strict=True):
+        if stands(granularity, verdict):
+            verdict.answer_span = (part.start, part.end)
+            held.append(verdict)
+    return held
 
 
 def _placed_on(claims: list[CheckedClaim], parts: list[Sentence]) -> list[CheckedClaim]:
