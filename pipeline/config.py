@@ -294,6 +294,15 @@ class Settings:
         "all chunks (swaps minicheck_chunk for minicheck_context in the chain)",
         choices=("chunk", "context"),
     )
+    claim_granularity: str = setting(
+        "auto",
+        "verification",
+        "what is verified: auto (each answer sentence as one claim, and only a sentence that fails split into atomic "
+        "claims that are verified again), sentence (each sentence as one claim, never split) or atomic (every "
+        "sentence split into atomic claims); faithfulness is the share of the claims checked, so runs at different "
+        "granularities are never compared as baselines",
+        choices=("auto", "sentence", "atomic"),
+    )
     precheck_enabled: bool = setting(
         True,
         "verification",

@@ -3,14 +3,19 @@
 The rule, the same for every page and command: the run pinned for the dataset (when its answers were written by
 the same pipeline, over the same dataset identity: for a golden set kept in the store, the same version); else the
 newest earlier run of the same pipeline over the same dataset (same content hash, or for a stored golden set the
-same version) and size, under the same judge pin, with every item done (failures are read from the items, not from
-the run's status) and no open regression alert (a metric below its floor is no reason to skip a run). A run's
-pipeline is who wrote its answers (None: this workbench)."""
+same version) and size, under the same judge pin and claim granularity, with every item done (failures are read
+from the items, not from the run's status) and no open regression alert (a metric below its floor is no reason to
+skip a run). A run's pipeline is who wrote its answers (None: this workbench)."""
 
 from __future__ import annotations
 
 from store.alerts import FLOOR
 from store.db import Database
+
+# The claims a run's faithfulness counts depend on its claim granularity (sentences, or atomic claims): runs at two
+# granularities are never each other's baseline. A run recorded before the setting existed was atomic.
+GRANULARITY = "coalesce(json_extract_string({run}.config, '$.claim_granularity'), 'atomic')"
+SAME_GRANULARITY = f"{GRANULARITY.format(run='p')} = {GRANULARITY.format(run='e')}"
 
 # every item done, and no open regression alert: a floor breach (kind FLOOR) does not count
 CLEAN = f"""
@@ -51,10 +56,20 @@ def pinned(db: Database, dataset: str, pipeline=ANY_PIPELINE, dataset_hash=ANY_H
     return row[0] if row else None
 
 
+def same_granularity(db: Database, eval_run_id: int, other_id: int) -> bool:
+    """Whether two evaluation runs counted claims at the same granularity (a pinned run at another is no baseline)."""
+    with db.cursor() as cur:
+        row = cur.execute(
+            f"SELECT {SAME_GRANULARITY} FROM eval_runs p JOIN eval_runs e ON e.id = ? WHERE p.id = ?",
+            [eval_run_id, other_id],
+        ).fetchone()
+    return bool(row and row[0])
+
+
 def previous_comparable(db: Database, eval_run_id: int) -> int | None:
-    """The newest run before this one of the same pipeline with the same dataset hash and size and judge pin,
-    every item done and no open regression alert (floor breaches do not count); never a sweep's combination (it
-    changed settings on purpose: it can be pinned, not found)."""
+    """The newest run before this one of the same pipeline with the same dataset hash and size, judge pin and claim
+    granularity, every item done and no open regression alert (floor breaches do not count); never a sweep's
+    combination (it changed settings on purpose: it can be pinned, not found)."""
     with db.cursor() as cur:
         row = cur.execute(
             f"""
@@ -64,6 +79,7 @@ def previous_comparable(db: Database, eval_run_id: int) -> int | None:
               AND p.pipeline IS NOT DISTINCT FROM e.pipeline
               AND p.judge_model = e.judge_model AND p.judge_digest = e.judge_digest
               AND p.judge_prompt_version = e.judge_prompt_version
+              AND {SAME_GRANULARITY}
               AND p.name NOT IN (SELECT eval_name FROM sweep_combinations)
               AND {CLEAN}
             ORDER BY p.created_at DESC, p.id DESC LIMIT 1""",

@@ -15,7 +15,7 @@ def test_ask_prints_the_answer_steps_and_claim_table(kb_db, capsys):
     assert main(["ask", QUESTION]) == 0
     out, err = capsys.readouterr()
     assert "21 million passages" in out
-    assert "accepted · faithfulness 1.00 · 1 attempt" in out
+    assert "accepted · faithfulness 1.00 (claims: auto) · 1 attempt" in out
     assert "supported" in out and "rag.md" in out
     assert "· retrieved 5 chunks" in err and "· claim 1: supported" in err
 

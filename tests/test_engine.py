@@ -23,6 +23,11 @@ def ask(kb_db, settings, question):
     return events, events[-1].data["result"]
 
 
+def atomic(settings):
+    """Every sentence split into atomic claims (the tests of claim extraction itself; auto splits failing ones)."""
+    return dataclasses.replace(settings, claim_granularity="atomic")
+
+
 def steps(events):
     """The step events, without the answer's text pieces and per-sentence verdicts."""
     return [e.kind for e in events if e.kind not in ("token", "sentence")]
@@ -192,7 +197,7 @@ def test_malformed_grade_json_is_recorded_as_invalid_and_the_run_goes_on(fake, s
 def test_truncated_claim_json_is_retried_once_and_then_used(fake, settings, kb_db):
     fake.enqueue(ONE_SENTENCE, match=is_generation)
     fake.enqueue('{"claims": ["The RAG index', model="llama3.2", match=schema_has("claims"))
-    _, result = ask(kb_db, settings, RAG_QUESTION)
+    _, result = ask(kb_db, atomic(settings), RAG_QUESTION)
     assert result.status == "accepted" and result.final_claims
     claim_calls = [r["body"]["messages"] for r in fake.requests if r["body"] and schema_has("claims")(r["body"])]
     assert sum("not valid JSON for the schema" in m[-1]["content"] for m in claim_calls) == 1
@@ -202,7 +207,7 @@ def test_claim_extraction_that_never_parses_leaves_the_answer_unverified(fake, s
     is_claims = schema_has("claims")
     fake.enqueue(ONE_SENTENCE, match=is_generation)
     fake.enqueue('{"claims": ["unterminated', model="llama3.2", match=is_claims, times=2)
-    _, result = ask(kb_db, settings, RAG_QUESTION)
+    _, result = ask(kb_db, atomic(settings), RAG_QUESTION)
     assert result.status == "unverified"
     assert result.faithfulness is None
     attempt = get_run(kb_db, result.run_id)["attempts"][0]
@@ -230,7 +235,8 @@ def test_every_step_lands_in_duckdb(fake, settings, kb_db):
 
     stages = [c["stage"] for c in calls_for_run(kb_db, result.run_id)]
     assert stages[0] == "embed_query"
-    assert {"grade_context", "generate", "extract_claims", "verify"} <= set(stages)
+    assert {"grade_context", "generate", "verify"} <= set(stages)
+    assert "extract_claims" not in stages  # its one sentence is supported as it stands (claim_granularity auto)
     assert all(c["digest"] for c in calls_for_run(kb_db, result.run_id))
     assert json.loads(run["config"])["verifier_model"] == "bespoke-minicheck"
 
@@ -357,7 +363,7 @@ def test_the_drilldown_counts_replies_that_stayed_invalid(fake, settings, kb_db)
 
     fake.enqueue(ONE_SENTENCE, match=is_generation)
     fake.enqueue("I could not find claims.", match=schema_has("claims"), times=2)
-    _, result = ask(kb_db, settings, RAG_QUESTION)
+    _, result = ask(kb_db, atomic(settings), RAG_QUESTION)
     assert result.status == "unverified"
     stored = load_run(kb_db, result.run_id)
     rows = {r.stage: (r.invalid, r.total) for r in invalid_replies(stored.result, stored.grades, stored.scores)}

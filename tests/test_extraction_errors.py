@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from test_app import open_runs_page
 
 from pipeline.answering.engine import VerifiedQueryEngine
@@ -22,6 +23,13 @@ ANSWER = "The Eiffel Tower is 330 metres tall and it was completed in 1889."
 GOOD = ["The Eiffel Tower is 330 metres tall.", "The Eiffel Tower was completed in 1889."]
 COPY_OF_EXAMPLE = "BERT was released by Google in 2018."  # the extraction prompt's own example
 WRONG = [QUESTION, COPY_OF_EXAMPLE, "the eiffel tower is 330 metres tall"]  # the question, the example, a repeat
+
+
+@pytest.fixture(autouse=True)
+def atomic_claims(monkeypatch):
+    """These tests are of claim extraction itself, so every sentence is decomposed (claim_granularity atomic; auto
+    decomposes only a failing sentence, and these answers' sentences mostly hold)."""
+    monkeypatch.setenv("WORKBENCH_CLAIM_GRANULARITY", "atomic")
 
 
 def extraction_of(sentence: str):

@@ -217,6 +217,7 @@ def test_claims_verified_together_are_asked_passage_by_passage_with_the_verdicts
     asked_alone, processed_alone = minicheck_asked(fake), processed(fake)
     fake.clear()
     fake.set_latency(0.0, slots=1)  # an empty cache
+    checker = FaithfulnessChecker(LLM(model_only, db), model_only, classify=False)  # nor the rejections it knows
     together = checker.verify_together(BIRD_CLAIMS, BIRDS)
     asked_together, processed_together = minicheck_asked(fake), processed(fake)
 

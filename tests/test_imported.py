@@ -103,7 +103,9 @@ def test_each_convention_is_scored_as_given_end_to_end(fake, settings, db, tmp_p
     assert evals.get_eval_run(db, "imported").pipeline == "answers"  # the file's name
     # no retrieval and no generation: only the checker's, the judge's and the metrics' calls
     assert not stages(db, outcome.eval_run_id) & {"generate", "grade_context", "rewrite_query", "on_topic"}
-    assert {"extract_claims", "judge_correctness", "metric_answer_relevancy"} <= stages(db, outcome.eval_run_id)
+    assert {"judge_correctness", "metric_answer_relevancy"} <= stages(db, outcome.eval_run_id)
+    # each answer copies its context, so every sentence is supported as it stands: none is split into claims
+    assert "extract_claims" not in stages(db, outcome.eval_run_id)
     run = load_result(db, result.items[0]["run_id"])
     assert run.kind == "imported" and run.pipeline == "answers" and run.status == "accepted"
     assert [p.text for p in run.passages] == [next(c for _, q, _, c in ROWS if q == run.question)]
@@ -371,7 +373,12 @@ def test_a_given_answer_on_one_slot_has_its_claims_checked_passage_by_passage(fa
     from pipeline.models.llm import LLM
 
     lean = dataclasses.replace(
-        settings, ollama_slots_per_host=slots, precheck_enabled=False, cache_enabled=False, verify_concurrency=1
+        settings,
+        ollama_slots_per_host=slots,
+        precheck_enabled=False,
+        cache_enabled=False,
+        verify_concurrency=1,
+        claim_granularity="atomic",  # every sentence's claims in one pass (auto: tests/test_sentences_first.py)
     )
     answer = "The Eiffel Tower is 330 metres tall. It was painted green in 1850. Owls nest in its lifts since 1901."
     question, contexts = "How tall is the Eiffel Tower?", [TOWER, BRIDGE, WALL]

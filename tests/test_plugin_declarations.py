@@ -41,6 +41,7 @@ CHAINS = [DEFAULT_CHAIN, *sorted(load_verifiers()), "precheck,llm", "llm,miniche
 RUN_KEYS = {
     "generator_model",
     "claim_model",
+    "claim_granularity",  # sentences first or atomic claims: faithfulness counts other claims (issue 48)
     "verifier_model",
     "nli_model",
     "embed_model",

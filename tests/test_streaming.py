@@ -85,9 +85,11 @@ def test_a_sentence_is_verified_while_generation_goes_on(fake, settings, kb_db):
     result = events[-1].data["result"]
     claims = result.final_claims or result.attempts[0].claims
     assert [c.claim_no for c in claims] == list(range(1, len(claims) + 1))  # numbered in answer order
-    extractions = [r for r in fake.requests if r["body"] and schema_has("claims")(r["body"])]
-    first_prompt = extractions[0]["body"]["messages"][-1]["content"]
-    assert "21 million" in first_prompt and "FAISS" not in first_prompt  # one sentence, not the whole answer
+    # the first sentence is checked as it stands (claim_granularity auto): one sentence, not the whole answer
+    assert [c.text for c in sentence["claims"]] == ["The RAG index held 21 million passages."]
+    verified = [r for r in fake.requests if (r["model"] or "").startswith("bespoke-minicheck")]
+    first_prompt = verified[0]["body"]["messages"][-1]["content"]
+    assert first_prompt.split("\nClaim: ")[1] == "The RAG index held 21 million passages."
 
 
 def test_verification_tries_the_cited_passage_first(fake, settings, db):

@@ -13,6 +13,7 @@ from pipeline.answering.status import made_how, status_label, withheld_because
 from pipeline.history.present import placement
 from pipeline.knowledge.injection import flag_warning
 from pipeline.text import short_source
+from pipeline.verification.sentence_first import claims_label
 
 
 def unsupported_banner(answer: str, claims) -> str:
@@ -124,7 +125,8 @@ def show_answer(result: AnswerResult) -> None:
         return
     faith = fmt_score(result.faithfulness)
     st.markdown(
-        f"**{status_markdown(status_label(result.status), result.status)}** · faithfulness **{faith}** · "
+        f"**{status_markdown(status_label(result.status), result.status)}** · faithfulness **{faith}** "
+        f"({claims_label(result.config)}) · "
         f"{plural(len(result.attempts), 'attempt')} · "
         + (f"[run {result.run_id}](/runs?run_id={int(result.run_id)})" if result.run_id else f"run {result.run_id}")
     )

@@ -36,6 +36,7 @@ from pipeline.history.trace_view import prompt_as_text
 from pipeline.knowledge.injection import flag_warning, injection_flags
 from pipeline.text import short_source
 from pipeline.verification.claims import scored_claims
+from pipeline.verification.sentence_first import claims_label
 
 DRILLDOWN_TAB = "drilldown_tab"
 TIMELINE_COLUMNS = [  # what the calls' timeline draws and shows on hover
@@ -170,7 +171,7 @@ def show_attempts(result: AnswerResult) -> None:
         final = " · shown" if r.attempt_no == result.final_attempt else ""
         with st.expander(
             f"Attempt {r.attempt_no}{f' ({made_how(r)})' if made_how(r) else ''} · faithfulness "
-            f"{faith} · {status_markdown(status_label(r.status), r.status)}{final}",
+            f"{faith} ({claims_label(result.config)}) · {status_markdown(status_label(r.status), r.status)}{final}",
             expanded=r.attempt_no == result.final_attempt,
         ):
             st.markdown(annotated_markdown(r.answer or "", attempt.claims))

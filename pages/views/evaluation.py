@@ -22,6 +22,7 @@ from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_fi
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, worst_items
+from pipeline.verification.sentence_first import claims_label
 
 TILES_PER_ROW = 5
 
@@ -255,7 +256,7 @@ def show_report(result: EvalReport) -> None:
     st.caption(
         escape_markdown(
             f"{e.dataset_label} · {e.status} · judge {e.judge_model} ({e.judge_prompt_version}) · "
-            f"{fmt_count(e.n_items)} items · wall {fmt_ms(e.wall_s * 1000)}"
+            f"{fmt_count(e.n_items)} items · wall {fmt_ms(e.wall_s * 1000)} · {claims_label(e.config)}"
         )
     )
     # a metric that applied to no item (judge rewrite on single questions) gets no tile

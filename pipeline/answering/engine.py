@@ -456,8 +456,12 @@ class QuestionRun:
             failed = attempt.record.failed_claims if flagged else []
             if generation <= self.settings.max_retries:
                 yield _retry_event(attempt.record, attempt_no + 1, failed, topic if off_target else None, self.settings)
-        yield from self._settle_classifications()
-        yield from self._decide()
+        if self.schedule == "sequential":  # one slot: the classifications wait until the answer is decided
+            yield from self._decide()
+            yield from self._settle_classifications()
+        else:
+            yield from self._settle_classifications()
+            yield from self._decide()
         return True
 
     def _repairs_by_dropping(self) -> bool:

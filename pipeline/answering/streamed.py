@@ -1,7 +1,8 @@
 """One attempt of the answer loop as it streams: the answer's tokens go out as they arrive, each finished
-sentence has its claims extracted and checked on the run's thread pool while generation goes on (the
-passages the sentence cites first), and the round's context grade runs alongside; a grade that finds the
-context not relevant stops the generation and withdraws what was streamed."""
+sentence is checked as it stands on the run's thread pool while generation goes on (the passages the sentence
+cites first) and, where it fails, its claims extracted and checked (claim_granularity, sentence_first.py), and
+the round's context grade runs alongside; a grade that finds the context not relevant stops the generation and
+withdraws what was streamed."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pipeline.verification.faithfulness import (
 )
 from pipeline.verification.placement import place_claim
 from pipeline.verification.prompts import EXTRACT_CLAIMS_IN_CONTEXT, EXTRACT_SENTENCE_CLAIMS
+from pipeline.verification.sentence_first import checks_sentences, sentence_claim, stands, verify_sentences
 
 
 def is_abstention(answer: str) -> bool:
@@ -69,8 +71,10 @@ class LiveAttempt:
         self.classifying: list[tuple[CheckedClaim, Future]] = []
         self._classifying_guard = threading.Lock()
         # the sequential schedule (one slot): calls queue, so checking sentences while the answer streams buys
-        # nothing; the whole answer's claims are extracted in one call once it is written
+        # nothing; the whole answer's sentences are verified together once it is written, and the claims of those
+        # that fail (or of all, with claim_granularity atomic) extracted in one call
         self.whole = getattr(run, "schedule", None) == "sequential"
+        self.granularity = run.settings.claim_granularity
 
     # -- the attempt's event loop -------------------------------------------------------------
     def run(self, grade_round: int | None) -> Iterator[Event]:
@@ -162,10 +166,15 @@ class LiveAttempt:
                 self._submit("checked", self._check_sentence, sentence, earlier)
 
     def _check_sentence(self, sentence: LiveSentence, earlier: str) -> SentenceCheck:
-        """Extract one sentence's claims and verify them, trying the passages it cites first."""
+        """Verify one sentence as it stands (claim_granularity auto or sentence), trying the passages it cites
+        first; where it fails (auto) or always (atomic), extract its claims and verify them."""
         if self._uncheckable(sentence):
             return SentenceCheck(sentence)
         with tracing.step(f"check sentence {sentence.index + 1}", cited=sorted(sentence.cited)):
+            if checks_sentences(self.granularity):
+                held = self._sentence_verdicts([sentence], together=False)
+                if sentence.index in held:
+                    return held[sentence.index]
             extraction = self._extract(sentence, earlier)
             if extraction.claims is None:
                 return SentenceCheck(sentence, error=extraction.invalid_reason)
@@ -175,10 +184,13 @@ class LiveAttempt:
         return self.stop.is_set() or is_abstention(sentence.text) or is_meta_statement(sentence.text)
 
     def _check_answer(self, sentences: list[LiveSentence]) -> list[SentenceCheck]:
-        """The sequential schedule's check of a written answer: the sentences found verbatim in a passage are one
-        claim each, the others' claims come from one extraction call over them; each claim is then verified with
-        the sentence it was placed on (that sentence's cited passages first)."""
+        """The sequential schedule's check of a written answer: every sentence verified as it stands, all together
+        (claim_granularity auto or sentence); of those that fail (auto) or of all (atomic), the sentences found
+        verbatim in a passage are one claim each, the others' claims come from one extraction call over them; each
+        claim is then verified with the sentence it was placed on (that sentence's cited passages first)."""
         checkable = [s for s in sentences if not self._uncheckable(s)]
+        held = self._sentence_verdicts(checkable, together=True) if checks_sentences(self.granularity) else {}
+        checkable = [s for s in checkable if s.index not in held]
         claims = {s.index: [strip_citations(s.text)] for s in checkable if self._verbatim(s)}
         rest = [s for s in checkable if s.index not in claims]
         errors: dict[int, str] = {}
@@ -200,10 +212,31 @@ class LiveAttempt:
             if sentence.index in claims and sentence.index not in errors
         ]
         verified = {} if self.stop.is_set() else self._verify_together(placed)
+        verified.update(held)
         return [
             SentenceCheck(s, error=errors[s.index]) if s.index in errors else verified.get(s.index, SentenceCheck(s))
             for s in sentences
         ]
+
+    def _sentence_verdicts(self, checkable: list[LiveSentence], together: bool) -> dict[int, SentenceCheck]:
+        """The sentences whose own verdict stands (sentence_first.stands), each as one claim with its evidence: in
+        auto those a verifier supports, the others being decomposed by the caller. `together`: one slot, every
+        sentence at once, so that consecutive verifier calls share a passage."""
+        if not checkable or self.stop.is_set():
+            return {}
+        run, rejected = self.run_, []
+        items = [(n, sentence_claim(s.text), s.cited) for n, s in enumerate(checkable, start=1)]
+        verdicts = verify_sentences(
+            run.checker, items, self.passages, run.question, self.granularity, together, rejected
+        )
+        self._classify_later(rejected)
+        held = {}
+        for sentence, verdict in zip(checkable, verdicts, strict=True):
+            if stands(self.granularity, verdict):
+                verdict.answer_span = (sentence.start, sentence.end)
+                held[sentence.index] = SentenceCheck(sentence, [verdict])
+        tracing.annotate(held=len(held), decomposed=len(checkable) - len(held))
+        return held
 
     def _extraction_lead(self) -> str:
         """The lead the written answer's claim extraction starts with, or none where the claim model is not the
@@ -264,9 +297,15 @@ class LiveAttempt:
         return SentenceCheck(sentence, checked)
 
     def _classify_later(self, rejected: list[CheckedClaim]) -> None:
-        """Each rejected claim classified (contradicted or unsupported) on the pool meanwhile."""
+        """Each rejected claim classified (contradicted or unsupported) off the critical path: on the pool meanwhile
+        where there are slots to spare; on one slot only once asked for (the engine asks after the decision, so the
+        classification calls never queue before a check or a regeneration the answer waits on)."""
+        classify = self.run_.checker.classify_rejected
         for claim in rejected:
-            future = tracing.submit(self.pool, self.run_.checker.classify_rejected, claim, self.passages)
+            if self.whole:
+                future = WhenAsked(classify, claim, self.passages)
+            else:
+                future = tracing.submit(self.pool, classify, claim, self.passages)
             with self._classifying_guard:
                 self.classifying.append((claim, future))
 
@@ -298,6 +337,21 @@ class LiveAttempt:
                 claim.claim_no = len(self.claims) + 1
                 self.claims.append(claim)
             yield _sentence_event(self.attempt_no, check)
+
+
+class WhenAsked:
+    """A call made when its result is first asked for, in the asking thread (a Future's `result` without a pool)."""
+
+    def __init__(self, fn: Callable, *args):
+        self._call, self._done, self._value = (fn, args), False, None
+        self._guard = threading.Lock()
+
+    def result(self):
+        with self._guard:
+            if not self._done:
+                fn, args = self._call
+                self._value, self._done = fn(*args), True
+        return self._value
 
 
 def _sentence_event(attempt_no: int, check: SentenceCheck) -> Event:

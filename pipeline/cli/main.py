@@ -59,6 +59,7 @@ from pipeline.regression import junit
 from pipeline.session import open_workbench
 from pipeline.text import plural, short_source
 from pipeline.verification.registry import verifier_names
+from pipeline.verification.sentence_first import claims_label
 
 VERDICT_STYLE = {
     "supported": "green",
@@ -390,7 +391,7 @@ def print_result(result: AnswerResult, out: Console) -> None:
     faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
     out.print(
         Text(
-            f"\nrun {result.run_id} · {result.status} · faithfulness {faith} · "
+            f"\nrun {result.run_id} · {result.status} · faithfulness {faith} ({claims_label(result.config)}) · "
             f"{plural(len(result.attempts), 'attempt')}"
             + (f" · conversation {result.conversation_id}, turn {result.turn_no}" if result.conversation_id else ""),
             style="bold",
@@ -677,6 +678,7 @@ def cmd_show(args, settings, db, out: Console, err: Console) -> int:
         out.print(
             Text(
                 f"attempt {r.attempt_no}{f' ({made_how(r)})' if made_how(r) else ''}: {r.status}, faithfulness {faith}"
+                f" ({claims_label(result.config)})"
                 + (f"; failed claims: {'; '.join(r.failed_claims)}" if r.failed_claims else "")
                 + (f"; dropped: {' '.join(r.dropped)}" if r.dropped else ""),
                 style="dim",

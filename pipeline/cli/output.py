@@ -20,6 +20,7 @@ from pipeline.evaluation.regression import detectable as regression_detectable
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
 from pipeline.history.runs import listed_columns
 from pipeline.text import plural
+from pipeline.verification.sentence_first import claims_label
 
 
 def print_mapping(dataset: Dataset, err: Console) -> None:
@@ -169,6 +170,7 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
             str(row["not_applicable"]),
         )
     out.print(table)
+    out.print(Text(f"faithfulness counts {claims_label(result.eval_run.config)} (setting claim_granularity)"))
     if result.cause is not None:
         out.print(Text(f"since the baseline {result.baseline}: {result.cause.sentence}", style="yellow"))
     out.print(Text(f"diagnosis: {result.diagnosis.sentence}"))

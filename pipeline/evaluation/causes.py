@@ -25,7 +25,7 @@ KEYS = {
         "answer_schedule conversation_history_tokens"
     ),
     RETRIEVER: "embed_model top_k chunk_size chunk_overlap retrieval_floor context_budget_tokens",
-    VERIFIER: "verifier_chain precheck_enabled verify_scope claim_model nli_model verifier_model",
+    VERIFIER: "verifier_chain precheck_enabled verify_scope claim_granularity claim_model nli_model verifier_model",
     JUDGE: "judge_model judge_corrections_k judge_pin judge_prompt_versions judge_repeats",
     ANSWERS: "pipeline answers_hash",
     DATASET: "dataset_hash dataset_size",

@@ -20,12 +20,14 @@ from pipeline.evaluation.registry import get_metric, higher_is_better, label_of,
 from pipeline.evaluation.regression import Comparison, baseline_of, compare_family, config_diff, same_pin
 from pipeline.history.runs import load_result
 from pipeline.text import plural
+from pipeline.verification.sentence_first import claims_label, granularity_of
 from store import alerts as alert_store
 from store import baselines, evals
 from store.db import Database
 
 PIN_DIFFERS = "not comparable: judge pin differs"
 VERSION_DIFFERS = "not comparable: its judge prompt version differs"
+GRANULARITY_DIFFERS = "not comparable: claim granularity differs (faithfulness counts other claims)"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class Side:
     @property
     def pin(self) -> str:
         return f"{self.run.judge_model}@{(self.run.judge_digest or '')[:12]} / {self.run.judge_prompt_version}"
+
+    @property
+    def claims(self) -> str:
+        """The claims its faithfulness counts ("claims: auto")."""
+        return claims_label(self.run.config)
 
     @property
     def dataset_text(self) -> str:
@@ -148,6 +155,8 @@ def _not_comparable(metric: str, a: Side, b: Side) -> str | None:
     """Why a metric's scores of the two runs cannot be compared (None: they can): a judge criterion is compared
     only under the same judge pin and its own prompt version (pipeline.evaluation.judge.recorded_version)."""
     registered = get_metric(metric)
+    if metric == "faithfulness" and granularity_of(a.run.config) != granularity_of(b.run.config):
+        return GRANULARITY_DIFFERS
     if not (metric.startswith("judge_") or (registered is not None and registered.component == "judge")):
         return None
     if not same_pin(a.run, b.run):

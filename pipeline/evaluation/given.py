@@ -1,10 +1,12 @@
 """Answers written elsewhere, checked here: a question, another pipeline's answer and the contexts it was written
 from become a run of kind `imported`, with no retrieval and no generation.
 
-The answer's claims are extracted in one call, verified against the given contexts by the configured verifier
-chain (rejected claims classified contradicted or unsupported), placed on the answer's sentences and scored, as
-the engine does for its own answers; the run's rows are then those of any run, so the drilldown, Annotate,
-Calibration, Trends, Compare and the gate read it unchanged. A row without contexts has nothing to check its
+Checked as the engine checks its own answers (claim_granularity, pipeline/verification/sentence_first.py): each
+sentence of the answer is first verified as it stands against the given contexts by the configured verifier chain;
+the sentences that fail (all of them with granularity atomic) have their claims extracted in one call, verified,
+rejected ones classified contradicted or unsupported, placed on their sentences; the attempt is then scored. The
+run's rows are then those of any run, so the drilldown, Annotate, Calibration, Trends, Compare and the gate read it
+unchanged. A row without contexts has nothing to check its
 answer against: its run says so (status no_contexts) and faithfulness is not applicable.
 """
 
@@ -24,11 +26,21 @@ from pipeline.errors import WorkbenchError
 from pipeline.evaluation.dataset import GivenContext
 from pipeline.models.llm import LLM
 from pipeline.models.slots import schedule
+from pipeline.text import Sentence, cited_numbers, is_meta_statement, sentences
 from pipeline.verification.chain import VerifierChain, effective_chain
+from pipeline.verification.claims import CheckedClaim
 from pipeline.verification.faithfulness import FaithfulnessChecker, Passage, example_text
-from pipeline.verification.placement import place_claims
+from pipeline.verification.placement import place_claim
 from pipeline.verification.prompts import EXTRACT_CLAIMS, NLI_JUDGE
 from pipeline.verification.registry import load_verifiers, verifier_class
+from pipeline.verification.sentence_first import (
+    ATOMIC,
+    AUTO,
+    checks_sentences,
+    sentence_claim,
+    stands,
+    verify_sentences,
+)
 from store.records import AttemptRecord, RetrievalRecord, RunLog
 
 KIND = "imported"
@@ -160,19 +172,65 @@ def _checked_attempt(
         record.status = status.NO_CONTEXTS
         return attempt
     checker = FaithfulnessChecker(llm, settings)
-    with tracing.step("extract claims"):
-        extraction = checker.extract_claims(question, answer)
-    if extraction.claims is None:
-        record.error = f"claims could not be extracted: {extraction.invalid_reason}"
-        return attempt
-    with tracing.step("verify claims", claims=len(extraction.claims)):
-        claims = checker.verify_extracted(
-            extraction.claims,
-            answer,
-            passages,
-            question=question,
-            examples=example_text(EXTRACT_CLAIMS),
-            together=together,
-        )
-    attempt.claims = place_claims(answer, claims)
+    granularity = settings.claim_granularity
+    parts = [p for p in sentences(answer) if not is_meta_statement(p.text)]
+    held = _held_sentences(checker, question, parts, passages, granularity, together)
+    parts = [p for p in parts if (p.start, p.end) not in {c.answer_span for c in held}]
+    claims: list[CheckedClaim] = []
+    if granularity == ATOMIC or (parts and granularity == AUTO):
+        # the failing sentences one to a line, as list items stand: the extractor splits them where the answer does
+        decomposed = answer if granularity == ATOMIC else "\n".join(p.text for p in parts)
+        with tracing.step("extract claims", sentences=len(parts)):
+            extraction = checker.extract_claims(question, decomposed)
+        if extraction.claims is None:
+            record.error = f"claims could not be extracted: {extraction.invalid_reason}"
+            return attempt
+        with tracing.step("verify claims", claims=len(extraction.claims)):
+            claims = checker.verify_extracted(
+                extraction.claims,
+                decomposed,
+                passages,
+                question=question,
+                examples=example_text(EXTRACT_CLAIMS),
+                together=together,
+            )
+        claims = _placed_on(claims, sentences(answer) if granularity == ATOMIC else parts)
+    attempt.claims = claims if granularity == ATOMIC else _in_answer_order(held + claims)
     return attempt.score(settings.faithfulness_threshold)
+
+
+def _held_sentences(
+    checker: FaithfulnessChecker,
+    question: str,
+    parts: list[Sentence],
+    passages: list[Passage],
+    granularity: str,
+    together: bool,
+) -> list[CheckedClaim]:
+    """The sentences whose own verdict stands, each one claim placed on itself (none with granularity atomic)."""
+    if not checks_sentences(granularity):
+        return []
+    items = [(n, sentence_claim(p.text), cited_numbers(p.text)) for n, p in enumerate(parts, start=1)]
+    verdicts = verify_sentences(checker, items, passages, question, granularity, together)
+    held = []
+    for part, verdict in zip(parts, verdicts, strict=True):
+        if stands(granularity, verdict):
+            verdict.answer_span = (part.start, part.end)
+            held.append(verdict)
+    return held
+
+
+def _placed_on(claims: list[CheckedClaim], parts: list[Sentence]) -> list[CheckedClaim]:
+    """Each claim with `answer_span` set to the sentence of `parts` it came from (None: not placed)."""
+    for claim in claims:
+        at = place_claim(claim.text, parts)
+        claim.answer_span = (parts[at].start, parts[at].end) if at is not None else None
+    return claims
+
+
+def _in_answer_order(claims: list[CheckedClaim]) -> list[CheckedClaim]:
+    """The claims in the order of their sentences (unplaced ones last, each group as it came), numbered from 1."""
+    ordered = sorted(claims, key=lambda c: c.answer_span[0] if c.answer_span else float("inf"))
+    for n, claim in enumerate(ordered, start=1):
+        claim.claim_no = n
+    return ordered

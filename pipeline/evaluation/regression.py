@@ -39,7 +39,8 @@ BASELINE_RULE = (
     "Each run is compared with the pinned run over its dataset; without one, with the newest earlier run over the "
     "same dataset (same content hash and size; for a golden set kept in the store, the same version), judged under "
     "the same judge pin, with no failed item and no open regression alert (a metric below its floor does not count); "
-    "a sweep's combination is a baseline only when pinned."
+    "a sweep's combination is a baseline only when pinned. Either way the two counted claims at the same "
+    "claim granularity (sentences or atomic claims)."
 )
 MIN_PAIRS = 5
 
@@ -262,10 +263,11 @@ def baseline_of(db: Database, run: evals.EvalRun) -> int | None:
     """The one baseline rule (store.baselines): the run pinned for the dataset (over the same dataset identity: a
     run pinned over version 2 of a stored golden set is no baseline for one over version 3), else the newest earlier
     run over the same dataset hash and size, under the same judge pin, with no failed item and no open regression
-    alert (floor breaches do not count)."""
+    alert (floor breaches do not count). Either way at the same claim granularity: faithfulness counts other claims
+    at another."""
     identity = (baselines.dataset_identity(db, run.id) or (None,))[0]
     pinned = baselines.pinned(db, run.dataset, run.pipeline, identity)
-    if pinned is not None and pinned != run.id:
+    if pinned is not None and pinned != run.id and baselines.same_granularity(db, run.id, pinned):
         return pinned
     return baselines.previous_comparable(db, run.id)
 

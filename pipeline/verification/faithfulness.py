@@ -13,6 +13,7 @@ The checker is also a LlamaIndex `BaseEvaluator`: `evaluate(query, response, con
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ class FaithfulnessChecker(BaseEvaluator):
     # the contradicted-or-unsupported step, with the models they use; the chain declares its own and each verifier
     # its own. answer_prompts: whole answers on their own (evaluate(), the detector bench).
     prompts = (EXTRACT_SENTENCE_CLAIMS, EXTRACT_CLAIMS_IN_CONTEXT, EXTRACT_CLAIMS, NLI_JUDGE)
-    options = ("claim_model", "nli_model")
+    options = ("claim_model", "nli_model", "claim_granularity")
     answer_prompts = (EXTRACT_CLAIMS,)
 
     def __init__(self, llm: LLM, settings: Settings, classify: bool = True, chain: Sequence[str] | None = None):
@@ -80,6 +81,7 @@ class FaithfulnessChecker(BaseEvaluator):
         self.settings = settings
         self.classify = classify
         self.chain = VerifierChain(effective_chain(settings) if chain is None else chain, llm, settings)
+        self._rejections: dict[tuple, tuple] = {}  # (claim, passages) -> the chain's rejection and its verifier
 
     # step 1
     def extract_claims(self, question: str, answer: str, lead: str = "") -> ClaimExtraction:
@@ -161,7 +163,7 @@ class FaithfulnessChecker(BaseEvaluator):
         cited: Collection[int] = (),
         deferred: list[CheckedClaim] | None = None,
     ) -> CheckedClaim:
-        checked, verifier = self.chain.verify(claim_no, claim, passages, question, cited)
+        ((checked, verifier),) = self._down_the_chain([(claim_no, claim, cited)], passages, question)
         return self._after_chain(checked, verifier, passages, deferred)
 
     def verify_together(
@@ -175,9 +177,27 @@ class FaithfulnessChecker(BaseEvaluator):
         verifier may then order its calls so that consecutive ones share a passage); `items` are (claim number,
         claim, the passages its sentence cites)."""
         with tracing.step("verify claims passage by passage", claims=len(items)):
-            decided = self.chain.verify_many(items, passages, question)
+            decided = self._down_the_chain(items, passages, question)
             tracing.annotate(verdicts=[checked.verdict for checked, _ in decided])
         return [self._after_chain(checked, verifier, passages, deferred) for checked, verifier in decided]
+
+    def _down_the_chain(self, items: Sequence[Item], passages: list[Passage], question: str) -> list[tuple]:
+        """The chain's (verdict, verifier) for each item; a claim the chain already rejected against these passages
+        takes that rejection again without a call (a failing sentence whose decomposition gives it back unchanged:
+        a rejection tried every passage, so the order it tried them in does not matter)."""
+        key = tuple((p.n, p.chunk_id, p.offset, len(p.text)) for p in passages)
+        out: list[tuple | None] = [None] * len(items)
+        for at, (claim_no, claim, _) in enumerate(items):
+            known = self._rejections.get((claim, key))
+            if known is not None:
+                out[at] = (dataclasses.replace(known[0], claim_no=claim_no), known[1])
+        asked = [at for at, decided in enumerate(out) if decided is None]
+        decided = self.chain.verify_many([items[at] for at in asked], passages, question) if asked else []
+        for at, (checked, verifier) in zip(asked, decided, strict=True):
+            out[at] = (checked, verifier)
+            if checked.verdict == UNSUPPORTED:
+                self._rejections[(checked.text, key)] = (dataclasses.replace(checked), verifier)
+        return out
 
     def _after_chain(
         self, checked: CheckedClaim, verifier, passages: list[Passage], deferred: list[CheckedClaim] | None
