@@ -24,6 +24,7 @@ from pages.views.markup import (
     highlighted_chunk,
     status_markdown,
 )
+from pages.views.navigation import DRILLDOWN_TABS
 from pages.views.tables import count_column, ms_column, score_column, table
 from pages.views.trace_viewer import show_trace_viewer
 from pipeline.answering.budget import stored_budgets
@@ -85,7 +86,7 @@ def show_drilldown(stored: StoredRun, db=None) -> None:
     # only the chosen tab is drawn (a click reruns the page): the five drawn together, with their tables, code
     # blocks and charts, took a new browser tab about 2 s on two cores, the first alone about 1 s
     answer_tab, retrieval_tab, trace_tab, calls_tab, scores_tab = st.tabs(
-        ["Answer and claims", "Retrieval", "Trace", "Calls", "Scores"], key=DRILLDOWN_TAB, on_change="rerun"
+        list(DRILLDOWN_TABS), key=DRILLDOWN_TAB, on_change="rerun"
     )
     if answer_tab.open:
         with answer_tab:
