@@ -526,7 +526,7 @@ def test_an_answer_nothing_can_keep_is_printed_with_exactly_that_said(kb_db, set
     """Issue 27, item 1: a read-only store and no writable journal folder (beside the store nor the state
     directory): `ask` still prints the answer and its --json, says it could not be kept anywhere and why, exits
     NOT_KEPT, and claims nothing about a journal."""
-    from pipeline.cli.main import NOT_KEPT
+    from pipeline.cli.ask import NOT_KEPT
 
     ask(settings, kb_db)
     kb_db.close()
