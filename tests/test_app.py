@@ -9,7 +9,8 @@ from streamlit.testing.v1 import AppTest
 from test_charts import chart_data
 
 from pages.views.markup import escape_markdown
-from pages.views.navigation import PAGES, START_PAGE, page
+from pages.views.navigation import PAGES, START_PAGE
+from pages.views.navigation import page as declared_page
 
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
@@ -45,12 +46,13 @@ def test_every_page_is_headed_by_its_declared_title_under_the_declared_sidebar(k
         assert not at.exception, (declared.file, at.exception)
         assert at.title[0].value == declared.title, declared.file
         assert [link.proto.label for link in at.sidebar.get("page_link")][: len(PAGES)] == [p.label for p in PAGES]
-    assert page("pages/detector.py").title == "Detector benchmarks" and page("pages/detector.py").label == "Detector"
+    detector = declared_page("pages/detector.py")
+    assert detector.title == "Detector benchmarks" and detector.label == "Detector"
 
 
 def test_a_page_missing_from_pages_is_named_with_where_to_add_it():
     with pytest.raises(KeyError, match=r"pages/new\.py is not in PAGES \(pages/views/navigation\.py\)"):
-        page("pages/new.py")
+        declared_page("pages/new.py")
 
 
 def test_chat_answers_with_claims_marked(kb_db):

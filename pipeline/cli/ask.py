@@ -13,8 +13,10 @@ from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.events import AnswerResult
 from pipeline.cli.output import follow_answer
 from pipeline.history.conversations import history_of, next_turn
+from pipeline.history.present import VERDICT_STYLES
 from pipeline.knowledge.injection import flag_warning
 from pipeline.text import plural, short_source
+from pipeline.vocabulary import Status
 
 
 def register(sub) -> None:
@@ -28,15 +30,6 @@ def register(sub) -> None:
         help="continue the named conversation (or start it): a follow-up is read with its earlier turns",
     )
     ask.set_defaults(handler=cmd_ask)
-
-
-VERDICT_STYLE = {
-    "supported": "green",
-    "contradicted": "red",
-    "unsupported": "yellow",
-    "unverified": "magenta",
-    "extraction_error": "dim",
-}
 
 
 NOT_KEPT = 4  # ask: the answer was printed, but neither the store nor any journal folder could keep it
@@ -59,7 +52,7 @@ def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
         print_result(result, out)
     if result.not_kept:
         err.print(Text(f"error: this run is not saved: {result.not_kept}", style="red"))
-    return 1 if result.status == "failed" else NOT_KEPT if result.not_kept else 0
+    return 1 if result.status == Status.FAILED else NOT_KEPT if result.not_kept else 0
 
 
 def result_json(result: AnswerResult) -> dict:
@@ -108,7 +101,7 @@ def print_result(result: AnswerResult, out: Console) -> None:
         )
         if result.kept_fix:
             out.print(Text(f"fix: {result.kept_fix}", style="yellow"))
-    if result.status == "failed":
+    if result.status == Status.FAILED:
         out.print(Text(f"run {result.run_id} failed: {result.error}", style="red"))
         if result.fix:
             out.print(Text(f"fix: {result.fix}"))
@@ -135,9 +128,14 @@ def print_result(result: AnswerResult, out: Console) -> None:
         for claim in result.final_claims:
             table.add_row(
                 str(claim.claim_no),
-                Text(claim.verdict, style=VERDICT_STYLE.get(claim.verdict, "")),
+                Text(claim.verdict, style=terminal_style(claim.verdict)),
                 Text(claim.text),
                 Text(claim.evidence or ""),
                 Text(f"[{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""),
             )
         out.print(table)
+
+
+def terminal_style(verdict: str) -> str:
+    style = VERDICT_STYLES.get(verdict)
+    return style.terminal if style else ""
