@@ -63,11 +63,10 @@ def faithfulness(result: AnswerResult) -> MetricScore:
             Status.UNVERIFIED: "the claims could not be verified",
             Status.NO_CONTEXTS: NO_CONTEXTS_WHY,
         }.get(result.status, result.status)
-        return MetricScore("faithfulness", None, status, why)
+        return MetricScore.of(None, status, why)
     supported = sum(c.verdict == Verdict.SUPPORTED for c in claims)
     failed = [c.text for c in claims if c.verdict in (Verdict.CONTRADICTED, Verdict.UNSUPPORTED)]
-    return MetricScore(
-        "faithfulness",
+    return MetricScore.of(
         result.faithfulness,
         "ok",
         f"{supported} of {len(claims)} claims supported" + (f"; not supported: {'; '.join(failed)}" if failed else ""),
@@ -85,7 +84,7 @@ def answer_relevancy(
 ) -> MetricScore:
     """Without a scale the cosines are read raw."""
     if result.status == Status.ABSTAINED:
-        return MetricScore("answer_relevancy", None, NOT_APPLICABLE, "the answer abstains")
+        return MetricScore.of(None, NOT_APPLICABLE, "the answer abstains")
     reply = ask(
         llm,
         "metric_answer_relevancy",
@@ -95,12 +94,12 @@ def answer_relevancy(
     )
     pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=GENERATE_QUESTIONS.version)
     if reply.value is None:
-        return MetricScore("answer_relevancy", None, "invalid", reply.invalid_reason, **pin)
+        return MetricScore.of(None, "invalid", reply.invalid_reason, **pin)
     generated = [q.strip() for q in reply.value.questions if q.strip()][:3]
     if reply.value.noncommittal:
-        return MetricScore("answer_relevancy", 0.0, "ok", "the answer is noncommittal", {"questions": generated}, **pin)
+        return MetricScore.of(0.0, "ok", "the answer is noncommittal", {"questions": generated}, **pin)
     if not generated:
-        return MetricScore("answer_relevancy", None, "invalid", "no questions were generated from the answer", **pin)
+        return MetricScore.of(None, "invalid", "no questions were generated from the answer", **pin)
     target = _unit(llm.embed_query(question))
     cosines = [float(_unit(llm.embed_query(q)) @ target) for q in generated]
     relative = scale.relative if scale is not None else float
@@ -108,8 +107,7 @@ def answer_relevancy(
     value = float(np.mean(similarities))
     listed = "; ".join(f"{q} ({s:.2f})" for q, s in zip(generated, similarities, strict=False))
     scaled = f" (calibrated: {scale.raw_note()})" if scale is not None and scale.measured else ""
-    return MetricScore(
-        "answer_relevancy",
+    return MetricScore.of(
         value,
         "ok",
         f"questions the answer answers{scaled}: {listed}",
