@@ -15,8 +15,7 @@ from pipeline.evaluation.example_questions import example_questions
 from pipeline.history.conversations import new_conversation_id
 from pipeline.knowledge.documents import count_chunks
 
-settings, db = page_setup("Chat")
-st.title("Chat")
+settings, db = page_setup(__file__)
 show_failed_checks(ollama_checks(settings.ollama_host, settings))
 if count_chunks(db, settings.embed_model) == 0:
     st.warning(

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from bench.common import FakeOllama, Figure
 from bench.scale import ready_store
+from pages.views.navigation import DRILLDOWN_TABS, PAGES
 
 N_RUNS = 10_000
 VISITS = 3
@@ -95,9 +96,7 @@ READY = """
 
 def page_urls() -> list[tuple[str, str]]:
     """(label, URL path) of each page in sidebar order."""
-    from pages.views.common import PAGES
-
-    return [(label, "" if path == "streamlit_app.py" else Path(path).stem) for path, label, _ in PAGES]
+    return [(page.label, page.url_path) for page in PAGES]
 
 
 def rated_store(n_runs: int, folder: Path) -> Path:
@@ -355,7 +354,8 @@ def annotate_key_presses(browser, url: str, size: str) -> list[Figure]:
     ]
 
 
-DRILLDOWN_TABS = ("Retrieval", "Trace", "Calls", "Scores", "Answer and claims")
+# each tab in turn, the one open on arrival last (a click on the open tab would not rerun)
+TABS_CLICKED = (*DRILLDOWN_TABS[1:], DRILLDOWN_TABS[0])
 CLICK_TAB = """(label) => {
   const tab = [...document.querySelectorAll('[role="tab"]')].find(t => t.innerText.trim() === label);
   if (!tab) throw new Error('no tab ' + label);
@@ -387,7 +387,7 @@ def drilldown_figures(context, url: str, run: tuple[int, int, int], size: str) -
     (first_s, _, _), page = first_render(context, url, f"runs?run_id={run_id}")
     try:
         figures = [Figure(f"a run's drilldown: first render ({size})", first_s, "s", FIRST_TARGET_S, note=what)]
-        for label in DRILLDOWN_TABS:
+        for label in TABS_CLICKED:
             t0 = page.evaluate(CLICK_TAB, label)
             ready_s = after(wait_ready(page, t0), t0)[0]
             figures.append(

@@ -15,8 +15,7 @@ from pages.views.annotate import (
 )
 from pages.views.common import page_setup
 
-settings, db = page_setup("Annotate")
-st.title("Annotate")
+settings, db = page_setup(__file__)
 
 name_column, source_column, hide_column = st.columns(3, vertical_alignment="bottom")
 annotator = name_column.text_input("Your name (ratings are saved under it)", key="annotator").strip()

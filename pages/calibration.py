@@ -16,8 +16,7 @@ from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
 from pipeline.evaluation.judge import CRITERIA
 
-settings, db = page_setup("Calibration")
-st.title("Calibration")
+settings, db = page_setup(__file__)
 
 label, run_ids = choose_scope(db)
 if not run_ids:

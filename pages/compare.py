@@ -10,8 +10,7 @@ from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.compare_runs import answers, default_pair, evaluation_names
 
-settings, db = page_setup("Compare")
-st.title("Compare evaluations")
+settings, db = page_setup(__file__)
 
 names = evaluation_names(db)
 if len(names) < 2:

@@ -18,8 +18,7 @@ from pages.views.datasets import (
 from pages.views.markup import escape_markdown, plural
 from pipeline.evaluation.datasets import listing, load, pending_review, versions
 
-settings, db = page_setup("Datasets")
-st.title("Datasets")
+settings, db = page_setup(__file__)
 
 rows = listing(db)
 if synth_form(settings, db, expanded=not rows):  # above the list, so a page with no dataset yet offers it

@@ -18,8 +18,7 @@ from pipeline.detector.results import (
 )
 from pipeline.errors import WorkbenchError
 
-settings, db = page_setup("Detector")
-st.title("Detector benchmarks")
+settings, db = page_setup(__file__)
 st.caption(
     "How far to trust the hallucination detector: run it on answers labelled 1 (the answer contains "
     "something its context does not support) or 0, and see its precision and recall. An answer is flagged "

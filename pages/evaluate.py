@@ -18,8 +18,7 @@ def open_start_form() -> None:
     st.session_state[START_OPEN] = True
 
 
-settings, db = page_setup("Evaluate")
-st.title("Evaluate")
+settings, db = page_setup(__file__)
 
 # Open while there is no evaluation; once there is one, a primary button above the closed form opens it (the form
 # stays where it was, above the report, so the report is not pushed down on every visit).

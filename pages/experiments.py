@@ -23,8 +23,7 @@ from pages.views.experiments import (
 from pipeline.errors import WorkbenchError
 from pipeline.experiments import list_sweeps
 
-settings, db = page_setup("Experiments")
-st.title("Experiments")
+settings, db = page_setup(__file__)
 
 sweep_form(settings, db, expanded=not list_sweeps(db))
 with st.container():  # the fragment's own block (see pages/evaluate.py)

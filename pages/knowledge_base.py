@@ -13,8 +13,7 @@ from pipeline.errors import WorkbenchError
 from pipeline.knowledge.documents import flagged_chunks, list_documents
 from pipeline.knowledge.ingest import PDF_SUFFIXES, TEXT_SUFFIXES, ingest_and_record, save_uploads, uploads_folder
 
-settings, db = page_setup("Knowledge base")
-st.title("Knowledge base")
+settings, db = page_setup(__file__)
 deleted_notice()
 
 

@@ -13,6 +13,7 @@ from pages.views.conversation import conversation_picker, show_conversation
 from pages.views.datasets import add_run_form
 from pages.views.drilldown import show_drilldown
 from pages.views.markup import escape_markdown, fmt_count, plural
+from pages.views.navigation import page
 from pages.views.tables import count_column, ms_column, score_column, table
 from pipeline.errors import InputError
 from pipeline.history.runs import (
@@ -52,7 +53,8 @@ def column_config(column: RunColumn):
     return st.column_config.Column(column.label, width=WIDTHS.get(column.name))
 
 
-settings, db = page_setup("Runs")
+RUNS = page(__file__)
+settings, db = page_setup(__file__, heading=False)  # a drilldown and a conversation have their own
 
 raw_id = st.query_params.get("run_id", "")
 if raw_id:
@@ -61,7 +63,7 @@ if raw_id:
         st.rerun()
     stored = load_run(db, int(raw_id)) if raw_id.isdigit() else None
     if stored is None:
-        st.title("Runs")
+        st.title(RUNS.title)
         st.error(f"There is no run {escape_markdown(repr(raw_id))}: it may have been deleted, or the link is mistyped.")
         st.stop()
     st.title(f"Run {stored.result.run_id}")
@@ -79,7 +81,7 @@ if conversation:
         st.error(f"There is no conversation {escape_markdown(repr(conversation))}: no run is a turn of it.")
     st.stop()
 
-st.title("Runs")
+st.title(RUNS.title)
 opened = conversation_picker(db)
 if opened is not None:
     st.query_params["conversation"] = opened

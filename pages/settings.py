@@ -13,8 +13,7 @@ from pipeline.knowledge.health import health
 from pipeline.knowledge.similarity_scale import scale_rows
 from pipeline.models.slots import schedule
 
-settings, db = page_setup("Settings & health")
-st.title("Settings & health")
+settings, db = page_setup(__file__)
 
 st.subheader("Health")
 if st.button("Check again"):

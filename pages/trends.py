@@ -26,8 +26,7 @@ from pipeline.regression.alerts import (
 )
 from pipeline.regression.trends import daily_costs, measures, run_costs
 
-settings, db = page_setup("Trends")
-st.title("Trends")
+settings, db = page_setup(__file__)
 
 series = pd.DataFrame(metric_series(db))
 if series.empty:

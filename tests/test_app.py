@@ -9,6 +9,8 @@ from streamlit.testing.v1 import AppTest
 from test_charts import chart_data
 
 from pages.views.markup import escape_markdown
+from pages.views.navigation import PAGES, START_PAGE
+from pages.views.navigation import page as declared_page
 
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
@@ -34,6 +36,23 @@ def app(page: str | None = None) -> AppTest:
 
 def markdown_text(at) -> str:
     return "\n".join(m.value for m in at.markdown)
+
+
+def test_every_page_is_headed_by_its_declared_title_under_the_declared_sidebar(kb_db):
+    at = app()
+    for declared in PAGES:
+        if declared.file != START_PAGE:
+            at.switch_page(declared.file).run()
+        assert not at.exception, (declared.file, at.exception)
+        assert at.title[0].value == declared.title, declared.file
+        assert [link.proto.label for link in at.sidebar.get("page_link")][: len(PAGES)] == [p.label for p in PAGES]
+    detector = declared_page("pages/detector.py")
+    assert detector.title == "Detector benchmarks" and detector.label == "Detector"
+
+
+def test_a_page_missing_from_pages_is_named_with_where_to_add_it():
+    with pytest.raises(KeyError, match=r"pages/new\.py is not in PAGES \(pages/views/navigation\.py\)"):
+        declared_page("pages/new.py")
 
 
 def test_chat_answers_with_claims_marked(kb_db):

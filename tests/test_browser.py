@@ -9,6 +9,8 @@ import pytest
 from browser_server import CHROMIUM, chromium, serving
 from conftest import ROOT
 
+from pages.views.navigation import PAGES
+
 QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
 pytestmark = pytest.mark.skipif(
@@ -66,20 +68,7 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
         sidebar = page.get_by_test_id("stSidebar")  # a deep link gets the shared sidebar, pages in order
         expect(sidebar.get_by_text("Ollama ready at", exact=False)).to_be_visible(timeout=30_000)
         links = [t.strip() for t in sidebar.get_by_test_id("stPageLink").all_inner_texts()]
-        assert [t.split("\n")[-1].strip() for t in links] == [
-            "Chat",
-            "Evaluate",
-            "Datasets",
-            "Runs",
-            "Annotate",
-            "Calibration",
-            "Trends",
-            "Compare",
-            "Experiments",
-            "Detector",
-            "Knowledge base",
-            "Settings & health",
-        ], links
+        assert [t.split("\n")[-1].strip() for t in links] == [p.label for p in PAGES], links
         search.fill("wikipedia index")
         search.press("Enter")
         expect(page.get_by_text("1 run matches;", exact=False)).to_be_visible(timeout=30_000)

@@ -16,6 +16,7 @@ from test_browser import CHROMIUM, QUESTION
 from test_evaluation import dataset
 from test_regression import store_run
 
+from pages.views.navigation import PAGES as NAV_PAGES
 from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.calibration.annotations import save_rating
 from pipeline.evaluation.datasets import save as save_dataset
@@ -68,19 +69,24 @@ def visit(app, path: str, heading: str, texts: list[str]):
     return page
 
 
+# what each page must show beyond its heading, and a query string where the page needs one; a page not named here
+# is still visited (its heading, no exception)
+KEY_CONTENT = {
+    "evaluate": ("?eval=first", ["Diagnosis:", "Results"]),
+    "datasets": ("", ["golden, version 1", "Keys: A accepts"]),
+    "runs": ("", ["runs match;", "Export the filtered runs"]),
+    "annotate": ("", ["Your name (ratings are saved under it)"]),
+    "calibration": ("", ["Correctness", "Corrections for the judge"]),
+    "trends": ("", ["Alerts", "faithfulness"]),
+    "detector": ("", ["Run a benchmark"]),
+    "knowledge_base": ("", ["Uploaded files are saved in", "A document"]),
+    "settings": ("", ["Health", "reachable at"]),
+    "compare": ("", ["B is the newest run"]),
+    "experiments": ("", ["No sweeps yet", "Run a sweep"]),
+}
 PAGES = [
-    ("", "Chat", []),
-    ("evaluate?eval=first", "Evaluate", ["Diagnosis:", "Results"]),
-    ("datasets", "Datasets", ["golden, version 1", "Keys: A accepts"]),
-    ("runs", "Runs", ["runs match;", "Export the filtered runs"]),
-    ("annotate", "Annotate", ["Your name (ratings are saved under it)"]),
-    ("calibration", "Calibration", ["Correctness", "Corrections for the judge"]),
-    ("trends", "Trends", ["Alerts", "faithfulness"]),
-    ("detector", "Detector benchmarks", ["Run a benchmark"]),
-    ("knowledge_base", "Knowledge base", ["Uploaded files are saved in", "A document"]),
-    ("settings", "Settings & health", ["Health", "reachable at"]),
-    ("compare", "Compare evaluations", ["B is the newest run"]),
-    ("experiments", "Experiments", ["No sweeps yet", "Run a sweep"]),
+    (p.url_path + KEY_CONTENT.get(p.url_path, ("", []))[0], p.title, KEY_CONTENT.get(p.url_path, ("", []))[1])
+    for p in NAV_PAGES
 ]
 
 

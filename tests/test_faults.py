@@ -19,6 +19,8 @@ import duckdb
 import pytest
 from conftest import reset_process_state
 
+from pages.views.navigation import PAGES as NAV_PAGES
+from pages.views.navigation import START_PAGE
 from pipeline.answering.engine import QuestionRun, VerifiedQueryEngine, final_result
 from pipeline.cli.main import main
 from pipeline.config import load_settings
@@ -323,20 +325,8 @@ def test_a_retried_item_leaves_no_superseded_run(fake, kb_db, settings, executor
     assert len(runs) == 1 and [r[0] for r in runs] == [linked[0][0]] and runs[0][1] == "accepted"
 
 
-PAGES = [
-    None,
-    "pages/evaluate.py",
-    "pages/datasets.py",
-    "pages/runs.py",
-    "pages/annotate.py",
-    "pages/calibration.py",
-    "pages/trends.py",
-    "pages/compare.py",
-    "pages/experiments.py",
-    "pages/detector.py",
-    "pages/knowledge_base.py",
-    "pages/settings.py",
-]
+# each page, the start page as None (AppTest starts there)
+PAGES = [None if p.file == START_PAGE else p.file for p in NAV_PAGES]
 
 
 def _page(page):
@@ -536,7 +526,7 @@ def test_an_answer_nothing_can_keep_is_printed_with_exactly_that_said(kb_db, set
     """Issue 27, item 1: a read-only store and no writable journal folder (beside the store nor the state
     directory): `ask` still prints the answer and its --json, says it could not be kept anywhere and why, exits
     NOT_KEPT, and claims nothing about a journal."""
-    from pipeline.cli.main import NOT_KEPT
+    from pipeline.cli.ask import NOT_KEPT
 
     ask(settings, kb_db)
     kb_db.close()

@@ -210,7 +210,7 @@ def test_every_faithfulness_figure_says_which_claims_it_counts(fake, settings, k
     """The CLI's answer and its show command, and Compare, which does not compare faithfulness across granularities."""
     from rich.console import Console
 
-    from pipeline.cli.main import print_result
+    from pipeline.cli.ask import print_result
     from pipeline.evaluation.compare_runs import GRANULARITY_DIFFERS, Side, _not_comparable
     from store import evals
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from test_app import QUESTION, fresh_streamlit_caches, open_runs_page  # noqa: F401 - the fixture
 
+from pages.views.navigation import DRILLDOWN_TABS
 from pipeline.history.trace_view import (
     calls_of,
     fold_marker,
@@ -132,7 +133,7 @@ def test_selecting_a_span_in_the_trace_tab_shows_its_calls_prompt_and_completion
 
     at = open_runs_page(str(result.run_id), tab="Trace")
     trace_tab = next(t for t in at.tabs if t.label == "Trace")
-    assert [t.label for t in at.tabs] == ["Answer and claims", "Retrieval", "Trace", "Calls", "Scores"]
+    assert [t.label for t in at.tabs] == list(DRILLDOWN_TABS)
     tree = next(d.value for d in trace_tab.dataframe if "step" in d.value.columns)
     assert tree["step"].iloc[0] == "question" and tree["calls"].sum() == len(stored.calls)
     # the root is open at first: it made no call itself, so the pane shows none of the answer's text

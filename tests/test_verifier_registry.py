@@ -40,7 +40,7 @@ def fruit_guard():
 
 
 def test_the_built_in_verifiers_are_registered():
-    assert set(verifier_names()) == {"precheck", "minicheck_chunk", "minicheck_context", "llm"}
+    assert {"precheck", "minicheck_chunk", "minicheck_context", "llm"} <= set(verifier_names())
     assert all(VERIFIERS[name].name == name for name in verifier_names())
 
 

@@ -13,12 +13,14 @@ from pipeline.answering.status import made_how, status_label, withheld_because
 from pipeline.history.present import placement
 from pipeline.knowledge.injection import flag_warning
 from pipeline.text import short_source
+from pipeline.verification.claims import Verdict
 from pipeline.verification.sentence_first import claims_label
+from pipeline.vocabulary import Status
 
 
 def unsupported_banner(answer: str, claims) -> str:
     """How many claims are not supported, and where they are: marked in the answer or listed as not placed."""
-    bad = [c for c in claims if c.verdict != "supported"]
+    bad = [c for c in claims if c.verdict != Verdict.SUPPORTED]
     unplaced = {c.claim_no for c in placement(answer, claims).unplaced_problems}
     marked = len(bad) - len(unplaced)
     where = []
@@ -97,7 +99,7 @@ def follow_live(events, steps) -> AnswerResult | None:
         if event.kind != "token":
             steps.write(step_line(event))
             steps.update(label=step_line(event), expanded=True)
-    failed = result is None or result.status == "failed"
+    failed = result is None or result.status == Status.FAILED
     steps.update(
         label="Failed" if failed else "Done: " + result.status, expanded=False, state="error" if failed else "complete"
     )
@@ -117,7 +119,7 @@ def show_answer(result: AnswerResult) -> None:
             + fix,
             icon=":material/save:",
         )
-    if result.status == "failed":
+    if result.status == Status.FAILED:
         st.error(
             escape_markdown(result.error or "") + (f"  \nFix: {escape_keeping_code(result.fix)}" if result.fix else ""),
             icon=":material/error:",
@@ -133,18 +135,18 @@ def show_answer(result: AnswerResult) -> None:
     if result.standalone_question and result.standalone_question != result.question:
         st.caption(escape_markdown(f"Read as a follow-up: retrieved for '{result.standalone_question}'"))
     claims = result.final_claims
-    if result.status == "abstained":
+    if result.status == Status.ABSTAINED:
         show_abstention(result)
     else:
         st.markdown(annotated_markdown(result.answer or "", claims))
         show_on_topic(result.final_record)
-    bad = [c for c in claims if c.verdict != "supported"]
-    if bad and result.status != "abstained":
+    bad = [c for c in claims if c.verdict != Verdict.SUPPORTED]
+    if bad and result.status != Status.ABSTAINED:
         st.warning(unsupported_banner(result.answer or "", claims))
     warning = flag_warning(claims)
     if warning:
         st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon=":material/flag:")
-    cited = sorted({c.passage.n for c in claims if c.passage and c.verdict == "supported"})
+    cited = sorted({c.passage.n for c in claims if c.passage and c.verdict == Verdict.SUPPORTED})
     if cited:
         sources = {p.n: short_source(p.source) for p in result.passages}
         st.caption("Sources: " + ", ".join(escape_markdown(f"[{n}] {sources.get(n, '?')}") for n in cited))
@@ -182,7 +184,7 @@ def show_claims(result: AnswerResult) -> None:
     claims = result.final_claims
     if not claims:
         return
-    with st.expander(f"Claims ({len(claims)})", expanded=result.status != "accepted"):
+    with st.expander(f"Claims ({len(claims)})", expanded=result.status != Status.ACCEPTED):
         rows = [
             {
                 "#": str(c.claim_no),

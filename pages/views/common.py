@@ -8,30 +8,12 @@ from pathlib import Path
 import streamlit as st
 
 from pages.views.markup import escape_markdown, plural
+from pages.views.navigation import PAGES, page
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.health import UNREADABLE_FIX, Check, check_ollama, unreadable_entries
 from pipeline.regression.alerts import count_below_floor, count_open_alerts
 from pipeline.session import Database, open_workbench, replay_journal
-
-# The page order of the sidebar. Streamlit's own page list is hidden (.streamlit/config.toml) because it
-# names pages after their files; these links carry titles and icons and keep the order explicit. Icons are
-# Material Symbols (shipped with Streamlit): emoji render as empty boxes where no emoji font is installed.
-PAGES = [
-    ("streamlit_app.py", "Chat", ":material/chat:"),
-    ("pages/evaluate.py", "Evaluate", ":material/science:"),
-    ("pages/datasets.py", "Datasets", ":material/dataset:"),
-    ("pages/runs.py", "Runs", ":material/table_rows:"),
-    ("pages/annotate.py", "Annotate", ":material/rate_review:"),
-    ("pages/calibration.py", "Calibration", ":material/balance:"),
-    ("pages/trends.py", "Trends", ":material/trending_up:"),
-    ("pages/compare.py", "Compare", ":material/compare_arrows:"),
-    ("pages/experiments.py", "Experiments", ":material/experiment:"),
-    ("pages/detector.py", "Detector", ":material/radar:"),
-    ("pages/knowledge_base.py", "Knowledge base", ":material/library_books:"),
-    ("pages/settings.py", "Settings & health", ":material/settings:"),
-]
-
 
 # A local file: a Material icon as page_icon makes the browser fetch it from fonts.gstatic.com, and an emoji
 # needs an emoji font.
@@ -48,13 +30,15 @@ def ollama_checks(host: str, _settings: Settings) -> list[Check]:
     return check_ollama(_settings)
 
 
-def page_setup(title: str) -> tuple[Settings, Database]:
-    """Every page starts here: page config, the shared sidebar, and the settings and store."""
-    st.set_page_config(page_title=f"{title} · RAG quality workbench", page_icon=FAVICON, layout="wide")
+def page_setup(file: str, heading: bool = True) -> tuple[Settings, Database]:
+    """Every page starts here, with its own `__file__`: page config, the shared sidebar, the page's heading (unless
+    the page draws its own), and the settings and store. Label and heading come from its entry in PAGES."""
+    this = page(file)
+    st.set_page_config(page_title=f"{this.label} · RAG quality workbench", page_icon=FAVICON, layout="wide")
     settings, db = resources()
     with st.sidebar:
-        for path, label, icon in PAGES:
-            st.page_link(path, label=label, icon=icon)
+        for listed in PAGES:
+            st.page_link(listed.file, label=listed.label, icon=listed.icon)
         st.divider()
         hosts = ", ".join(settings.model_hosts())
         checks = ollama_checks(hosts, settings)
@@ -101,6 +85,8 @@ def page_setup(title: str) -> tuple[Settings, Database]:
                 icon=":material/vertical_align_bottom:",
                 help="A run's metric below its floor (not a regression): see them on the Trends page.",
             )
+    if heading:
+        st.title(this.title)
     return settings, db
 
 

@@ -13,6 +13,7 @@ from pages.views.tables import delta_column, score_column, table
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
 from pipeline.evaluation.compare_runs import ItemChange, RunComparison, Side, Tile
+from pipeline.vocabulary import Status
 
 TILES_PER_ROW = 4
 
@@ -233,7 +234,7 @@ def show_answer(answer: AnswerResult | None, run_id: int | None) -> None:
         st.caption("This run is no longer stored.")
         return
     st.caption(status_markdown(status_label(answer.status), answer.status))  # the icon every page shows
-    if answer.status == "abstained":
+    if answer.status == Status.ABSTAINED:
         st.markdown(escape_markdown(f"{answer.answer} ({answer.abstain_reason})"))
     else:
         st.markdown(annotated_markdown(answer.answer or "", answer.final_claims))

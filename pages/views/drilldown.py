@@ -16,7 +16,6 @@ from pages.views.conversation import show_turn_of_conversation
 from pages.views.datasets import add_run_form
 from pages.views.markup import (
     NO_CALL_TEXT,
-    VERDICT_ICON,
     annotated_markdown,
     escape_markdown,
     fmt_ms,
@@ -24,19 +23,21 @@ from pages.views.markup import (
     highlighted_chunk,
     status_markdown,
 )
+from pages.views.navigation import DRILLDOWN_TABS
 from pages.views.tables import count_column, ms_column, score_column, table
 from pages.views.trace_viewer import show_trace_viewer
 from pipeline.answering.budget import stored_budgets
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, made_how, status_label
 from pipeline.evaluation.given import contexts_heading, origin_line
-from pipeline.history.present import invalid_line, invalid_replies
+from pipeline.history.present import VERDICT_STYLES, invalid_line, invalid_replies
 from pipeline.history.runs import RunColumn, StoredRun, listed_columns
 from pipeline.history.trace_view import prompt_as_text
 from pipeline.knowledge.injection import flag_warning, injection_flags
 from pipeline.text import short_source
 from pipeline.verification.claims import scored_claims
 from pipeline.verification.sentence_first import claims_label
+from pipeline.vocabulary import Status
 
 DRILLDOWN_TAB = "drilldown_tab"
 TIMELINE_COLUMNS = [  # what the calls' timeline draws and shows on hover
@@ -86,7 +87,7 @@ def show_drilldown(stored: StoredRun, db=None) -> None:
     # only the chosen tab is drawn (a click reruns the page): the five drawn together, with their tables, code
     # blocks and charts, took a new browser tab about 2 s on two cores, the first alone about 1 s
     answer_tab, retrieval_tab, trace_tab, calls_tab, scores_tab = st.tabs(
-        ["Answer and claims", "Retrieval", "Trace", "Calls", "Scores"], key=DRILLDOWN_TAB, on_change="rerun"
+        list(DRILLDOWN_TABS), key=DRILLDOWN_TAB, on_change="rerun"
     )
     if answer_tab.open:
         with answer_tab:
@@ -131,7 +132,7 @@ def show_answer(stored: StoredRun) -> None:
     if result.status == NOT_EVALUATED:
         st.info(escape_markdown(f"Not evaluated: {result.abstain_reason}"), icon=":material/info:")
     st.subheader("Answer")
-    if result.status == "abstained":
+    if result.status == Status.ABSTAINED:
         show_abstention(result)
     else:
         st.markdown(annotated_markdown(result.answer or "", result.final_claims))
@@ -201,7 +202,7 @@ def show_claims(result: AnswerResult) -> None:
     for claim in claims:
         source = f" · [{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""
         label = f"Claim {claim.claim_no}: {claim.text} — {claim.verdict} ({claim.verifier}){source}"
-        with st.expander(escape_markdown(label), icon=VERDICT_ICON.get(claim.verdict)):
+        with st.expander(escape_markdown(label), icon=getattr(VERDICT_STYLES.get(claim.verdict), "icon", None)):
             st.caption(escape_markdown(claim.reason or ""))
             if claim.passage:
                 st.markdown(highlighted_chunk(claim.passage.text, claim.span, claim.verdict))

@@ -5,31 +5,24 @@ from __future__ import annotations
 
 import re
 
-from pipeline.history.present import placement
+from pipeline.history.present import VERDICT_STYLES, placement
 from pipeline.text import plural  # noqa: F401 - the pages count with it; the CLI imports it from pipeline.text
-from pipeline.verification.faithfulness import CheckedClaim
+from pipeline.verification.claims import CheckedClaim, Verdict
+from pipeline.vocabulary import Status
 
-VERDICT_COLOR = {"supported": "green", "contradicted": "red", "unsupported": "orange", "unverified": "violet"}
 # Material Symbols, shipped with Streamlit (emoji render as empty boxes where no emoji font is installed)
-VERDICT_ICON = {
-    "supported": ":material/check_circle:",
-    "contradicted": ":material/cancel:",
-    "unsupported": ":material/warning:",
-    "unverified": ":material/help:",
-    "extraction_error": ":material/content_cut:",
-}
 STATUS_ICON = {
-    "accepted": ":material/check_circle:",
-    "flagged": ":material/warning:",
-    "abstained": ":material/do_not_disturb_on:",
-    "off_topic": ":material/wrong_location:",
-    "no_claims": ":material/info:",
-    "no_contexts": ":material/info:",
-    "not_evaluated": ":material/info:",
-    "unverified": ":material/help:",
-    "failed": ":material/error:",
-    "cancelled": ":material/stop_circle:",
-    "running": ":material/hourglass_top:",
+    Status.ACCEPTED: ":material/check_circle:",
+    Status.FLAGGED: ":material/warning:",
+    Status.ABSTAINED: ":material/do_not_disturb_on:",
+    Status.OFF_TOPIC: ":material/wrong_location:",
+    Status.NO_CLAIMS: ":material/info:",
+    Status.NO_CONTEXTS: ":material/info:",
+    Status.NOT_EVALUATED: ":material/info:",
+    Status.UNVERIFIED: ":material/help:",
+    Status.FAILED: ":material/error:",
+    Status.CANCELLED: ":material/stop_circle:",
+    Status.RUNNING: ":material/hourglass_top:",
 }
 LEADING_SYMBOLS = re.compile(r"^[^A-Za-z(]+")  # the emoji and space before a status label
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$:&\"'=^])")
@@ -49,8 +42,8 @@ def escape_markdown(text: str) -> str:
 
 def verdict_icon(verdict: str) -> str:
     """Markdown of a verdict's icon in its colour; empty for an unknown verdict."""
-    icon = VERDICT_ICON.get(verdict)
-    return f":{VERDICT_COLOR[verdict]}[{icon}]" if icon else ""
+    style = VERDICT_STYLES.get(verdict)
+    return f":{style.color}[{style.icon}]" if style else ""
 
 
 def status_markdown(label: str, status: str) -> str:
@@ -72,9 +65,9 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
         numbers = ", ".join(str(n) for n in segment.claim_nos)
         # the claim marker is a badge right after the sentence's last character (no space between: it belongs to
         # this sentence, not to the next, and never wraps away from it)
-        if segment.verdict and not (hold_green and segment.verdict == "supported"):
-            color = VERDICT_COLOR[segment.verdict]
-            out.append(f":{color}-background[{text}]:{color}-badge[{VERDICT_ICON[segment.verdict]} claim {numbers}]")
+        if segment.verdict and not (hold_green and segment.verdict == Verdict.SUPPORTED):
+            style = VERDICT_STYLES[segment.verdict]
+            out.append(f":{style.color}-background[{text}]:{style.color}-badge[{style.icon} claim {numbers}]")
         elif segment.verdict:
             out.append(f"{text}:gray-badge[claim {numbers}, supported]")
         else:
@@ -89,14 +82,14 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
     return markdown
 
 
-def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = "supported") -> str:
+def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = Verdict.SUPPORTED) -> str:
     """Markdown of a whole chunk with the evidence span highlighted; all text escaped."""
     if not span:
         return escape_markdown(text)
     start, end = span
     return (
         escape_markdown(text[:start])
-        + f":{VERDICT_COLOR.get(verdict, 'blue')}-background[**"
+        + f":{VERDICT_STYLES[verdict].color if verdict in VERDICT_STYLES else 'blue'}-background[**"
         + escape_markdown(text[start:end])
         + "**]"
         + escape_markdown(text[end:])

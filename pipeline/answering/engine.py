@@ -38,6 +38,7 @@ from pipeline.verification.claims import EXTRACTION_ERROR, context_block
 from pipeline.verification.faithfulness import CheckedClaim, FaithfulnessChecker, Passage
 from pipeline.verification.placement import place_claim
 from pipeline.verification.registry import load_verifiers, verifier_class
+from pipeline.vocabulary import Status
 from store.db import Database
 from store.errors import ResultNotKept
 from store.journal import save_run
@@ -162,7 +163,7 @@ class QuestionRun:
         self.retriever = DuckDBRetriever(self.llm, db, settings.top_k)
         self.t0 = time.perf_counter()
         self.result = AnswerResult(
-            status="running",
+            status=Status.RUNNING,
             question=question,
             kind=kind,
             started_at=datetime.now(timezone.utc),
@@ -204,7 +205,7 @@ class QuestionRun:
             yield Event("final", f"run {self.result.run_id}: {self.result.status}", {"result": self.result})
         finally:
             if self.log is None:  # the consumer stopped listening part-way
-                self.result.status = "cancelled"
+                self.result.status = Status.CANCELLED
                 self._save()
 
     def _steps(self) -> Iterator[Event]:
@@ -602,7 +603,7 @@ class QuestionRun:
                 f"claims could not be extracted: {live.errors[0]}",
                 {"attempt": attempt_no, "claims": None, "error": live.errors[0]},
             )
-        elif attempt.record.status != "abstained":
+        elif attempt.record.status != Status.ABSTAINED:
             yield _score_event(attempt)
         if topic is not None:
             yield _on_topic_event(attempt.record, topic)
@@ -611,7 +612,7 @@ class QuestionRun:
     def _check_on_topic(self, record: AttemptRecord) -> on_topic.TopicCheck | None:
         """After verification: does the answer address the question (kept on the record); None when the check
         is off or there is no answer to check (an abstention)."""
-        if not self.settings.on_topic_check or record.status == "abstained" or not record.answer:
+        if not self.settings.on_topic_check or record.status == Status.ABSTAINED or not record.answer:
             return None
         with tracing.step("on-topic check"):
             topic = on_topic.check(self.llm, self.settings, self.question, record.answer, self.similarity_scale())
@@ -627,10 +628,10 @@ class QuestionRun:
         attempt = Attempt(record)
         self.result.attempts.append(attempt)
         if is_abstention(answer) or not answer:
-            record.status = "abstained"
+            record.status = Status.ABSTAINED
             return attempt
         if live.errors:
-            record.status, record.error = "unverified", live.errors[0]
+            record.status, record.error = Status.UNVERIFIED, live.errors[0]
             return attempt
         placed = _placed(answer, len(raw) - len(raw.lstrip()), live.claims)
         attempt.claims = [on_whole_chunk(c, self.result.passages) for c in placed]
@@ -641,7 +642,7 @@ class QuestionRun:
         best = _best_attempt(self.result.attempts)
         record = best.record
         threshold = self.settings.faithfulness_threshold
-        if record.status == "abstained":
+        if record.status == Status.ABSTAINED:
             yield from self._abstain(
                 "the generator found no answer in the retrieved passages", best, status.NO_ANSWER_IN_SOURCES
             )
@@ -673,7 +674,7 @@ class QuestionRun:
 
     def _abstain(self, reason: str, best: Attempt | None = None, answer: str = status.NOT_COVERED):
         self.result.abstain_reason = reason
-        self._finish("abstained", best, answer)
+        self._finish(Status.ABSTAINED, best, answer)
         yield Event("abstain", f"abstained: {reason}", {"reason": reason})
 
     def _finish(self, status: str, attempt: Attempt | None, answer: str) -> None:
@@ -684,7 +685,7 @@ class QuestionRun:
             result.faithfulness = attempt.record.faithfulness
 
     def _fail(self, message: str, fix: str = "") -> None:
-        self.result.status, self.result.error, self.result.fix = "failed", message, fix
+        self.result.status, self.result.error, self.result.fix = Status.FAILED, message, fix
 
     def _save(self) -> None:
         """Derive the run's rows from the result (once) and write them unless the caller will."""
@@ -799,16 +800,16 @@ def _placed(answer: str, lead: int, claims: list[CheckedClaim]) -> list[CheckedC
 
 
 def _decision_message(status: str, record: AttemptRecord) -> str:
-    if status == "accepted":
+    if status == Status.ACCEPTED:
         return f"accepted attempt {record.attempt_no} (faithfulness {record.faithfulness:.2f})"
-    if status == "flagged":
+    if status == Status.FLAGGED:
         return (
             f"no attempt reached the threshold; showing attempt {record.attempt_no} "
             f"(faithfulness {record.faithfulness:.2f}) with its unsupported claims marked"
         )
-    if status == "no_claims":
+    if status == Status.NO_CLAIMS:
         return "the answer makes no checkable claims"
-    if status == "off_topic":
+    if status == Status.OFF_TOPIC:
         return (
             f"no attempt addressed the question; showing attempt {record.attempt_no} "
             f"(faithfulness {'n/a' if record.faithfulness is None else f'{record.faithfulness:.2f}'}) "

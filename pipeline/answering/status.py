@@ -9,27 +9,26 @@ running. Abstentions say why, each with its own answer text.
 from __future__ import annotations
 
 from pipeline.text import plural
+from pipeline.vocabulary import Status
 
-ACCEPTED, FLAGGED, NO_CLAIMS, UNVERIFIED = "accepted", "flagged", "no_claims", "unverified"
-ABSTAINED, FAILED, CANCELLED, RUNNING = "abstained", "failed", "cancelled", "running"
-NO_CONTEXTS = "no_contexts"  # an imported answer given without contexts: nothing to check it against
-# a received trace kept as it came (no question-and-answer, or sampled out); why, in abstain_reason
-NOT_EVALUATED = "not_evaluated"
-OFF_TOPIC = "off_topic"  # the run's best attempt, shown, does not address the question (off_topic_final = mark)
+# the members by their short names, as the modules that import them have long done
+ACCEPTED, FLAGGED, NO_CLAIMS, UNVERIFIED = Status.ACCEPTED, Status.FLAGGED, Status.NO_CLAIMS, Status.UNVERIFIED
+ABSTAINED, FAILED, CANCELLED, RUNNING = Status.ABSTAINED, Status.FAILED, Status.CANCELLED, Status.RUNNING
+NO_CONTEXTS, NOT_EVALUATED, OFF_TOPIC = Status.NO_CONTEXTS, Status.NOT_EVALUATED, Status.OFF_TOPIC
 
 STATUS_TEXT = {
-    ACCEPTED: "✅ accepted: faithfulness at or above the threshold",
-    FLAGGED: "⚠️ flagged: below the faithfulness threshold, unsupported claims marked",
-    ABSTAINED: "🤐 abstained",
-    OFF_TOPIC: "🎯 does not address the question: no attempt answered what was asked; the best one is shown",
-    NO_CLAIMS: "ℹ️ no checkable claims",
-    NO_CONTEXTS: "ℹ️ no contexts given: nothing to check the answer against",
-    NOT_EVALUATED: "ℹ️ not evaluated: a received trace kept as it came",
-    UNVERIFIED: "❔ could not be verified",
-    FAILED: "🚫 failed",
-    CANCELLED: "⏹️ cancelled",
-    RUNNING: "⏳ running",
-    "verified": "scored (stored before attempts were labelled accepted or flagged)",
+    Status.ACCEPTED: "✅ accepted: faithfulness at or above the threshold",
+    Status.FLAGGED: "⚠️ flagged: below the faithfulness threshold, unsupported claims marked",
+    Status.ABSTAINED: "🤐 abstained",
+    Status.OFF_TOPIC: "🎯 does not address the question: no attempt answered what was asked; the best one is shown",
+    Status.NO_CLAIMS: "ℹ️ no checkable claims",
+    Status.NO_CONTEXTS: "ℹ️ no contexts given: nothing to check the answer against",
+    Status.NOT_EVALUATED: "ℹ️ not evaluated: a received trace kept as it came",
+    Status.UNVERIFIED: "❔ could not be verified",
+    Status.FAILED: "🚫 failed",
+    Status.CANCELLED: "⏹️ cancelled",
+    Status.RUNNING: "⏳ running",
+    Status.VERIFIED: "scored (stored before attempts were labelled accepted or flagged)",
 }
 
 # Why a run abstained -> the answer it shows.
@@ -65,12 +64,12 @@ WHEN_UNVERIFIED = ("abstain", "show_best")
 OFF_TOPIC_FINAL = ("mark", "abstain")
 
 
-def attempt_status(faithfulness: float | None, scored_status: str, threshold: float) -> str:
+def attempt_status(faithfulness: float | None, scored_status: str, threshold: float) -> Status:
     """An attempt's label in the run's words: accepted or flagged by the same threshold as the run;
     `scored_status` (no_claims or unverified) when there is no faithfulness to compare."""
     if faithfulness is None:
-        return scored_status
-    return ACCEPTED if faithfulness >= threshold else FLAGGED
+        return Status(scored_status)
+    return Status.ACCEPTED if faithfulness >= threshold else Status.FLAGGED
 
 
 def status_label(status: str) -> str:

@@ -32,7 +32,7 @@ from pipeline.text import plural
 QUESTION_WIDTH = 80  # `show` cuts questions to this many characters
 
 
-def add_parser(sub) -> None:
+def register(sub) -> None:
     """The `datasets` command and its actions, on the CLI's subparsers."""
     ds = sub.add_parser(
         "datasets",
@@ -75,6 +75,7 @@ def add_parser(sub) -> None:
     )
     add_run.add_argument("run_id", type=int)
     add_run.add_argument("name")
+    ds.set_defaults(handler=cmd_datasets)
 
 
 def named(text: str) -> tuple[str, int | None]:

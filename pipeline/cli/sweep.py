@@ -20,7 +20,7 @@ from pipeline.experiments.leaderboard import Leaderboard
 from pipeline.text import plural
 
 
-def add_parser(sub) -> None:
+def register(sub) -> None:
     sw = sub.add_parser(
         "sweep",
         help="run one evaluation per combination of a grid of settings over the same items, then rank them: "
@@ -62,6 +62,7 @@ def add_parser(sub) -> None:
     sw.add_argument("--concurrency", type=int, default=None, help="items at once (default: setting eval_concurrency)")
     sw.add_argument("--json", action="store_true", help="print the leaderboard as JSON: one object per combination")
     sw.add_argument("--list", action="store_true", help="list the sweeps in the store and exit")
+    sw.set_defaults(handler=cmd_sweep)
 
 
 def cmd_sweep(args, settings, db, out: Console, err: Console) -> int:

@@ -21,7 +21,7 @@ from pipeline.evaluation.synth.kinds import KIND_TEXT
 from pipeline.text import plural
 
 
-def add_parser(sub) -> None:
+def register(sub) -> None:
     synth = sub.add_parser(
         "synth",
         help="write a golden set from the knowledge base: questions of several kinds, each checked by quality gates "
@@ -38,6 +38,7 @@ def add_parser(sub) -> None:
     )
     synth.add_argument("--seed", type=int, default=0, help="which chunks are sampled (default 0)")
     synth.add_argument("--json", action="store_true", help="print the counts, the dataset's name and version as JSON")
+    synth.set_defaults(handler=cmd_synth)
 
 
 @contextmanager

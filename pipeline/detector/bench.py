@@ -25,7 +25,7 @@ from pipeline.evaluation.dataset import BadRow
 from pipeline.models.llm import LLM
 from pipeline.text import is_meta_statement, sentences
 from pipeline.verification.chain import effective_chain
-from pipeline.verification.claims import EXTRACTION_ERROR, scored_claims
+from pipeline.verification.claims import EXTRACTION_ERROR, Verdict, scored_claims
 from pipeline.verification.faithfulness import SUPPORTED, UNVERIFIED, FaithfulnessChecker, Passage, example_text
 from pipeline.verification.prompts import EXTRACT_CLAIMS
 from pipeline.verification.registry import verifier_names
@@ -127,7 +127,7 @@ def detect(
     checked = scored_claims(checked)
     decided = [c for c in checked if c.verdict != UNVERIFIED]
     result.update(
-        predicted=int(any(c.verdict in ("unsupported", "contradicted") for c in checked)),
+        predicted=int(any(c.verdict in (Verdict.UNSUPPORTED, Verdict.CONTRADICTED) for c in checked)),
         n_claims=len(checked),
         faithfulness=sum(c.verdict == SUPPORTED for c in decided) / len(decided) if decided else None,
         decided_by_precheck=sum(c.verifier == "precheck" for c in decided),
@@ -244,7 +244,7 @@ def _precheck_hints(results: list[dict]) -> dict:
 
 def _precheck_precision(results: list[dict]) -> float | None:
     flagged = [
-        r for r in results if any(v["by"] == "precheck" and v["verdict"] == "unsupported" for v in r["verdicts"])
+        r for r in results if any(v["by"] == "precheck" and v["verdict"] == Verdict.UNSUPPORTED for v in r["verdicts"])
     ]
     return sum(r["label"] for r in flagged) / len(flagged) if flagged else None
 

@@ -27,6 +27,7 @@ from pipeline.evaluation.given import check_given
 from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.kb_snapshot import KnowledgeSnapshot
 from pipeline.models.llm import LLM
+from pipeline.vocabulary import Status
 from store.db import Database
 from store.records import RunLog
 
@@ -126,7 +127,7 @@ def _given_item(
 def _scored(
     settings, db, item: GoldenItem, pin, eval_run_id, log, result: AnswerResult, metrics=None, scale=None, history=()
 ):
-    if result.status == "failed":
+    if result.status == Status.FAILED:
         return "failed", log, [], result.error
     scorer = LLM(settings, db, origin="evaluation", eval_run_id=eval_run_id)
     try:

@@ -84,6 +84,11 @@ class MetricScore:
     # explanation}; the score above is the mean of the valid ones. Empty when scored once.
     repeats: list[dict] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, value: float | None, status: str, explanation: str, details: dict | None = None, **pin) -> MetricScore:
+        """A metric plugin's score, without its name: the registry stamps the metric's name on it."""
+        return cls("", value, status, explanation, details or {}, **pin)
+
 
 # the settings the judge's scores depend on: its model, how many of people's corrections go into a prompt, and how
 # many times it judges each item (an evaluation records judge_repeats only when it is not 1: registry.py)

@@ -11,6 +11,7 @@ declarations of the metrics it measures (evaluation_config).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -69,8 +70,11 @@ class Metric:
         return self.scale[1] - self.scale[0]
 
     def measure(self, inputs: MetricInput) -> MetricScore:
-        """The metric's score, checked: a value on its scale with status ok, else None with the reason."""
+        """The metric's score, named and checked: a value on its scale with status ok, else None with the reason.
+        A score made with `MetricScore.of` gets the metric's name here; one that names another metric is refused."""
         score = self.compute(inputs)
+        if isinstance(score, MetricScore) and not score.metric:  # MetricScore.of: the name is stamped here
+            score = dataclasses.replace(score, metric=self.name)
         if not isinstance(score, MetricScore) or score.metric != self.name:
             raise ValueError(f"metric {self.name} returned {score!r}, not a MetricScore named {self.name!r}")
         if score.status not in STATUSES:

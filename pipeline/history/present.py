@@ -11,11 +11,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.text import sentences
-from pipeline.verification.claims import scored_claims
+from pipeline.verification.claims import Verdict, scored_claims
 from pipeline.verification.faithfulness import SUPPORTED, CheckedClaim
 from pipeline.verification.placement import place_claim
+from pipeline.vocabulary import Status
 
-VERDICT_RANK = {"contradicted": 0, "unsupported": 1, "unverified": 2, "supported": 3}
+
+@dataclass(frozen=True)
+class VerdictStyle:
+    """How every screen shows a verdict: the pages in Streamlit's colour with a Material icon, the terminal in
+    a Rich style."""
+
+    color: str  # Streamlit's colour name: :green-background[...], :green-badge[...]
+    icon: str  # a Material Symbol, shipped with Streamlit (emoji render as empty boxes without an emoji font)
+    terminal: str  # a Rich style
+
+
+# Worst first: a sentence holding several claims is marked by the first of its verdicts in this order.
+VERDICT_STYLES = {
+    Verdict.CONTRADICTED: VerdictStyle("red", ":material/cancel:", "red"),
+    Verdict.UNSUPPORTED: VerdictStyle("orange", ":material/warning:", "yellow"),
+    Verdict.UNVERIFIED: VerdictStyle("violet", ":material/help:", "magenta"),
+    Verdict.SUPPORTED: VerdictStyle("green", ":material/check_circle:", "green"),
+    # not the answer's claim: marks no sentence (scored_claims leaves it out), shown in the claim lists
+    Verdict.EXTRACTION_ERROR: VerdictStyle("gray", ":material/content_cut:", "dim"),
+}
+VERDICT_RANK = {verdict: rank for rank, verdict in enumerate(VERDICT_STYLES)}
 
 
 @dataclass
@@ -78,7 +99,7 @@ def invalid_replies(result, grades: list[dict], scores: list[dict]) -> list[Inva
     """Structured replies of one run that stayed invalid after their retry, per stage (only stages the run
     made): context grades, claim extractions, contradicted-or-unsupported verdicts and judge scores."""
     claims = [c for a in result.attempts for c in a.claims]
-    extracted = [a for a in result.attempts if a.record.status not in ("abstained",)]
+    extracted = [a for a in result.attempts if a.record.status not in (Status.ABSTAINED,)]
     nli = [c for c in claims if "+" in (c.verifier or "") or "could not be decided" in (c.reason or "")]
     judged = [s for s in scores if str(s.get("metric", "")).startswith("judge_")]
     rows = [

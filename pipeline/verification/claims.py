@@ -6,11 +6,24 @@ from dataclasses import dataclass
 
 from pipeline import prompting
 from pipeline.text import short_source
+from pipeline.vocabulary import StrEnum
 
-SUPPORTED, CONTRADICTED, UNSUPPORTED, UNVERIFIED = "supported", "contradicted", "unsupported", "unverified"
-UNDECIDED = "undecided"  # a verifier's "not mine to decide": the next verifier in the chain tries
-# a claim the extractor got wrong (pipeline/verification/extraction_check.py): kept with its reason, never scored
-EXTRACTION_ERROR = "extraction_error"
+
+class Verdict(StrEnum):
+    """A claim's verdict; the value is what the store keeps."""
+
+    SUPPORTED = "supported"
+    CONTRADICTED = "contradicted"
+    UNSUPPORTED = "unsupported"
+    UNVERIFIED = "unverified"
+    UNDECIDED = "undecided"  # a verifier's "not mine to decide": the next verifier in the chain tries
+    # a claim the extractor got wrong (pipeline/verification/extraction_check.py): kept with its reason, never scored
+    EXTRACTION_ERROR = "extraction_error"
+
+
+# the members by their short names, as the modules that import them have long done
+SUPPORTED, CONTRADICTED, UNSUPPORTED = Verdict.SUPPORTED, Verdict.CONTRADICTED, Verdict.UNSUPPORTED
+UNVERIFIED, UNDECIDED, EXTRACTION_ERROR = Verdict.UNVERIFIED, Verdict.UNDECIDED, Verdict.EXTRACTION_ERROR
 VERIFIER_VERDICTS = (SUPPORTED, UNSUPPORTED, UNDECIDED)
 
 

@@ -54,6 +54,7 @@ from pipeline.verification.prompts import (
     sentence_claims_input,
 )
 from pipeline.verification.yes_no import ask_verifier, parse_yes_no  # noqa: F401 (re-exported)
+from pipeline.vocabulary import Status
 
 ABSTAIN_SENTENCE = "The knowledge base does not cover this question."
 
@@ -256,11 +257,11 @@ class FaithfulnessChecker(BaseEvaluator):
         """(faithfulness, status): supported / claims with a verdict; None when there is nothing to score."""
         checked = scored_claims(checked)
         if not checked:
-            return None, "no_claims"
+            return None, Status.NO_CLAIMS
         decided = [c for c in checked if c.verdict != UNVERIFIED]
         if not decided:
-            return None, "unverified"
-        return sum(c.verdict == SUPPORTED for c in decided) / len(decided), "verified"
+            return None, Status.UNVERIFIED
+        return sum(c.verdict == SUPPORTED for c in decided) / len(decided), Status.VERIFIED
 
     # LlamaIndex's evaluator interface
     def evaluate(
@@ -291,7 +292,7 @@ class FaithfulnessChecker(BaseEvaluator):
             "\n".join(f"{c.verdict}: {c.text} ({c.reason})" for c in checked)
             or "the response makes no checkable claims"
         )
-        if status == "unverified":
+        if status == Status.UNVERIFIED:
             return EvaluationResult(
                 **common, feedback=feedback, invalid_result=True, invalid_reason="no claim could be verified"
             )

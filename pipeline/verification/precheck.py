@@ -19,6 +19,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from pipeline.text import LINE_MARKER, content_words, is_meta_statement, strip_references
+from pipeline.verification.claims import Verdict
 
 SMALL = {
     "zero": 0,
@@ -416,7 +417,7 @@ def precheck(
     `novel_words_min` of them) as hints in the reason, for the next verifier to decide."""
     verbatim, found = signals(claim, context, question, novel_share, novel_words_min)
     if verbatim:
-        return PrecheckResult("supported", "found verbatim in the retrieved sources")
+        return PrecheckResult(Verdict.SUPPORTED, "found verbatim in the retrieved sources")
     if not found:
         return PrecheckResult(None)
     deciding = [s for s in found if s.kind in decisive]
@@ -424,7 +425,7 @@ def precheck(
     if deciding:
         missing = [s.token for s in deciding]
         reason = describe(deciding) + (f"; also {describe(hints)}" if hints else "")
-        return PrecheckResult("unsupported", reason, missing, hints)
+        return PrecheckResult(Verdict.UNSUPPORTED, reason, missing, hints)
     return PrecheckResult(None, describe(hints), [], hints)
 
 

@@ -20,7 +20,8 @@ from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
 from pipeline.prompting import Prompt
-from pipeline.verification.claims import scored_claims
+from pipeline.verification.claims import Verdict, scored_claims
+from pipeline.vocabulary import Status
 
 NOT_APPLICABLE = "not_applicable"
 NO_CONTEXTS_WHY = "the answer was given without contexts: nothing to check it against"
@@ -55,23 +56,26 @@ def answer_questions_input(answer: str) -> str:
 def faithfulness(result: AnswerResult) -> MetricScore:
     claims = scored_claims(result.final_claims)
     if result.faithfulness is None:
-        status = "invalid" if result.status == "unverified" else NOT_APPLICABLE
+        status = "invalid" if result.status == Status.UNVERIFIED else NOT_APPLICABLE
         why = {
-            "abstained": "the answer abstains, so it makes no claims",
-            "no_claims": "the answer makes no checkable claims",
-            "unverified": "the claims could not be verified",
-            "no_contexts": NO_CONTEXTS_WHY,
+            Status.ABSTAINED: "the answer abstains, so it makes no claims",
+            Status.NO_CLAIMS: "the answer makes no checkable claims",
+            Status.UNVERIFIED: "the claims could not be verified",
+            Status.NO_CONTEXTS: NO_CONTEXTS_WHY,
         }.get(result.status, result.status)
-        return MetricScore("faithfulness", None, status, why)
-    supported = sum(c.verdict == "supported" for c in claims)
-    failed = [c.text for c in claims if c.verdict in ("contradicted", "unsupported")]
-    return MetricScore(
-        "faithfulness",
+        return MetricScore.of(None, status, why)
+    supported = sum(c.verdict == Verdict.SUPPORTED for c in claims)
+    failed = [c.text for c in claims if c.verdict in (Verdict.CONTRADICTED, Verdict.UNSUPPORTED)]
+    return MetricScore.of(
         result.faithfulness,
         "ok",
         f"{supported} of {len(claims)} claims supported" + (f"; not supported: {'; '.join(failed)}" if failed else ""),
         # claims: the claims with a verdict (the score's denominator); regression weighs items by it
-        {"failed_claims": failed, "claims": sum(c.verdict != "unverified" for c in claims), "supported": supported},
+        {
+            "failed_claims": failed,
+            "claims": sum(c.verdict != Verdict.UNVERIFIED for c in claims),
+            "supported": supported,
+        },
     )
 
 
@@ -79,8 +83,8 @@ def answer_relevancy(
     llm: LLM, model: str, question: str, result: AnswerResult, scale: SimilarityScale | None = None
 ) -> MetricScore:
     """Without a scale the cosines are read raw."""
-    if result.status == "abstained":
-        return MetricScore("answer_relevancy", None, NOT_APPLICABLE, "the answer abstains")
+    if result.status == Status.ABSTAINED:
+        return MetricScore.of(None, NOT_APPLICABLE, "the answer abstains")
     reply = ask(
         llm,
         "metric_answer_relevancy",
@@ -90,12 +94,12 @@ def answer_relevancy(
     )
     pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=GENERATE_QUESTIONS.version)
     if reply.value is None:
-        return MetricScore("answer_relevancy", None, "invalid", reply.invalid_reason, **pin)
+        return MetricScore.of(None, "invalid", reply.invalid_reason, **pin)
     generated = [q.strip() for q in reply.value.questions if q.strip()][:3]
     if reply.value.noncommittal:
-        return MetricScore("answer_relevancy", 0.0, "ok", "the answer is noncommittal", {"questions": generated}, **pin)
+        return MetricScore.of(0.0, "ok", "the answer is noncommittal", {"questions": generated}, **pin)
     if not generated:
-        return MetricScore("answer_relevancy", None, "invalid", "no questions were generated from the answer", **pin)
+        return MetricScore.of(None, "invalid", "no questions were generated from the answer", **pin)
     target = _unit(llm.embed_query(question))
     cosines = [float(_unit(llm.embed_query(q)) @ target) for q in generated]
     relative = scale.relative if scale is not None else float
@@ -103,8 +107,7 @@ def answer_relevancy(
     value = float(np.mean(similarities))
     listed = "; ".join(f"{q} ({s:.2f})" for q, s in zip(generated, similarities, strict=False))
     scaled = f" (calibrated: {scale.raw_note()})" if scale is not None and scale.measured else ""
-    return MetricScore(
-        "answer_relevancy",
+    return MetricScore.of(
         value,
         "ok",
         f"questions the answer answers{scaled}: {listed}",

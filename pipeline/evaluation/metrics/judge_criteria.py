@@ -27,7 +27,7 @@ def judge_criterion(criterion: str):
 
     def compute(inputs: MetricInput) -> MetricScore:
         if criterion in ON_CONTEXTS and without_contexts(inputs.result):
-            return MetricScore(f"judge_{criterion}", None, "not_applicable", NO_CONTEXTS_WHY)
+            return MetricScore.of(None, "not_applicable", NO_CONTEXTS_WHY)
         corrections = relevant_corrections(  # never a correction of this golden item or question
             getattr(inputs.pin, "corrections", []),
             criterion,
@@ -90,7 +90,7 @@ def judge_question_rewrite(inputs: MetricInput) -> MetricScore:
     conversation_history_tokens)? Judged on an anchored 1-5 rubric; not applicable where nothing was rewritten."""
     why = rewrite_not_applicable(inputs)
     if why is not None:
-        return MetricScore(f"judge_{REWRITE}", None, "not_applicable", why)
+        return MetricScore.of(None, "not_applicable", why)
     result = inputs.result
     history = bounded(inputs.history, inputs.settings.conversation_history_tokens).block()
     return judge(

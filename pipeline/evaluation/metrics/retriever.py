@@ -44,7 +44,7 @@ def context_precision(
     llm: LLM, model: str, question: str, reference: str | None, passages: list[Passage]
 ) -> MetricScore:
     if not reference:
-        return MetricScore("context_precision", None, NOT_APPLICABLE, "no reference answer to judge chunks by")
+        return MetricScore.of(None, NOT_APPLICABLE, "no reference answer to judge chunks by")
     pin = dict(scorer_model=model, scorer_digest=llm.digest(model), prompt_version=CHUNK_RELEVANCE.version)
     verdicts = []
     for passage in passages:
@@ -56,15 +56,13 @@ def context_precision(
             chunk_relevance_input(question, reference, passage.text),
         )
         if reply.value is None:
-            return MetricScore(
-                "context_precision", None, "invalid", f"chunk {passage.n}: {reply.invalid_reason}", **pin
-            )
+            return MetricScore.of(None, "invalid", f"chunk {passage.n}: {reply.invalid_reason}", **pin)
         verdicts.append(reply.value.relevant)
     value = average_precision(verdicts)
     marks = ", ".join(
         f"[{p.n}] {'relevant' if v else 'not relevant'}" for p, v in zip(passages, verdicts, strict=False)
     )
-    return MetricScore("context_precision", value, "ok", f"by rank: {marks}", {"relevant": verdicts}, **pin)
+    return MetricScore.of(value, "ok", f"by rank: {marks}", {"relevant": verdicts}, **pin)
 
 
 def average_precision(relevant: list[bool]) -> float:
@@ -79,7 +77,7 @@ def average_precision(relevant: list[bool]) -> float:
 
 def context_recall(llm: LLM, verifier_model: str, reference: str | None, passages: list[Passage]) -> MetricScore:
     if not reference:
-        return MetricScore("context_recall", None, NOT_APPLICABLE, "no reference answer to recall")
+        return MetricScore.of(None, NOT_APPLICABLE, "no reference answer to recall")
     statements = [s.text for s in sentences(reference)]
     document = context_block(passages)
     pin = dict(scorer_model=verifier_model, scorer_digest=llm.digest(verifier_model), prompt_version="minicheck")
@@ -88,14 +86,11 @@ def context_recall(llm: LLM, verifier_model: str, reference: str | None, passage
         reply = ask_verifier(llm, verifier_model, document, statement, stage="metric_context_recall")
         verdict = parse_yes_no(reply.text)
         if verdict is None:
-            return MetricScore(
-                "context_recall", None, "invalid", f"verifier reply {reply.text[:40]!r} is neither Yes nor No", **pin
-            )
+            return MetricScore.of(None, "invalid", f"verifier reply {reply.text[:40]!r} is neither Yes nor No", **pin)
         found.append(verdict)
     missing = [s for s, ok in zip(statements, found, strict=False) if not ok]
     value = sum(found) / len(found)
-    return MetricScore(
-        "context_recall",
+    return MetricScore.of(
         value,
         "ok",
         f"{sum(found)} of {len(found)} reference statements found in the retrieved context"
@@ -110,7 +105,7 @@ def context_recall(llm: LLM, verifier_model: str, reference: str | None, passage
 )
 def _context_precision(inputs: MetricInput) -> MetricScore:
     if without_contexts(inputs.result):
-        return MetricScore("context_precision", None, NOT_APPLICABLE, NO_CONTEXTS_WHY)
+        return MetricScore.of(None, NOT_APPLICABLE, NO_CONTEXTS_WHY)
     return context_precision(
         inputs.llm, inputs.settings.judge_model, inputs.item.question, inputs.item.reference, inputs.result.passages
     )
@@ -121,5 +116,5 @@ def _context_precision(inputs: MetricInput) -> MetricScore:
 )  # bespoke-minicheck's own format: no prompt
 def _context_recall(inputs: MetricInput) -> MetricScore:
     if without_contexts(inputs.result):
-        return MetricScore("context_recall", None, NOT_APPLICABLE, NO_CONTEXTS_WHY)
+        return MetricScore.of(None, NOT_APPLICABLE, NO_CONTEXTS_WHY)
     return context_recall(inputs.llm, inputs.settings.verifier_model, inputs.item.reference, inputs.result.passages)

@@ -1,0 +1,142 @@
+"""`ask`: answer a question, check every claim, print the answer with its claims (or as JSON)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from pipeline.answering.engine import VerifiedQueryEngine
+from pipeline.answering.events import AnswerResult
+from pipeline.cli.output import follow_answer
+from pipeline.history.conversations import history_of, next_turn
+from pipeline.history.present import VERDICT_STYLES
+from pipeline.knowledge.injection import flag_warning
+from pipeline.text import plural, short_source
+from pipeline.verification.sentence_first import claims_label
+from pipeline.vocabulary import Status
+
+
+def register(sub) -> None:
+    ask = sub.add_parser("ask", help="answer a question and check every claim")
+    ask.add_argument("question")
+    ask.add_argument("--json", action="store_true", help="print the result as JSON")
+    ask.add_argument("--quiet", action="store_true", help="do not print the steps as they happen")
+    ask.add_argument(
+        "--conversation",
+        metavar="NAME",
+        help="continue the named conversation (or start it): a follow-up is read with its earlier turns",
+    )
+    ask.set_defaults(handler=cmd_ask)
+
+
+NOT_KEPT = 4  # ask: the answer was printed, but neither the store nor any journal folder could keep it
+
+
+def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
+    engine = VerifiedQueryEngine(settings=settings, db=db)
+    conversation = {}
+    if args.conversation is not None:  # its history: the store's runs of that conversation
+        turns = history_of(db, args.conversation)
+        conversation = {
+            "history": turns,
+            "conversation_id": args.conversation,
+            "turn_no": next_turn(db, args.conversation),
+        }
+    result: AnswerResult | None = follow_answer(engine.stream(args.question, **conversation), err, args.quiet)
+    if args.json:
+        out.print_json(json.dumps(result_json(result), default=str))
+    else:
+        print_result(result, out)
+    if result.not_kept:
+        err.print(Text(f"error: this run is not saved: {result.not_kept}", style="red"))
+    return 1 if result.status == Status.FAILED else NOT_KEPT if result.not_kept else 0
+
+
+def result_json(result: AnswerResult) -> dict:
+    return {
+        "run_id": result.run_id,
+        "status": result.status,
+        "question": result.question,
+        "standalone_question": result.standalone_question or result.question,  # what retrieval was for
+        "conversation": result.conversation_id,
+        "turn": result.turn_no,
+        "answer": result.answer,
+        "faithfulness": result.faithfulness,
+        "attempts": len(result.attempts),
+        "abstain_reason": result.abstain_reason,
+        "error": result.error,
+        "fix": result.fix,
+        "journal": result.journal,
+        "kept_because": result.kept_because,
+        "not_kept": result.not_kept,
+        "claims": [
+            {
+                "claim": c.text,
+                "verdict": c.verdict,
+                "verifier": c.verifier,
+                "evidence": c.evidence,
+                "source": c.passage.source if c.passage else None,
+                "reason": c.reason,
+            }
+            for c in result.final_claims
+        ],
+        "passages": [asdict(p) for p in result.passages],
+    }
+
+
+def print_result(result: AnswerResult, out: Console) -> None:
+    if result.not_kept:
+        out.print(Text(f"note: this run is not saved: {result.not_kept}", style="yellow"))
+    if result.journal:
+        because = f" ({result.kept_because})" if result.kept_because else ""
+        out.print(
+            Text(
+                f"note: the store could not take this run now{because}; it is kept in the journal "
+                f"({result.journal}) and saved the next time the store opens",
+                style="yellow",
+            )
+        )
+        if result.kept_fix:
+            out.print(Text(f"fix: {result.kept_fix}", style="yellow"))
+    if result.status == Status.FAILED:
+        out.print(Text(f"run {result.run_id} failed: {result.error}", style="red"))
+        if result.fix:
+            out.print(Text(f"fix: {result.fix}"))
+        return
+    if result.standalone_question and result.standalone_question != result.question:
+        out.print(Text(f"retrieved for: {result.standalone_question}", style="dim"))
+    out.print(Text(result.answer or ""))
+    faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
+    out.print(
+        Text(
+            f"\nrun {result.run_id} · {result.status} · faithfulness {faith} ({claims_label(result.config)}) · "
+            f"{plural(len(result.attempts), 'attempt')}"
+            + (f" · conversation {result.conversation_id}, turn {result.turn_no}" if result.conversation_id else ""),
+            style="bold",
+        )
+    )
+    if result.abstain_reason:
+        out.print(Text(f"reason: {result.abstain_reason}"))
+    warning = flag_warning(result.final_claims)
+    if warning:
+        out.print(Text(f"warning: {warning}", style="yellow"))
+    if result.final_claims:
+        table = Table("#", "verdict", "claim", "evidence", "source", show_lines=True)
+        for claim in result.final_claims:
+            table.add_row(
+                str(claim.claim_no),
+                Text(claim.verdict, style=terminal_style(claim.verdict)),
+                Text(claim.text),
+                Text(claim.evidence or ""),
+                Text(f"[{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""),
+            )
+        out.print(table)
+
+
+def terminal_style(verdict: str) -> str:
+    style = VERDICT_STYLES.get(verdict)
+    return style.terminal if style else ""

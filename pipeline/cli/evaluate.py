@@ -1,0 +1,155 @@
+"""`eval`: run a golden set (or score answers as given), judge and measure every item, print the report."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+from pipeline.cli.output import evaluation_progress, print_mapping, print_report, report_json
+from pipeline.config import DECLARATIONS
+from pipeline.errors import WorkbenchError
+from pipeline.evaluation import datasets
+from pipeline.evaluation.dataset import load_dataset
+from pipeline.evaluation.runner import EXECUTORS, check_executor, report, run_evaluation
+from pipeline.text import plural
+
+
+def register(sub) -> None:
+    ev = sub.add_parser(
+        "eval",
+        help="run a golden set through the workbench, or score another pipeline's answers as given; judge and "
+        "measure every item",
+    )
+    ev.add_argument(
+        "dataset",
+        help="a .jsonl, .csv or .parquet file: a golden set (id, question, reference, tags), or rows that carry "
+        "their answer and contexts in our, Ragas's or DeepEval's column names, e.g. data/eval/golden.jsonl (kept as "
+        "a version of the dataset named after the file); or a dataset kept in the store: dataset:NAME (its latest "
+        "version) or dataset:NAME@VERSION",
+    )
+    ev.add_argument(
+        "--pipeline",
+        default=None,
+        help="with rows that carry answers: the name of the pipeline that wrote them (default: the file's name); "
+        "trends and baselines keep each pipeline's runs apart",
+    )
+    ev.add_argument("--name", required=True, help="the evaluation's name; the same name resumes it")
+    ev.add_argument("--concurrency", type=int, default=None, help="items at once (default: setting eval_concurrency)")
+    ev.add_argument("--limit", type=int, default=None, help="only the first N items")
+    ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
+    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ev.add_argument(
+        "--metrics",
+        type=metric_list,
+        default=None,
+        help="comma-separated metrics to measure, e.g. judge_grounding,judge_topicality (default: every metric; "
+        "a resumed run measures the ones it was started with)",
+    )
+    ev.add_argument(
+        "--judge-repeats",
+        type=judge_repeats_arg,
+        default=None,
+        metavar="K",
+        help="judge each item K times per criterion (repeats after the first bypass the response cache, each with "
+        "its own seed); the score is the mean of the valid repeats, and the report shows the judge's spread and "
+        "its agreement with itself (default: setting judge_repeats, 1; a resumed run needs the K it was started "
+        "with)",
+    )
+    ev.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="where items run: local (threads of this process) or ray (Ray tasks; needs "
+        "`pip install -r requirements-scale.txt`)",
+    )
+    ev.add_argument(
+        "--ray-address",
+        default=None,
+        help="with --executor ray: the Ray cluster to run on, e.g. 10.0.0.5:6379 (default: a local Ray, started "
+        "for the run and bound to 127.0.0.1)",
+    )
+    ev.set_defaults(handler=cmd_eval)
+
+
+def metric_list(text: str) -> list[str]:
+    """--metrics: names separated by commas (run_evaluation checks them against the registry)."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def judge_repeats_arg(text: str) -> int:
+    """--judge-repeats: a whole number in the setting judge_repeats' declared range."""
+    declared = DECLARATIONS["judge_repeats"]
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not declared.allows(value):
+        raise argparse.ArgumentTypeError(f"{value} is out of range: use a value {declared.valid_values()}")
+    return value
+
+
+def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
+    read = datasets.resolve(db, args.dataset) if datasets.is_spec(args.dataset) else load_dataset(args.dataset)
+    print_mapping(read, err)  # how the file's columns were read (a stored dataset has no file)
+    dataset, pinned = datasets.for_evaluation(db, read, args.name, args.dataset)
+    err.print(Text(pinned, style="dim"))
+    for bad in dataset.bad_rows:
+        err.print(Text(f"skipped line {bad.line}: {bad.reason}", style="yellow"))
+    dataset = dataset.select(args.limit, args.tags)
+    if not dataset.items:
+        err.print(Text("error: no items match --tags/--limit", style="red"))
+        return 2
+    concurrency = args.concurrency or settings.eval_concurrency
+    if args.judge_repeats is not None:
+        settings = dataclasses.replace(settings, judge_repeats=args.judge_repeats)
+    check_executor(args.executor, args.ray_address)  # before saying where items run
+    if args.executor == "ray":
+        where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray (it starts in seconds)"
+        err.print(Text(f"items run as Ray tasks on {where}", style="dim"))
+    with evaluation_progress(err) as on_progress:
+        try:
+            outcome = run_evaluation(
+                settings,
+                db,
+                dataset,
+                args.name,
+                concurrency,
+                on_progress=on_progress,
+                metrics=args.metrics,
+                executor=args.executor,
+                ray_address=args.ray_address,
+                pipeline=args.pipeline,
+            )
+        except KeyboardInterrupt:
+            err.print(Text(f"cancelled: finished items are kept; run the same command to resume {args.name!r}"))
+            exit_now(db, 130)
+    result = report(settings, db, args.name)
+    if args.json:
+        out.print_json(json.dumps(report_json(result, outcome), default=str))
+    else:
+        print_report(result, outcome, out)
+    if outcome.progress.failed:
+        p = outcome.progress
+        err.print(Text(f"{p.failed} of {p.total} items failed; run the same command to retry them. Why:", style="red"))
+        for error, count in sorted(p.errors.items(), key=lambda kv: -kv[1]):
+            err.print(Text(f"  {plural(count, 'item')}: {error}"))
+    return 0 if outcome.progress.failed == 0 else 1
+
+
+def exit_now(db, code: int) -> None:
+    """Leave at once: items still waiting on a model call are dropped (they rerun on resume) instead of
+    being waited for; what finished is already committed."""
+
+    try:
+        db.checkpoint()
+    except WorkbenchError:
+        pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
