@@ -11,7 +11,7 @@ from pipeline import tracing
 from pipeline.answering import on_topic, status
 from pipeline.answering.budget import on_whole_chunk, within_budget
 from pipeline.answering.context import RunContext
-from pipeline.answering.events import Budgeted, ClaimsUnextracted, Planned, Scored, VerdictSettled
+from pipeline.answering.events import Budgeted, ClaimsUnextracted, Graded, Planned, Scored, VerdictSettled
 from pipeline.answering.repair import on_topic_retry, repairs_by_dropping, retrying, trimmed_attempt
 from pipeline.answering.retrieval import Retrieval
 from pipeline.answering.scoring import check_on_topic, on_topic_event, scored
@@ -22,6 +22,8 @@ from pipeline.verification.faithfulness import CheckedClaim, Passage
 
 
 class AnswerRound:
+    """One round: its number (1, or 2 after a rewritten query) and the rejected claims still being classified."""
+
     def __init__(self, ctx: RunContext, retrieval: Retrieval, round_no: int):
         self.ctx, self.retrieval, self.round_no = ctx, retrieval, round_no
         # rejected claims being classified (contradicted or unsupported) on the pool: settled before the round ends
@@ -64,7 +66,7 @@ class AnswerRound:
         self._settle_classifications()
         return True
 
-    def _grade_first(self, passages: list[Passage]):
+    def _grade_first(self, passages: list[Passage]) -> Graded:
         """The sequential schedule's grade, before any generation."""
         graded = self.retrieval.grade(self.round_no, passages)
         self.retrieval.record(graded)

@@ -32,7 +32,7 @@ from pipeline.knowledge.similarity_scale import SimilarityScale, scale_for
 from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
 from pipeline.verification.chain import VerifierChain, effective_chain
-from pipeline.verification.faithfulness import FaithfulnessChecker
+from pipeline.verification.faithfulness import FaithfulnessChecker, Passage
 from pipeline.verification.registry import load_verifiers, verifier_class
 from store.db import Database
 from store.errors import ResultNotKept
@@ -216,7 +216,7 @@ class QuestionRun:
             reason = below or (retrieval.grades[-1].reason if passages else "nothing found")
         ctx.emit(abstain(self.result, f"the knowledge base does not cover this question ({reason})"))
 
-    def _answered(self, ctx: RunContext, retrieval: Retrieval, round_no: int, passages) -> bool:
+    def _answered(self, ctx: RunContext, retrieval: Retrieval, round_no: int, passages: list[Passage]) -> bool:
         """Whether the round answered (then decided); False when its grade found the context not relevant."""
         if not AnswerRound(ctx, retrieval, round_no).answer(passages):
             return False
