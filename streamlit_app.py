@@ -11,8 +11,9 @@ from pages.views.common import ollama_checks, page_setup, show_error, show_faile
 from pipeline.answering.conversation import Turn
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.errors import InputError
+from pipeline.evaluation.example_questions import example_questions
 from pipeline.history.conversations import new_conversation_id
-from pipeline.knowledge.documents import count_chunks, example_questions
+from pipeline.knowledge.documents import count_chunks
 
 settings, db = page_setup("Chat")
 st.title("Chat")

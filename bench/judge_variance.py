@@ -19,9 +19,9 @@ import time
 import numpy as np
 
 from bench.common import Figure, print_table
-from pipeline.calibration.agreement import WEIGHTS
 from pipeline.detector.bench import wilson
 from pipeline.evaluation.judge_variance import MIN_INTERVAL_ITEMS, jackknife_interval, pair_table
+from pipeline.evaluation.kappa import WEIGHTS
 
 JUDGE_LIKE = np.array([0.02, 0.04, 0.09, 0.35, 0.50])
 JUDGES = {"keep 0.9": 0.9, "keep 0.8": 0.8, "keep 0.7": 0.7, "keep 0.5": 0.5, "coin 3/4": None}

@@ -25,8 +25,9 @@ import numpy as np
 from scipy.stats import multivariate_normal, norm
 
 from bench.common import Figure, print_table
-from pipeline.calibration.agreement import WEIGHTS, agreement, qwk_interval
+from pipeline.calibration.agreement import agreement, qwk_interval
 from pipeline.detector.bench import wilson
+from pipeline.evaluation.kappa import WEIGHTS
 
 JUDGE_LIKE = np.array([0.02, 0.04, 0.09, 0.35, 0.50])  # mostly 4-5, as an LLM judge scores
 DISTRIBUTIONS = {"balanced": np.full(5, 0.2), "80% fives": np.array([0.02, 0.03, 0.05, 0.10, 0.80])}

@@ -3,7 +3,7 @@
 The golden set's 68 items with their real tags; every registered metric a single question gets
 (nine; judge criteria on 1-5; judge rewrite scores only a conversation's follow-ups)
 compared over the overall slice and every tag slice with at least 10 items, exactly as
-`pipeline.regression.compare` does (compare_family: the same tests, the same gatekeeping with faithfulness
+`pipeline.evaluation.regression` does (compare_family: the same tests, the same gatekeeping with faithfulness
 as the primary endpoint, the same min_effect). Floors are a separate check and are not simulated.
 
 Six noise models. Each item has a latent quality p per metric, the same in both runs (the question's
@@ -47,7 +47,7 @@ from scipy.stats import norm
 from bench.common import ROOT, Figure
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.evaluation.registry import get_metric, metric_names, span_of
-from pipeline.regression.compare import compare_family
+from pipeline.evaluation.regression import compare_family
 
 NULL_PAIRS = 2000
 POWER_PAIRS = 1000

@@ -9,8 +9,8 @@ from pages.views.settings_table import show_settings
 from pages.views.tables import table
 from pipeline.collect.summary import traces_in
 from pipeline.config import setting_sources
+from pipeline.knowledge.health import health
 from pipeline.knowledge.similarity_scale import scale_rows
-from pipeline.models.health import health
 from pipeline.models.slots import schedule
 
 settings, db = page_setup("Settings & health")

@@ -10,9 +10,11 @@ from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
 from pages.views.tables import table
 from pages.views.trends import METRIC_COLUMNS, costs_table, figure_spec
+from pipeline.collect.traced import check_day, daily_series, faithfulness_floor, latest_complete_day
 from pipeline.evaluation.datasets import version_label
 from pipeline.evaluation.given import OWN_PIPELINE
 from pipeline.evaluation.judge import recorded_version
+from pipeline.evaluation.regression import BASELINE_RULE, METRICS, config_diff, parse_floors
 from pipeline.regression.alerts import (
     FLOOR,
     acknowledge,
@@ -22,8 +24,6 @@ from pipeline.regression.alerts import (
     pin_baseline,
     pinned_baseline,
 )
-from pipeline.regression.compare import BASELINE_RULE, METRICS, config_diff, parse_floors
-from pipeline.regression.traced import check_day, daily_series, faithfulness_floor, latest_complete_day
 from pipeline.regression.trends import daily_costs, measures, run_costs
 
 settings, db = page_setup("Trends")

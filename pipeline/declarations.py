@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import fields
 
-from pipeline.answering.prompts import Prompt
 from pipeline.config import Settings
+from pipeline.prompting import Prompt
 
 SETTING_NAMES = frozenset(f.name for f in fields(Settings))
 

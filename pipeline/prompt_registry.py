@@ -4,10 +4,10 @@ reads, so that none of them imports it back)."""
 from __future__ import annotations
 
 from pipeline.answering.engine import PROMPTS
-from pipeline.answering.prompts import Prompt
 from pipeline.declarations import prompt_versions
 from pipeline.evaluation.registry import load_metrics
 from pipeline.evaluation.synth.prompts import PROMPTS as SYNTH_PROMPTS
+from pipeline.prompting import Prompt
 from pipeline.verification.faithfulness import FaithfulnessChecker
 from pipeline.verification.registry import load_verifiers
 

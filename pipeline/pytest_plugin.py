@@ -51,7 +51,7 @@ class Gate:
     run: Any  # store.evals.EvalRun
     baseline: Any  # store.evals.EvalRun | None
     comparisons: list
-    cause: Any = None  # pipeline.regression.causes.Cause | None
+    cause: Any = None  # pipeline.evaluation.causes.Cause | None
 
     @property
     def regressions(self) -> list:
@@ -156,7 +156,7 @@ class Workbench:
     def gate(self, run: str, baseline: str | None = None) -> Gate:
         """The gate on `run` against `baseline` (default: the one baseline rule); its alerts are stored as the
         CLI's are. Does not fail the test: see assert_no_regression."""
-        from pipeline.regression import compare
+        from pipeline.evaluation import regression as compare
         from pipeline.regression.junit import gate_cause
 
         with _as_failure():

@@ -626,7 +626,7 @@ def m022_received_traces(con: duckdb.DuckDBPyConnection) -> None:
 
 @migration
 def m023_traced_alerts(con: duckdb.DuckDBPyConnection) -> None:
-    """Alerts on traced runs' daily faithfulness (pipeline/regression/traced.py): an alert belongs to an evaluation
+    """Alerts on traced runs' daily faithfulness (pipeline/collect/traced.py): an alert belongs to an evaluation
     run, or to a service's day (service, service_day; eval_run_id NULL; not `day`, the Parquet export's partition
     column). One alert of a kind per service and day: the check inserts only what is not there
     (store.alerts.open_traced_alerts)."""

@@ -301,7 +301,7 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     store_run(db, "tue", {"faithfulness": base - 0.4}, config={"top_k": 2})
     store_run(db, "other-judge", {"faithfulness": base}, judge_digest="zzz")
     from pipeline.config import load_settings
-    from pipeline.regression.compare import check
+    from pipeline.evaluation.regression import check
 
     check(db, load_settings(), "tue")
     at = app("pages/trends.py")
@@ -575,7 +575,7 @@ def test_annotate_page_shows_the_verifier_when_the_rater_asks(fake, settings, kb
 
 
 def test_an_empty_chat_offers_example_questions_and_clicking_one_asks_it(kb_db):
-    from pipeline.knowledge.documents import example_questions
+    from pipeline.evaluation.example_questions import example_questions
 
     at = app()
     examples = [b for b in at.button if b.key and b.key.startswith("example-")]
@@ -622,7 +622,7 @@ def test_a_drop_alert_on_trends_says_the_smallest_drop_its_test_could_detect(db)
     from test_regression import store_run
 
     from pipeline.config import load_settings
-    from pipeline.regression.compare import check
+    from pipeline.evaluation.regression import check
 
     rng = np.random.default_rng(5)
     base = rng.uniform(0.8, 1.0, 20)

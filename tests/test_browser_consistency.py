@@ -30,10 +30,10 @@ from pipeline.detector.bench import run_detector_bench
 from pipeline.detector.results import SAMPLE
 from pipeline.evaluation.datasets import save as save_dataset
 from pipeline.evaluation.judge import CRITERIA
+from pipeline.evaluation.regression import check
 from pipeline.evaluation.runner import run_evaluation
 from pipeline.experiments import run_sweep
 from pipeline.history.evaluations import list_eval_runs, run_ids_of
-from pipeline.regression.compare import check
 from store.db import Database
 
 pytestmark = pytest.mark.skipif(

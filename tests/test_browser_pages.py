@@ -20,9 +20,9 @@ from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.calibration.annotations import save_rating
 from pipeline.evaluation.datasets import save as save_dataset
 from pipeline.evaluation.judge import CRITERIA
+from pipeline.evaluation.regression import check
 from pipeline.evaluation.runner import run_evaluation
 from pipeline.history.evaluations import list_eval_runs, run_ids_of
-from pipeline.regression.compare import check
 from store.db import Database
 
 pytestmark = pytest.mark.skipif(

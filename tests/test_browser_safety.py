@@ -15,9 +15,9 @@ from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.config import load_settings
 from pipeline.evaluation.dataset import GoldenItem
 from pipeline.evaluation.datasets import save as save_dataset
+from pipeline.evaluation.regression import check
 from pipeline.knowledge.ingest import ingest
 from pipeline.models.llm import LLM
-from pipeline.regression.compare import check
 
 IMAGE = "![tracker](http://evil.example/{}.png)"
 LINK = "[log in again](http://phish.example/{})"

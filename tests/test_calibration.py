@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import spearmanr
 from test_evaluation import ITEMS, dataset
 
-from pipeline.calibration.agreement import agreement, claim_agreement, rejudge, relevant_corrections
+from pipeline.calibration.agreement import agreement, claim_agreement, rejudge
 from pipeline.calibration.annotations import (
     Correction,
     add_corrections,
@@ -17,6 +17,7 @@ from pipeline.calibration.annotations import (
     save_rating,
 )
 from pipeline.errors import InputError
+from pipeline.evaluation.corrections import relevant_corrections
 from pipeline.evaluation.runner import run_evaluation
 from store.evals import run_ids_of
 

@@ -4,9 +4,9 @@ moved (context recall is scored with the verifier model), not from the metrics' 
 import numpy as np
 from test_regression import store_run
 
+from pipeline.evaluation import regression
+from pipeline.evaluation.causes import depends_on, likely_cause
 from pipeline.evaluation.runner import report
-from pipeline.regression import compare as regression
-from pipeline.regression.causes import depends_on, likely_cause
 
 VERIFIER_ONLY = {"verifier_model": ["bespoke-minicheck", "tiny-verifier"]}
 

@@ -145,7 +145,7 @@ def test_a_floor_breach_without_a_baseline_is_a_failed_floor_case_and_a_skipped_
 def test_a_comparison_not_tested_is_skipped_and_control_characters_do_not_break_the_file():
     from types import SimpleNamespace
 
-    from pipeline.regression.compare import Comparison
+    from pipeline.evaluation.regression import Comparison
     from pipeline.regression.junit import gate_junit
 
     run, baseline = SimpleNamespace(name="new\x1b[2J"), SimpleNamespace(name="old")

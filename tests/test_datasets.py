@@ -12,8 +12,8 @@ from pipeline.cli.main import main
 from pipeline.evaluation import datasets
 from pipeline.evaluation.compare_runs import compare_runs
 from pipeline.evaluation.dataset import load_dataset
+from pipeline.evaluation.regression import baseline_of
 from pipeline.evaluation.runner import report, run_evaluation
-from pipeline.regression.compare import baseline_of
 from store import evals
 from store.alerts import pin_baseline
 from store.baselines import previous_comparable

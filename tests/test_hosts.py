@@ -11,9 +11,10 @@ from fake_ollama import FakeOllama
 
 from pipeline.config import load_settings
 from pipeline.errors import ConfigError, OllamaUnreachable
+from pipeline.knowledge.health import health
 from pipeline.models import hosts
 from pipeline.models.failures import HostsUnavailable
-from pipeline.models.health import check_hosts, health
+from pipeline.models.health import check_hosts
 from pipeline.models.llm import LLM
 
 ASK = [{"role": "user", "content": "Question: what is RAG?\nContext: RAG retrieves passages."}]

@@ -12,11 +12,11 @@ import pytest
 from test_app import fresh_streamlit_caches  # noqa: F401 - the autouse fixture: no cached store across tests
 
 from pipeline.errors import InputError
+from pipeline.evaluation import regression
 from pipeline.evaluation.compare_runs import compare_runs
 from pipeline.evaluation.dataset import load_dataset, parse_dataset, question_id
 from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.history.runs import load_result
-from pipeline.regression import compare as regression
 from store import evals
 
 TOWER = "The Eiffel Tower is 330 metres tall. It was completed in 1889 for the World's Fair in Paris."

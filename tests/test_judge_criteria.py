@@ -16,10 +16,10 @@ from pipeline.calibration.annotations import criterion_rubric, judged_pairs, rat
 from pipeline.cli.main import main
 from pipeline.errors import InputError
 from pipeline.evaluation import judge_prompts as prompts
+from pipeline.evaluation import regression
 from pipeline.evaluation.judge import CRITERIA, JudgePin, judge, judge_pin, recorded_version
 from pipeline.evaluation.runner import report, run_evaluation
 from pipeline.models.llm import LLM
-from pipeline.regression import compare as regression
 from store import evals
 from store.migrations import MIGRATIONS
 

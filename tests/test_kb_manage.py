@@ -10,11 +10,11 @@ from test_engine import RAG_QUESTION, ask
 
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.errors import InputError
+from pipeline.evaluation.example_questions import example_questions
 from pipeline.history.runs import load_run
 from pipeline.knowledge.documents import (
     count_chunks,
     document_with_chunks,
-    example_questions,
     list_documents,
     preview,
 )

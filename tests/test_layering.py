@@ -1,4 +1,6 @@
-"""The layers, checked: screen (pages/, streamlit_app.py) -> pipeline/ -> store/, never back up.
+"""The layers, checked: screen (pages/, streamlit_app.py) -> pipeline/ -> store/, never back up; inside pipeline/,
+the foundation -> models -> verification -> knowledge -> answering -> history -> evaluation ->
+calibration / regression / experiments / collect / detector -> api / cli.
 
 Every import of every module is read with `ast`, including imports inside functions, relative imports
 and `importlib.import_module("...")` / `__import__("...")` with a literal name."""
@@ -303,3 +305,141 @@ def test_the_cycle_rule_fails_on_a_lazy_import_back():
     assert found and "pipeline.evaluation.item imports pipeline.evaluation.runner" in found[0]
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]  # longer too
     assert cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+# --- the order inside pipeline/ --------------------------------------------------------------------------------
+
+# Top-level modules below models/: each imports only other foundation modules, and any layer may import them.
+FOUNDATION = {
+    "pipeline": "the package's __init__: its docstring only",
+    "pipeline.errors": "the error types every layer raises; imports nothing of ours",
+    "pipeline.config": "the settings every layer reads; imports only errors",
+    "pipeline.text": "string helpers (plural, question_key, short_source) from models/ up; imports nothing of ours",
+    "pipeline.prompting": "the Prompt class and the shared system text, for every layer that sends a prompt",
+    "pipeline.declarations": "what a plugin declares (prompts, options), read by verification/, answering/ and up",
+    "pipeline.plugins": "the plugin loader of the verifier and metric registries; imports nothing of ours",
+    "pipeline.tracing": "run traces as spans, recorded from models/recorder.py up; imports nothing of ours",
+    "pipeline.trace_export": "sends traces over OpenTelemetry (session, collect/); imports only errors",
+    "pipeline.jobs": "the background jobs of evaluation/ and experiments/; imports only errors",
+    "pipeline.settings_reference": "the settings page of the docs, generated from config alone",
+}
+# The packages of pipeline/ from the bottom up. A package imports only the foundation, itself and the ranks below
+# it; packages that share a rank do not import each other. The top rank holds the entry points: the Python API
+# (pipeline/api.py) and the command line.
+PACKAGE_ORDER = [
+    ("models",),
+    ("verification",),
+    ("knowledge",),
+    ("answering",),
+    ("history",),
+    ("evaluation",),
+    ("calibration", "regression", "experiments", "collect", "detector"),
+    ("pipeline.api", "cli"),
+]
+# Top-level modules in the top rank that assemble the layers: they may import any unit, the entry points too, and
+# the entry points may import them; nothing below the top rank imports them.
+TOP = {
+    "pipeline.session": "opens the workbench (settings, store, the verifier registry) for api, cli and pages",
+    "pipeline.prompt_registry": "every prompt of every layer (engine, verifiers, metrics, synth), for the checks",
+    "pipeline.pytest_plugin": "the pytest gate: runs evaluations and prints through cli/",
+    "pipeline.__main__": "`python -m pipeline`: runs cli/",
+}
+ORDER_TEXT = " -> ".join("/".join(rank) for rank in [("foundation",), *PACKAGE_ORDER])
+
+
+def unit_of(module: str) -> str:
+    """What the order ranks a module by: its package under pipeline/ (`pipeline.models.llm` -> models), or a
+    top-level module's own name (`pipeline.config`)."""
+    parts = module.split(".")
+    if len(parts) == 1 or module in FOUNDATION or module in TOP or module == "pipeline.api":
+        return module
+    return parts[1]
+
+
+def rank_of(unit: str) -> int | None:
+    if unit in FOUNDATION:
+        return 0
+    if unit in TOP:
+        return len(PACKAGE_ORDER)
+    return next((i for i, rank in enumerate(PACKAGE_ORDER, 1) if unit in rank), None)
+
+
+def order_violations(sources: dict[str, str] | None = None) -> list[str]:
+    """Every import in pipeline/ that breaks the order, as 'file:line imports module: why'; `sources` replaces the
+    text of some modules (to check the checker)."""
+    modules = module_files("pipeline")
+    found = {}
+    for module, path in sorted(modules.items()):
+        source = (sources or {}).get(module) or path.read_text(encoding="utf-8")
+        unit = unit_of(module)
+        for line, name in imported_modules(source, module, path.name == "__init__.py"):
+            target = resolve(name, modules)
+            why = target and unit_of(target) != unit and order_rule_broken(unit, unit_of(target))
+            if why:  # one finding per import line and unit: `from pipeline.x import y` names pipeline.x.y
+                key = (str(path.relative_to(ROOT)), line, unit_of(target))
+                found[key] = max(found.get(key, (target, why)), (target, why), key=lambda f: len(f[0]))
+    return [f"{file}:{line} imports {target}: {why}" for (file, line, _), (target, why) in sorted(found.items())]
+
+
+def order_rule_broken(unit: str, target: str) -> str | None:
+    """Why `unit` may not import `target`, or None when it may."""
+    mine, theirs = rank_of(unit), rank_of(target)
+    if mine is None or theirs is None:
+        missing = unit if mine is None else target
+        return f"{missing} has no place in the order; add it to FOUNDATION, PACKAGE_ORDER or TOP"
+    if mine == 0 and theirs != 0:
+        return f"the foundation module {unit} may import only foundation modules, not {target}"
+    if theirs > mine:
+        return f"{unit} (rank {mine}) may not import {target} (rank {theirs}), a higher layer"
+    if theirs == mine and mine > 0 and unit not in TOP and target not in TOP:
+        return f"{unit} and {target} share a rank and do not import each other"
+    return None
+
+
+def mutual_imports() -> list[str]:
+    """The pairs of units of pipeline/ that import each other, each with one import either way."""
+    modules = module_files("pipeline")
+    edges = {}
+    for module, targets in sorted(import_graph(modules).items()):
+        for target, line in targets.items():
+            pair = (unit_of(module), unit_of(target))
+            edges.setdefault(pair, f"{modules[module].relative_to(ROOT)}:{line} imports {target}")
+    return [f"{a} and {b}: {edges[a, b]}; {edges[b, a]}" for a, b in sorted(edges) if a < b and (b, a) in edges]
+
+
+def test_pipeline_packages_import_only_down_the_order():
+    found = order_violations()
+    assert not found, f"pipeline/'s order is {ORDER_TEXT}; these imports break it:\n" + "\n".join(found)
+
+
+def test_no_two_pipeline_packages_import_each_other():
+    found = mutual_imports()
+    assert not found, "these parts of pipeline/ import each other (move the shared code down):\n" + "\n".join(found)
+
+
+def test_every_part_of_pipeline_has_a_place_in_the_order():
+    units = {unit_of(m) for m in module_files("pipeline")}
+    assert sorted(u for u in units if rank_of(u) is None) == []
+    placed = set(FOUNDATION) | set(TOP) | {u for rank in PACKAGE_ORDER for u in rank}
+    assert sorted(placed - units) == []  # nothing named that is gone
+
+
+def test_the_order_rule_fails_on_an_import_up_or_across():
+    llm = (ROOT / "pipeline" / "models" / "llm.py").read_text(encoding="utf-8")
+    lazy = llm + "\n\ndef later():\n    from pipeline.evaluation import registry\n\n    return registry\n"
+    found = [f for f in order_violations({"pipeline.models.llm": lazy}) if f.startswith("pipeline/models/llm.py:")]
+    assert len(found) == 1
+    assert found[0].endswith(
+        "imports pipeline.evaluation.registry: models (rank 1) may not import evaluation (rank 6), a higher layer"
+    )
+    across = "from pipeline.regression import alerts\n"
+    found = order_violations({"pipeline.collect.summary": across})
+    assert [f for f in found if f.startswith("pipeline/collect/summary.py:")] == [
+        "pipeline/collect/summary.py:1 imports pipeline.regression.alerts: collect and regression share a rank and "
+        "do not import each other"
+    ]
+    assert order_rule_broken("pipeline.config", "models") == (
+        "the foundation module pipeline.config may import only foundation modules, not models"
+    )
+    assert order_rule_broken("cli", "pipeline.session") is None  # the top rank's assemblers
+    assert order_rule_broken("cli", "pipeline.api") == "cli and pipeline.api share a rank and do not import each other"

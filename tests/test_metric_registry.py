@@ -8,6 +8,7 @@ from test_regression import store_run
 
 from pipeline.cli.main import main
 from pipeline.errors import InputError
+from pipeline.evaluation import regression
 from pipeline.evaluation.diagnosis import diagnose
 from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.registry import (
@@ -21,7 +22,6 @@ from pipeline.evaluation.registry import (
     unregister_metric,
 )
 from pipeline.evaluation.runner import report, run_evaluation
-from pipeline.regression import compare as regression
 from store import evals
 
 BUILT_IN = [

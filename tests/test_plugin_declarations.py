@@ -18,7 +18,6 @@ import pytest
 from test_evaluation import ITEMS, dataset
 
 from pipeline.answering.engine import VerifiedQueryEngine, run_config
-from pipeline.answering.prompts import Prompt
 from pipeline.declarations import SETTING_NAMES, declared
 from pipeline.evaluation import registry
 from pipeline.evaluation.judge import judge_pin
@@ -26,6 +25,7 @@ from pipeline.evaluation.registry import MetricInput, load_metrics, register_met
 from pipeline.evaluation.runner import run_evaluation
 from pipeline.models.llm import LLM
 from pipeline.prompt_registry import all_prompts
+from pipeline.prompting import Prompt
 from pipeline.verification.claims import Passage
 from pipeline.verification.registry import load_verifiers, register_verifier, verifier_class
 from store import evals

@@ -1,7 +1,7 @@
 """One same-question key wherever questions are matched: Unicode NFKC, zero-width and format characters removed,
 case and whitespace folded (leave-one-out of the judge's corrections, Compare and imported datasets)."""
 
-from pipeline.calibration.agreement import relevant_corrections
+from pipeline.evaluation.corrections import relevant_corrections
 from pipeline.evaluation.dataset import question_id
 from pipeline.evaluation.matching import match_items
 from pipeline.text import question_key

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.cli.main import main
 from pipeline.errors import InputError
-from pipeline.regression.compare import compare_metric, parse_floors
+from pipeline.evaluation.regression import compare_metric, parse_floors
 from store import alerts as alert_store
 from store.evals import create_eval_run, mark_eval_run
 
@@ -29,7 +29,7 @@ def test_a_clear_drop_is_caught_with_its_interval_and_worst_items():
 
 
 def test_holm_controls_the_family_and_reports_raw_and_adjusted_p():
-    from pipeline.regression.family import Test, holm
+    from pipeline.evaluation.family import Test, holm
 
     tests = [
         Test("m", f"s{k}", 30, delta=-0.1, se=0.05, p_raw=p, weight=0.25)
@@ -47,7 +47,7 @@ def test_holm_adjusted_p_values_never_decrease_along_the_step_down():
     third at 0.12, so it is not rejected at 0.1 after the second was kept. Expected values are statsmodels'
     multipletests(p, alpha=0.1, method="holm") for these p (statsmodels 0.15: reject [F, F, T, F], corrected
     [0.12, 0.3, 0.04, 0.12]), written out here so the test does not need it."""
-    from pipeline.regression.family import Test, holm
+    from pipeline.evaluation.family import Test, holm
 
     raw = (0.045, 0.3, 0.01, 0.04)  # given out of order: the step-down sorts them
     tests = [Test("m", f"s{k}", 30, delta=-0.1, se=0.05, p_raw=p, weight=0.25) for k, p in enumerate(raw)]
@@ -60,7 +60,7 @@ def test_weighted_holm_keeps_the_running_maximum():
     """Weights 0.5, 0.25, 0.25 (by hand: order by p / w = 0.06, 0.02, 0.08; the step-down multiplies each p by
     the weight left over its own weight: B 0.005 x 1 / 0.25 = 0.02, A 0.03 x 0.75 / 0.5 = 0.045, C 0.02 x 0.25 /
     0.25 = 0.02, which the running maximum raises to 0.045)."""
-    from pipeline.regression.family import Test, holm
+    from pipeline.evaluation.family import Test, holm
 
     tests = [
         Test("m", name, 30, delta=-0.1, se=0.05, p_raw=p, weight=w)
@@ -74,7 +74,7 @@ def test_weighted_holm_keeps_the_running_maximum():
 def test_faithfulness_is_tested_on_claims_where_every_item_has_its_count():
     """The share of supported claims: (1 x 1 + 4 x 0.5 + 8 x 1) / 13 before, (1 x 0 + 4 x 0.5 + 8 x 1) / 13
     after: a change of -1/13, not the item means' -1/3. An old score without its count: item means."""
-    from pipeline.regression.family import family_tests
+    from pipeline.evaluation.family import family_tests
 
     def items(values, claims):
         return {f"i{k}": (v, k, [], c) for k, (v, c) in enumerate(zip(values, claims, strict=True))}
@@ -89,7 +89,7 @@ def test_faithfulness_is_tested_on_claims_where_every_item_has_its_count():
 
 
 def test_small_slices_stay_out_of_the_family():
-    from pipeline.regression.compare import compare_family
+    from pipeline.evaluation.regression import compare_family
 
     rng = np.random.default_rng(5)
     base, new = pairs(rng, 40, shift=0.0)
@@ -230,8 +230,8 @@ def test_a_first_evaluation_on_a_fresh_store_is_below_floor_not_a_regression_and
     from conftest import ROOT
 
     from pipeline.evaluation.dataset import load_dataset
+    from pipeline.evaluation.regression import resolve
     from pipeline.evaluation.runner import report, run_evaluation
-    from pipeline.regression.compare import resolve
 
     floored = dataclasses.replace(settings, floors="faithfulness=0.70,answer_relevancy=0.99")
     golden = load_dataset(ROOT / "data" / "eval" / "golden.jsonl").select(limit=3)
@@ -261,7 +261,7 @@ def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
     first = store_run(db, "first", {"faithfulness": [0.9] * 10})
     store_run(db, "second", {"faithfulness": [0.9] * 10})
     third = store_run(db, "third", {"faithfulness": [0.9] * 10})
-    from pipeline.regression.compare import resolve
+    from pipeline.evaluation.regression import resolve
 
     assert resolve(db, "third", None)[1].name == "second"
     alert_store.pin_baseline(db, "golden.jsonl", first)
@@ -273,7 +273,7 @@ def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
 def test_one_baseline_rule_pinned_else_the_newest_comparable_clean_run(db):
     """Same dataset hash and size, same judge pin, no failed item (read from the items), no open regression
     alert; a metric below its floor is no reason to skip a run."""
-    from pipeline.regression.compare import resolve
+    from pipeline.evaluation.regression import resolve
     from store.baselines import clean_runs
 
     values = {"faithfulness": [0.9] * 10}
@@ -298,7 +298,7 @@ def test_one_baseline_rule_pinned_else_the_newest_comparable_clean_run(db):
 
 
 def test_the_configuration_diff_names_the_cache_setting_the_judge_pin_and_the_dataset(db):
-    from pipeline.regression.compare import config_diff, described_config
+    from pipeline.evaluation.regression import config_diff, described_config
     from store.evals import get_eval_run
 
     store_run(db, "a", {"faithfulness": [0.9] * 10}, config={"top_k": 5, "cache_enabled": True})

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.regression.compare import compare_family, detectable, parse_primary
-from pipeline.regression.family import Test as FamilyTest
-from pipeline.regression.family import claim_test, gatekeeping, paired_test
-from pipeline.regression.family import detectable as mde
+from pipeline.evaluation.family import Test as FamilyTest
+from pipeline.evaluation.family import claim_test, gatekeeping, paired_test
+from pipeline.evaluation.family import detectable as mde
+from pipeline.evaluation.regression import compare_family, detectable, parse_primary
 
 
 def family(p_faithfulness: float) -> list[FamilyTest]:

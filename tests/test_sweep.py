@@ -18,14 +18,13 @@ from statsmodels.stats.multitest import multipletests
 from pipeline.cli.main import main
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.evaluation import datasets
+from pipeline.evaluation import datasets, regression
 from pipeline.evaluation.runner import run_evaluation
 from pipeline.experiments import leaderboard, leaderboard_json, open_sweep, pareto_front, run_sweep
 from pipeline.experiments import sweep as sweep_module
 from pipeline.experiments.grid import combinations, parse_grid, sweepable_settings
 from pipeline.experiments.indexes import FOLDER
 from pipeline.history.runs import load_run
-from pipeline.regression import compare as regression
 from store import evals, sweeps
 from store.runs import get_run
 

@@ -14,10 +14,10 @@ from test_app import app, fresh_streamlit_caches  # noqa: F401 - the fixture
 from test_charts import frame_with
 
 from pipeline.cli.main import main
+from pipeline.collect.traced import check_traced, daily_series, latest_complete_day, welch
 from pipeline.collect.worker import OnlineWorker
+from pipeline.evaluation.family import SPENT
 from pipeline.regression.alerts import acknowledge, count_below_floor, count_open_alerts, list_alerts
-from pipeline.regression.family import SPENT
-from pipeline.regression.traced import check_traced, daily_series, latest_complete_day, welch
 from store.history import RunFilter, filter_choices, find_runs
 from store.records import RunLog, RunRecord
 from store.runs import save_run

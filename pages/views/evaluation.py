@@ -16,12 +16,12 @@ from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_
 from pages.views.tables import score_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation import datasets
+from pipeline.evaluation.causes import depends_on_text
 from pipeline.evaluation.conversation_report import per_turn_rows, share_sentence
 from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_file
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, worst_items
-from pipeline.regression.causes import depends_on_text
 
 TILES_PER_ROW = 5
 

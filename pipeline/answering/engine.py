@@ -31,6 +31,7 @@ from pipeline.errors import WorkbenchError
 from pipeline.knowledge.similarity_scale import SimilarityScale, scale_for
 from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
+from pipeline.prompting import Prompt
 from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.faithfulness import FaithfulnessChecker, Passage
 from pipeline.verification.registry import load_verifiers, verifier_class
@@ -79,7 +80,7 @@ OPTIONS = (
 RUN_THREADS = 8
 
 
-def run_prompts(settings: Settings) -> list[prompts.Prompt]:
+def run_prompts(settings: Settings) -> list[Prompt]:
     """Every prompt a run under these settings may send, as its parts declare them: the engine's, the checker's
     and those of the verifiers in the effective chain."""
     chain = [verifier_class(name) for name in effective_chain(settings)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipeline.answering import prompts
+from pipeline import prompting
 from pipeline.text import Sentence, best_sentence, cited_numbers, sentences, short_source
 from pipeline.verification.claims import Passage
 
@@ -65,4 +65,4 @@ def grade_view(question: str, passages: list[Passage]) -> str:
         sentence = best_sentence(p.text, question)
         words = (sentence.text if sentence else p.text).split()
         pieces.append((p.n, short_source(p.source), " ".join(words[:VIEW_WORDS])))
-    return prompts.number_passages(pieces)
+    return prompting.number_passages(pieces)

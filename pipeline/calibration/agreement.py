@@ -18,14 +18,13 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix, precision_recal
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.evaluation.judge import CRITERIA, JudgePin, judge, judge_pin
-from pipeline.evaluation.judge_prompts import JUDGE_PROMPT_VERSION
+from pipeline.evaluation.corrections import corrections_pin, relevant_corrections
+from pipeline.evaluation.judge import CRITERIA, judge, judge_pin
+from pipeline.evaluation.kappa import WEIGHTS, table_kappa_se
 from pipeline.history.runs import load_result
 from pipeline.models.llm import LLM
-from pipeline.text import content_words, question_key
 from pipeline.verification.faithfulness import context_block
 from store import annotations
-from store.annotations import Correction
 from store.db import Database
 from store.evals import reference_of
 from store.llm_log import save_calls
@@ -63,9 +62,6 @@ def qwk(a, b) -> float | None:
     return None if np.isnan(value) else float(value)
 
 
-WEIGHTS = np.array([[(i - j) ** 2 for j in range(5)] for i in range(5)], dtype=float)
-
-
 def qwk_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Quadratic-weighted kappa of each row pair of a and b (shape resamples x n), all at once;
     NaN where it is undefined. Checked against scikit-learn in the tests."""
@@ -76,9 +72,6 @@ def qwk_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     disagreement = (WEIGHTS * expected).sum((1, 2))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(disagreement > 0, 1 - (WEIGHTS * observed).sum((1, 2)) / disagreement, np.nan)
-
-
-AGREE = 1 - WEIGHTS / 16  # agreement weights of the quadratic kappa on 1-5
 
 
 def pair_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -94,32 +87,6 @@ def qwk_with_se(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Quadratic-weighted kappa and its large-sample standard error (Fleiss, Cohen & Everitt 1969) of each row
     pair of a and b (shape resamples x n), all at once; NaN where kappa is undefined."""
     return table_kappa_se(pair_counts(a, b))
-
-
-ROW_OF_CELL = np.repeat(np.eye(5), 5, axis=0)  # 25 x 5: cell (i, j) -> i, the judge's score
-COL_OF_CELL = np.tile(np.eye(5), (5, 1))  # 25 x 5: cell (i, j) -> j, the people's score
-
-
-def table_kappa_se(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Quadratic-weighted kappa and its large-sample standard error (Fleiss, Cohen & Everitt 1969) of each 5 x 5
-    table of counts (shape ... x 5 x 5); NaN where kappa is undefined. Written as products with the 25 cells
-    flattened, as a bootstrap calls it on tens of thousands of tables."""
-    counts = np.asarray(counts, dtype=float)
-    p = counts.reshape(*counts.shape[:-2], 25)
-    n = p @ np.ones(25)
-    p = p / n[..., None]
-    p_row, p_col = p @ ROW_OF_CELL, p @ COL_OF_CELL
-    mean_row = p_col @ AGREE.T  # w̄_i. = Σ_j p_.j w_ij
-    mean_col = p_row @ AGREE  # w̄_.j = Σ_i p_i. w_ij
-    observed = p @ AGREE.ravel()
-    expected = (mean_col * p_col) @ np.ones(5)  # Σ_ij p_i. p_.j w_ij
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kappa = np.where(expected < 1, (observed - expected) / (1 - expected), np.nan)
-        cell_mean = mean_row @ ROW_OF_CELL.T + mean_col @ COL_OF_CELL.T  # w̄_i. + w̄_.j of each cell
-        deviation = AGREE.ravel() - cell_mean * (1 - kappa)[..., None]
-        spread = (p * deviation * deviation) @ np.ones(25)
-        variance = (spread - (kappa - expected * (1 - kappa)) ** 2) / (n * (1 - expected) ** 2)
-    return kappa, np.sqrt(np.maximum(variance, 0))
 
 
 # Where the calibrated interval is withheld (`interval_withheld`), measured on simulated judge-human data sets
@@ -366,41 +333,6 @@ def claim_agreement(db: Database, run_ids: list[int]) -> dict:
         "labels": labels,
         "matrix": confusion_matrix(human, verifier, labels=labels).tolist(),
     }
-
-
-def same_question_key(question: str) -> str:
-    """A question's text normalised for leave-one-out (pipeline.text.question_key)."""
-    return question_key(question)
-
-
-def relevant_corrections(
-    corrections: list[Correction],
-    criterion: str,
-    question: str,
-    k: int,
-    exclude_run: int | None = None,
-    item_id: str | None = None,
-) -> list[Correction]:
-    """The k corrections of this criterion whose questions share the most words with this one. Leave-one-out
-    by question: a correction of this run, of the same golden item (item_id) or of the same question (its
-    normalised text) in any other run is never among them, so a score is never steered by a person's verdict
-    on the very question it scores."""
-    words, key = content_words(question), same_question_key(question)
-    pool = [
-        c
-        for c in corrections
-        if c.criterion == criterion
-        and c.run_id != exclude_run
-        and not (item_id is not None and c.item_id == item_id)
-        and same_question_key(c.question) != key
-    ]
-    return sorted(pool, key=lambda c: (-len(words & content_words(c.question)), c.id))[:k]
-
-
-def corrections_pin(base: JudgePin, version: int | None) -> JudgePin:
-    if version is None:
-        return base
-    return JudgePin(base.model, base.digest, f"{JUDGE_PROMPT_VERSION}+corrections-v{version}")
 
 
 def rejudge(settings: Settings, db: Database, run_ids: list[int], on_progress=None) -> int:

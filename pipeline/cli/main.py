@@ -44,7 +44,7 @@ from pipeline.collect import serve as collect
 from pipeline.config import DECLARATIONS
 from pipeline.detector.bench import detector_verifiers, run_detector_bench
 from pipeline.errors import InputError, WorkbenchError
-from pipeline.evaluation import datasets
+from pipeline.evaluation import datasets, regression
 from pipeline.evaluation.dataset import load_dataset
 from pipeline.evaluation.runner import EXECUTORS, check_executor, report, run_evaluation
 from pipeline.history.conversations import history_of, next_turn
@@ -52,10 +52,9 @@ from pipeline.history.export import BROWSE, export_parquet, snapshot
 from pipeline.history.runs import GROUPS, RunFilter, export_runs, group_runs, list_runs, listed_columns, load_run
 from pipeline.history.views import prices
 from pipeline.knowledge.documents import count_chunks
+from pipeline.knowledge.health import health
 from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.knowledge.injection import flag_warning
-from pipeline.models.health import health
-from pipeline.regression import compare as regression
 from pipeline.regression import junit
 from pipeline.session import open_workbench
 from pipeline.text import plural, short_source

@@ -40,9 +40,9 @@ from pipeline.answering.events import (
 from pipeline.evaluation.conversation_report import ConversationFigures, per_turn_rows, share_sentence
 from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.registry import UNIT, get_metric, scale_of
+from pipeline.evaluation.regression import detectable as regression_detectable
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
 from pipeline.history.runs import listed_columns
-from pipeline.regression.compare import detectable as regression_detectable
 from pipeline.text import plural
 
 

@@ -8,7 +8,7 @@ included), and a trace whose run is kept in the journal is not taken again. When
 the trace is left waiting and the worker backs off; nothing is stored as failed for an outage.
 
 After a batch that stored runs, and once when the day turns, the worker checks the latest complete day's
-faithfulness per service against floors and the day before (pipeline/regression/traced.py) and opens its alerts,
+faithfulness per service against floors and the day before (pipeline/collect/traced.py) and opens its alerts,
 each once."""
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from pipeline.answering import status
 from pipeline.answering.events import AnswerResult
 from pipeline.collect.assemble import TracedRequest, assemble
 from pipeline.collect.metrics import OnlineMetrics
+from pipeline.collect.traced import check_traced
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.given import TRACED, check_given, given_config
 from pipeline.models.llm import LLM
-from pipeline.regression.traced import check_traced
 from pipeline.trace_export import SERVICE_NAME as OWN_SERVICE
 from store.journal import replay, save_run
 from store.records import RetrievalRecord, RunLog
@@ -81,7 +81,7 @@ class OnlineWorker:
         return done
 
     def check_days(self, stored: bool, today: date | None = None) -> None:
-        """Check the latest complete day (pipeline/regression/traced.py) when runs were stored or the day
+        """Check the latest complete day (pipeline/collect/traced.py) when runs were stored or the day
         turned since the last check; its alerts open once however often it runs."""
         today = today or datetime.now().date()
         if stored or self.checked_on != today:

@@ -1,5 +1,5 @@
 """Two evaluation runs side by side: metric means with their change (B − A), the paired change over the items
-both scored (the regression check's own test, pipeline.regression.compare), and the items that got worse or
+both scored (the regression check's own test, pipeline.evaluation.regression), and the items that got worse or
 better per metric. Items are matched by golden id, else by normalised question (matching.py), so two pipelines'
 answers to the same questions are compared item by item. Judge scores are compared only under the same judge pin
 (and a criterion's own prompt version); runs over different datasets (content hash or size; for a golden set kept
@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pipeline.answering.events import AnswerResult
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.evaluation import family
 from pipeline.evaluation.datasets import identity_text, version_label
 from pipeline.evaluation.judge import recorded_version
 from pipeline.evaluation.matching import in_terms_of_a, matched_items
 from pipeline.evaluation.registry import get_metric, higher_is_better, label_of, metric_names, scale_of
+from pipeline.evaluation.regression import Comparison, baseline_of, compare_family, config_diff, same_pin
 from pipeline.history.runs import load_result
-from pipeline.regression import family
-from pipeline.regression.compare import Comparison, baseline_of, compare_family, config_diff, same_pin
 from pipeline.text import plural
 from store import alerts as alert_store
 from store import baselines, evals
@@ -121,7 +121,7 @@ def evaluation_names(db: Database) -> list[str]:
 
 
 def default_pair(db: Database) -> tuple[str | None, str | None, str]:
-    """(A, B, why): B the newest run, A its baseline by the one rule (pipeline.regression.compare.baseline_of);
+    """(A, B, why): B the newest run, A its baseline by the one rule (pipeline.evaluation.regression.baseline_of);
     without a baseline, the run before it."""
     runs = evals.list_eval_runs(db)
     if not runs:

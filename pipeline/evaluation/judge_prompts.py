@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from pipeline.answering.prompts import DATA_RULE, Prompt
+from pipeline.prompting import DATA_RULE, Prompt
 
 
 class JudgeVerdict(BaseModel):

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import t as t_dist
 
-from pipeline.calibration.agreement import table_kappa_se
 from pipeline.evaluation import registry
+from pipeline.evaluation.kappa import table_kappa_se
 from store import evals
 from store.db import Database
 

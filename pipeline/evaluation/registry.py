@@ -24,10 +24,10 @@ from pipeline.plugins import import_package_modules
 
 if TYPE_CHECKING:
     from pipeline.answering.events import AnswerResult
-    from pipeline.answering.prompts import Prompt
     from pipeline.config import Settings
     from pipeline.evaluation.dataset import GoldenItem
     from pipeline.models.llm import LLM
+    from pipeline.prompting import Prompt
 
 # The components in the order reports list them; a metric may name another, listed after these.
 COMPONENTS = ("generator", "generator/prompt", "retriever ranking", "retriever/chunking", "judge")

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.answering.conversation import Turn
-from pipeline.calibration.agreement import corrections_pin
 from pipeline.config import Settings
 from pipeline.errors import InputError, WorkbenchError
-from pipeline.evaluation import registry
+from pipeline.evaluation import registry, regression
 from pipeline.evaluation.conversation_report import ConversationFigures, conversation_figures
+from pipeline.evaluation.corrections import corrections_pin
 from pipeline.evaluation.dataset import Dataset, GoldenItem, conversations
 from pipeline.evaluation.datasets import holds, identity_text
 from pipeline.evaluation.diagnosis import Diagnosis, diagnose
@@ -43,7 +43,6 @@ from pipeline.evaluation.item import InConversation, ItemOutcome, conversation_i
 from pipeline.evaluation.judge import ALL_CRITERIA, JudgePin, judge_pin, own_versions
 from pipeline.evaluation.judge_variance import CriterionVariance, evaluation_variance
 from pipeline.models.llm import LLM
-from pipeline.regression import compare as regression
 from store import baselines, evals, journal
 from store.annotations import current_corrections
 from store.db import Database

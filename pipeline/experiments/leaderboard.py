@@ -6,7 +6,7 @@ The statistics:
   (s the sample standard deviation), clipped to the metric's scale (the true mean lies on the scale, so clipping
   keeps the coverage); none with fewer than 2 items;
 - each combination against the reference combination, per metric, over the items both scored, with the test the
-  regression check uses (pipeline/regression/family.py): a paired t-test on the per-item differences, or for
+  regression check uses (pipeline/evaluation/family.py): a paired t-test on the per-item differences, or for
   faithfulness, where every shared item records its claim count, the claim-level test (the change in the share of
   supported claims, jackknife standard error). Here the question is "is it different?", not "did it drop?": the
   p-value is two-sided, 2 × P(T ≤ -|t|). Tested with at least MIN_PAIRS shared items, as the regression check;
@@ -33,11 +33,9 @@ from scipy.special import stdtr, stdtrit
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
-from pipeline.evaluation import registry
+from pipeline.evaluation import family, registry, regression
 from pipeline.experiments.sweep import get_sweep
 from pipeline.history.views import prices
-from pipeline.regression import compare as regression
-from pipeline.regression import family
 from store import alerts as alert_store
 from store import evals, sweeps
 

@@ -214,34 +214,3 @@ def check_store(settings: Settings, db: Database) -> list[Check]:
         )
         checks.append(Check("knowledge base", False, detail, "`python -m pipeline ingest data/kb`"))
     return checks
-
-
-def check_similarity_scale(settings: Settings, db: Database) -> list[Check]:
-    """The embedding model's similarity scale over the knowledge base (measured now when it is not stored yet:
-    one embedding call); nothing to check without chunks (the knowledge-base check says so)."""
-    from pipeline.knowledge import similarity_scale
-
-    try:
-        chunks = kb.count_chunks(db, settings.embed_model)
-    except WorkbenchError:
-        return []
-    if not chunks:
-        return []
-    scale = similarity_scale.current(settings, db, origin="health")
-    name = "similarity scale"
-    if scale.measured:
-        return [Check(name, True, scale.describe() + "; " + similarity_scale.floor_text(settings, scale))]
-    if chunks * len(similarity_scale.PROBES) < similarity_scale.MIN_PAIRS:  # nothing to fix but ingesting more
-        return [Check(name, True, scale.describe())]
-    return [Check(name, False, scale.describe(), "check the embedding model above, then check again")]
-
-
-def health(settings: Settings, db: Database) -> tuple[list[Check], list[HostStatus]]:
-    """Every check, and each Ollama host's status (reachability, models, load, latency, backoff)."""
-    statuses = host_statuses(settings, list(ollama_roles(settings)))
-    checks = check_ollama(settings, statuses) + check_hosts(statuses) + check_store(settings, db)
-    return checks + check_similarity_scale(settings, db), statuses
-
-
-def check_all(settings: Settings, db: Database) -> list[Check]:
-    return health(settings, db)[0]

@@ -7,9 +7,9 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from pipeline.answering.prompts import Prompt
 from pipeline.models.llm import LLM
 from pipeline.models.parsing import parse
+from pipeline.prompting import Prompt
 
 T = TypeVar("T", bound=BaseModel)
 

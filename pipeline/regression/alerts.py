@@ -1,6 +1,6 @@
 """Regression alerts, baseline pins and the metric series over evaluation runs, as the screen reads them.
 
-Alerts are written by pipeline.regression.compare; these are the typed reads and the two user actions. An alert of
+Alerts are written by pipeline.evaluation.regression; these are the typed reads and the two user actions. An alert of
 kind FLOOR is a metric below its floor ("below floor"), counted and shown apart from the regressions."""
 
 from __future__ import annotations

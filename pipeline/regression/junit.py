@@ -1,7 +1,7 @@
 """The gate as JUnit XML (`python -m pipeline gate --junit FILE`), so that any CI system lists which metric failed.
 
 One <testsuite name="workbench gate: RUN vs BASELINE"> holds one <testcase classname="SLICE" name="METRIC"> per
-comparison the gate made (pipeline.regression.compare):
+comparison the gate made (pipeline.evaluation.regression):
 
 - a drop tested and not found (kind ok): a passing case, the test's sentence in <system-out>;
 - a regression (kind drop): a <failure type="regression"> whose message has the baseline and new means, the
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.errors import InputError
-from pipeline.regression import compare
+from pipeline.evaluation import regression as compare
 
 SKIPPED_KINDS = ("too_few", "not_comparable")
 NOT_IN_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")  # characters XML 1.0 cannot hold
@@ -68,7 +68,7 @@ def _failure_text(comparison) -> str:
 
 def gate_xml(run, baseline, comparisons: Sequence, cause=None) -> ET.Element:
     """The <testsuites> element of a gate: (run, baseline, comparisons) as `compare.check` returns them; `cause`:
-    the likely cause of its regressions (pipeline.regression.causes.Cause), or None."""
+    the likely cause of its regressions (pipeline.evaluation.causes.Cause), or None."""
     root = ET.Element("testsuites", name="workbench gate")
     suite = ET.SubElement(root, "testsuite", name=suite_name(run, baseline))
     properties = ET.SubElement(suite, "properties")

@@ -11,9 +11,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Collection, Sequence
 from typing import ClassVar
 
-from pipeline.answering.prompts import Prompt
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
+from pipeline.prompting import Prompt
 from pipeline.verification.claims import UNSUPPORTED, VERIFIER_VERDICTS, CheckedClaim, Passage
 
 Item = tuple[int, str, Collection[int]]  # (claim number, claim, the numbers of the passages its sentence cites)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.answering import prompts
+from pipeline import prompting
 from pipeline.text import short_source
 
 SUPPORTED, CONTRADICTED, UNSUPPORTED, UNVERIFIED = "supported", "contradicted", "unsupported", "unverified"
@@ -54,4 +54,4 @@ def scored_claims(claims: list[CheckedClaim]) -> list[CheckedClaim]:
 
 
 def context_block(passages: list[Passage]) -> str:
-    return prompts.number_passages([(p.n, short_source(p.source), p.text) for p in passages])
+    return prompting.number_passages([(p.n, short_source(p.source), p.text) for p in passages])

@@ -21,10 +21,10 @@ from typing import Any
 from llama_index.core.evaluation import BaseEvaluator, EvaluationResult
 
 from pipeline import tracing
-from pipeline.answering.prompts import Prompt
 from pipeline.config import Settings
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
+from pipeline.prompting import Prompt
 from pipeline.text import find_span, is_meta_statement
 from pipeline.verification.base import Item
 from pipeline.verification.chain import VerifierChain, effective_chain

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from pipeline.answering.prompts import CONTEXT_SYSTEM, Prompt
+from pipeline.prompting import CONTEXT_SYSTEM, Prompt
 
 
 class ClaimList(BaseModel):

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from pipeline import config
-from pipeline.answering.prompts import Prompt
 from pipeline.declarations import declared
 from pipeline.errors import ConfigError
 from pipeline.plugins import import_package_modules
+from pipeline.prompting import Prompt
 from pipeline.verification.base import Verifier
 
 VERIFIERS: dict[str, type[Verifier]] = {}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pipeline.answering.prompts import Prompt
 from pipeline.models.llm import LLM
 from pipeline.models.parsing import parse_yes_no  # noqa: F401 (the one tolerant parser; re-exported)
+from pipeline.prompting import Prompt
 
 
 def verifier_input(document: str, claim: str) -> str:

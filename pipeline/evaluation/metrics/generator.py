@@ -13,13 +13,13 @@ from pydantic import BaseModel, Field
 
 from pipeline.answering import status
 from pipeline.answering.events import AnswerResult
-from pipeline.answering.prompts import Prompt
 from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.registry import MetricInput, register_metric
 from pipeline.knowledge.similarity_scale import SimilarityScale
 from pipeline.knowledge.similarity_scale import current as current_scale
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
+from pipeline.prompting import Prompt
 from pipeline.verification.claims import scored_claims
 
 NOT_APPLICABLE = "not_applicable"

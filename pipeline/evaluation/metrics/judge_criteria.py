@@ -11,7 +11,7 @@ earlier turn), not to an imported answer (its pipeline's rewrite is not known he
 from __future__ import annotations
 
 from pipeline.answering.conversation import bounded, refers_back
-from pipeline.calibration.agreement import relevant_corrections
+from pipeline.evaluation.corrections import relevant_corrections
 from pipeline.evaluation.judge import CRITERIA, OPTIONS, MetricScore, judge
 from pipeline.evaluation.judge_prompts import judge_prompt, rewrite_input
 from pipeline.evaluation.metrics.generator import NO_CONTEXTS_WHY, without_contexts

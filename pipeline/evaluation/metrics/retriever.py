@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from pipeline.answering.prompts import DATA_RULE, Prompt
 from pipeline.evaluation.judge import MetricScore
 from pipeline.evaluation.metrics.generator import NO_CONTEXTS_WHY, NOT_APPLICABLE, without_contexts
 from pipeline.evaluation.registry import MetricInput, register_metric
 from pipeline.models.llm import LLM
 from pipeline.models.structured import ask
+from pipeline.prompting import DATA_RULE, Prompt
 from pipeline.text import sentences
 from pipeline.verification.claims import Passage, context_block
 from pipeline.verification.yes_no import ask_verifier, parse_yes_no

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from pipeline.answering.prompts import DATA_RULE, Prompt, number_passages
+from pipeline.prompting import DATA_RULE, Prompt, number_passages
 from pipeline.text import short_source
 
 

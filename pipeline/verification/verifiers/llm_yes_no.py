@@ -3,7 +3,7 @@ LLM with bespoke-minicheck."""
 
 from __future__ import annotations
 
-from pipeline.answering.prompts import Prompt
+from pipeline.prompting import Prompt
 from pipeline.verification.registry import register_verifier
 from pipeline.verification.verifiers.minicheck import MiniCheckChunk
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pipeline.answering.prompts import Prompt
+from pipeline.prompting import Prompt
 from pipeline.text import best_sentence, overlap, short_source
 from pipeline.verification.base import Item, Verifier
 from pipeline.verification.claims import SUPPORTED, UNDECIDED, UNSUPPORTED, CheckedClaim, Passage, context_block

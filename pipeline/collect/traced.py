@@ -6,7 +6,7 @@ machine that wrote it), the daily faithfulness is the mean of that day's traced 
 claims; a trace kept without verdicts or an answer without claims has none), with n.
 
 The check of a complete day (by default yesterday) against the day before, per service, under the rules the
-regression check of evaluations follows (pipeline.regression.compare, pipeline.regression.family):
+regression check of evaluations follows (pipeline.evaluation.regression, pipeline.evaluation.family):
 
 - floors: the day's mean below the faithfulness floor (setting `floors`) is "below floor" (kind floor): never a
   regression, shown and counted apart;
@@ -36,9 +36,9 @@ import numpy as np
 from scipy.special import stdtr, stdtrit
 
 from pipeline.config import Settings
+from pipeline.evaluation.family import ALPHA, SPENT, holm_adjusted
 from pipeline.evaluation.registry import get_metric, span_of
-from pipeline.regression.compare import MIN_PAIRS, parse_floors
-from pipeline.regression.family import ALPHA, SPENT, holm_adjusted
+from pipeline.evaluation.regression import MIN_PAIRS, parse_floors
 from pipeline.text import plural
 from store import alerts as alert_store
 from store.alerts import FLOOR

@@ -10,7 +10,7 @@
   rejected, so that equal runs raise any drop alert in at most 5% of comparisons; a rejected test is an alert
   when its change is at least min_effect × the width of the metric's scale (1 on 0-1, 4 for 1-5 judge scores).
   Each test reports the drop it could have detected (80% power). The statistics are in
-  pipeline.regression.family.
+  pipeline.evaluation.family.
 Only drops are regressions. Every metric the run measured is compared (pipeline.evaluation.registry). Runs under
 different judge pins are never compared, nor a judge criterion's scores under different prompt versions of its own.
 """
@@ -23,12 +23,12 @@ import numpy as np
 
 from pipeline.config import Settings
 from pipeline.errors import InputError
+from pipeline.evaluation import family
+from pipeline.evaluation.causes import Cause, likely_cause
 from pipeline.evaluation.diagnosis import diagnose
 from pipeline.evaluation.judge import recorded_version
 from pipeline.evaluation.matching import in_terms_of_a, matched_items
 from pipeline.evaluation.registry import METRIC_NAMES, get_metric, metric_names, named_metrics, span_of
-from pipeline.regression import family
-from pipeline.regression.causes import Cause, likely_cause
 from store import alerts as alert_store
 from store import baselines, evals
 from store.alerts import FLOOR
@@ -156,7 +156,7 @@ def compare_family(
     base: dict[str, dict], new: dict[str, dict], min_effect: float, primary=("faithfulness",)
 ) -> list[Comparison]:
     """Every metric × slice of two runs' item scores (metric -> item id -> (value, run id, tags, claims)),
-    tested together, the primary metrics' whole-run tests first (pipeline.regression.family). Overall slices
+    tested together, the primary metrics' whole-run tests first (pipeline.evaluation.family). Overall slices
     with too few shared items are reported as too_few; tag slices below family.MIN_SLICE are not tested."""
     tests = family.family_tests(base, new, primary=primary, min_overall=MIN_PAIRS)
     tested = {t.metric for t in tests if t.slice == family.OVERALL}
