@@ -64,6 +64,7 @@ import ollama
 from bench import seed_pipeline
 from bench.common import ROOT, FakeOllama, Figure, bench_environment, print_table
 from pipeline.answering.engine import VerifiedQueryEngine
+from pipeline.answering.events import Generated, Retrying, SentenceChecked, Token, Trimmed
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.config import load_settings
 from pipeline.evaluation.dataset import load_dataset
@@ -191,18 +192,18 @@ def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
     start = time.perf_counter()
     shown, retries, trims, verified = {}, 0, 0, None
     for event in engine.stream(question):
-        if event.kind in ("token", "generate"):
-            shown.setdefault(event.kind, time.perf_counter())
-        elif event.kind == "sentence" and verified is None and is_verified(event.data):
+        if isinstance(event, Token | Generated):
+            shown.setdefault(type(event), time.perf_counter())
+        elif isinstance(event, SentenceChecked) and verified is None and is_verified(event):
             verified = time.perf_counter() - start
-        retries += event.kind == "retry"
-        trims += event.kind == "trim"
+        retries += isinstance(event, Retrying)
+        trims += isinstance(event, Trimmed)
     wall = time.perf_counter() - start
     tokens, calls = served(fake)
     sample = Sample(wall, tokens, calls, verified=verified, stages=timeline(fake, start), retries=retries)
     sample.cached_tokens = reused(fake)
     sample.trims = trims
-    visible = shown.get("token", shown.get("generate"))
+    visible = shown.get(Token, shown.get(Generated))
     sent = first_answer_chunk(fake, engine.settings.generator_model)
     if visible is not None:
         sample.visible = visible - start
@@ -210,9 +211,9 @@ def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
     return sample
 
 
-def is_verified(data) -> bool:
-    """Whether a "sentence" event's data shows checked claims: some claims and no extraction error."""
-    return isinstance(data, dict) and bool(data.get("claims")) and not data.get("error")
+def is_verified(event: SentenceChecked) -> bool:
+    """Whether a sentence's event shows checked claims: some claims and no extraction error."""
+    return bool(event.claims) and not event.error
 
 
 def seed(client, retrieve, fake, question: str) -> Sample:

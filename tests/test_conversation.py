@@ -28,7 +28,7 @@ PUBLISHED = '"Attention Is All You Need" was published in 2017'
 
 def ask(db, settings, question, **conversation):
     events = list(VerifiedQueryEngine(settings=settings, db=db).stream(question, **conversation))
-    return events, events[-1].data["result"]
+    return events, events[-1].result
 
 
 def schema_has(key):
@@ -96,7 +96,7 @@ def test_a_follow_up_retrieves_for_the_standalone_question_rewritten_from_the_co
     events, second = ask(kb_db, settings, FOLLOW_UP, history=[Turn.from_result(first)], conversation_id="talk")
 
     step = standalone_event(events)
-    assert (step.data["method"], step.data["standalone"]) == ("model", STANDALONE)
+    assert (step.method, step.standalone) == ("model", STANDALONE)
     assert [e.kind for e in events if e.kind != "token"][:2] == ["standalone", "retrieve"]  # before retrieval
     (call,) = rewrite_calls(fake)
     assert FIRST in request_text(call) and FOLLOW_UP in request_text(call)
@@ -123,7 +123,7 @@ def test_a_question_that_stands_alone_is_not_rewritten_and_gets_no_history(fake,
     events, result = ask(kb_db, settings, question, history=history, conversation_id="talk")
     assert not rewrite_calls(fake)
     step = standalone_event(events)
-    assert step.data["method"] == "rule" and "stands alone" in step.message
+    assert step.method == "rule" and "stands alone" in step.message
     assert result.standalone_question == question and result.status == "accepted"
     assert not any(prompts.HISTORY_HEADING in request_text(r) for r in fake.requests if r["path"] == "/api/chat")
 
@@ -170,8 +170,8 @@ def test_a_conversation_of_500_turns_is_read_within_the_budget(fake, settings, k
     tight = dataclasses.replace(settings, conversation_history_tokens=200)
     events, result = ask(kb_db, tight, FOLLOW_UP, history=turns, conversation_id="long")
     step = standalone_event(events)
-    assert 0 < step.data["turns"] < 500 and step.data["dropped"] == 500 - step.data["turns"]
-    assert step.data["history_tokens"] <= 200
+    assert 0 < step.turns < 500 and step.dropped == 500 - step.turns
+    assert step.history_tokens <= 200
     (call,) = rewrite_calls(fake)
     sent = call["body"]["messages"][-1]["content"]
     assert "Turn 500 question: " + FIRST in sent and "Turn 1 question" not in sent
@@ -182,7 +182,7 @@ def test_an_unparseable_rewrite_falls_back_to_the_question_as_asked_and_says_so(
     fake.enqueue("the standalone question is about the Transformer", match=schema_has("standalone"), times=2)
     events, result = ask(kb_db, settings, FOLLOW_UP, history=[Turn(FIRST, "Vaswani et al.")], conversation_id="t")
     step = standalone_event(events)
-    assert step.data["method"] == "fallback" and step.data["standalone"] == FOLLOW_UP
+    assert step.method == "fallback" and step.standalone == FOLLOW_UP
     assert "could not be used" in step.message and "invalid standalone_question reply" in step.message
     assert len(rewrite_calls(fake)) == 2  # the call and its one retry, then the question as asked
     assert result.standalone_question == FOLLOW_UP
@@ -195,7 +195,7 @@ def test_an_empty_earlier_turn_is_skipped_with_the_reason_and_a_wrong_one_refuse
     history = [Turn("   ", "an answer to nothing"), {"question": FIRST, "answer": "Vaswani et al."}, ("", None)]
     events, result = ask(kb_db, settings, FOLLOW_UP, history=history, conversation_id="t")
     step = standalone_event(events)
-    assert (step.data["turns"], step.data["skipped"], step.data["method"]) == (1, 2, "model")
+    assert (step.turns, step.skipped, step.method) == (1, 2, "model")
     (span,) = [s for s in load_run(kb_db, result.run_id).spans if s.name == STEP]
     assert "2 empty skipped" in span.attributes["history"]
     assert result.standalone_question == STANDALONE and result.turn_no == 4
@@ -206,7 +206,7 @@ def test_an_empty_earlier_turn_is_skipped_with_the_reason_and_a_wrong_one_refuse
 def test_without_history_in_budget_a_follow_up_is_used_as_asked_without_a_call(fake, settings, kb_db):
     off = dataclasses.replace(settings, conversation_history_tokens=0)
     events, result = ask(kb_db, off, FOLLOW_UP, history=[Turn(FIRST, "Vaswani et al.")], conversation_id="t")
-    assert standalone_event(events).data["method"] == "no history" and not rewrite_calls(fake)
+    assert standalone_event(events).method == "no history" and not rewrite_calls(fake)
     assert result.standalone_question == FOLLOW_UP
 
 

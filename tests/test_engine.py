@@ -20,7 +20,7 @@ ONE_SENTENCE = "The RAG index held 21 million passages [1]."
 def ask(kb_db, settings, question):
     engine = VerifiedQueryEngine(settings=settings, db=kb_db)
     events = list(engine.stream(question))
-    return events, events[-1].data["result"]
+    return events, events[-1].result
 
 
 def atomic(settings):
@@ -72,7 +72,7 @@ def test_invented_fact_is_retried_and_the_retry_names_the_failed_claim(fake, set
     kinds = [e.kind for e in events]
     assert "retry" in kinds
     retry = next(e for e in events if e.kind == "retry")
-    failed = retry.data["failed_claims"]
+    failed = retry.failed_claims
     assert failed == ["The RAG paper won the best paper award at ICML 2019."]
     second_prompt = generate_requests(fake)[1]["body"]["messages"]
     assert "ICML 2019" in second_prompt[-1]["content"]
@@ -188,7 +188,7 @@ def test_malformed_grade_json_is_recorded_as_invalid_and_the_run_goes_on(fake, s
     fake.enqueue('{"relevant": tru', match=schema_has("relevant"), times=2)  # the grade call and its one retry
     events, result = ask(kb_db, settings, RAG_QUESTION)
     grade = next(e for e in events if e.kind == "grade")
-    assert grade.data["relevant"] is None and "invalid grade_context reply after a retry" in grade.data["reason"]
+    assert grade.relevant is None and "invalid grade_context reply after a retry" in grade.reason
     assert result.status == "accepted"
     stored = get_run(kb_db, result.run_id)["grades"][0]
     assert stored["relevant"] is None and "invalid grade_context reply" in stored["reason"]

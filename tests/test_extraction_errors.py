@@ -127,7 +127,7 @@ def test_a_streamed_answers_sentence_claims_that_repeat_or_copy_the_question_are
     )
     settings = settings.__class__(**{**settings.__dict__, "max_retries": 0, "when_unverified": "show_best"})
     events = list(VerifiedQueryEngine(settings=settings, db=kb_db).stream(question))
-    result = events[-1].data["result"]
+    result = events[-1].result
     kinds = {c.text: (c.verdict, c.reason) for c in result.final_claims}
     assert kinds[question][0] == "extraction_error" and kinds[question][1].startswith("a question")
     repeats = [c for c in result.final_claims if c.text == claim]

@@ -185,7 +185,7 @@ def run_question(kb_db, settings, question=QUESTION):
     from pipeline.answering.engine import VerifiedQueryEngine
 
     events = list(VerifiedQueryEngine(settings=settings, db=kb_db).stream(question))
-    return events, events[-1].data["result"]
+    return events, events[-1].result
 
 
 def test_an_off_target_answer_is_retried_with_a_prompt_that_names_the_missing_terms(fake, settings, kb_db):
@@ -198,9 +198,9 @@ def test_an_off_target_answer_is_retried_with_a_prompt_that_names_the_missing_te
     assert (first.on_topic, first.on_topic_method) == (False, "embedding")
     assert first.missing_terms == ["passage", "wikipedia", "index", "rag", "paper"]
     [checked, _] = [e for e in events if e.kind == "on_topic"]
-    assert checked.data["on_topic"] is False and checked.message.startswith("attempt 1: does not address")
+    assert checked.on_topic is False and checked.message.startswith("attempt 1: does not address")
     [retry] = [e for e in events if e.kind == "retry"]
-    assert retry.data["missing_terms"] == first.missing_terms and retry.data["failed_claims"] == []
+    assert retry.missing_terms == first.missing_terms and retry.failed_claims == []
     assert "passage, wikipedia, index, rag, paper" in retry.message
     second = generations(fake)[1]["body"]["messages"]
     assert "did not address the question that was asked" in second[-1]["content"]

@@ -149,7 +149,7 @@ def is_generation(body):
 
 def answer(kb_db, settings, question):
     events = list(VerifiedQueryEngine(settings=settings, db=kb_db).stream(question))
-    return events[-1].data["result"]
+    return events[-1].result
 
 
 @pytest.mark.parametrize("chain", CHAINS)

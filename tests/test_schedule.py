@@ -16,7 +16,7 @@ RAG_QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
 
 def ask(kb_db, settings, question=RAG_QUESTION):
     events = list(VerifiedQueryEngine(settings=settings, db=kb_db).stream(question))
-    return events, events[-1].data["result"]
+    return events, events[-1].result
 
 
 def steps(events):
@@ -47,10 +47,10 @@ def test_one_slot_grades_first_then_generates_from_the_passages_it_kept(fake, se
     events, result = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=1))
     assert steps(events)[:5] == ["retrieve", "plan", "grade", "budget", "generate"]
     plan = next(e for e in events if e.kind == "plan")
-    assert plan.data["schedule"] == "sequential" and "1 slot" in plan.data["why"]
+    assert plan.schedule == "sequential" and "1 slot" in plan.why
     (grade,), generation = chats(fake, "relevant"), chats(fake)[0]
     assert grade["done"] <= generation["received"]  # nothing generated before the grade was in
-    kept = next(e for e in events if e.kind == "budget").data["cuts"]
+    kept = next(e for e in events if e.kind == "budget").cuts
     read = {c.n for c in kept if c.kept}
     assert read <= {1, 2} and [c.why for c in kept if c.n > 2] == ["not relevant to the question (context grade)"] * 3
     assert all(r["done"] <= generation["done"] or r["received"] >= generation["done"] for r in chats(fake, "claims"))
@@ -71,7 +71,7 @@ def test_four_slots_grade_alongside_the_first_answer(fake, settings, kb_db):
     fake.hold(match=lambda body: not body.get("format"), until=arrived("relevant"), times=1)
     events, _ = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=4))
     plan = next(e for e in events if e.kind == "plan")
-    assert plan.data["schedule"] == "overlapped" and "4 slots" in plan.data["why"]
+    assert plan.schedule == "overlapped" and "4 slots" in plan.why
     (grade,), generation = chats(fake, "relevant"), chats(fake)[0]
     assert grade["received"] < generation["done"] and generation["received"] < grade["done"]
 
@@ -107,7 +107,7 @@ def test_the_context_budget_bounds_what_the_generator_reads_and_the_run_shows_th
     tight = dataclasses.replace(settings, ollama_slots_per_host=1, context_budget_tokens=60)
     events, result = ask(kb_db, tight)
     budget = next(e for e in events if e.kind == "budget")
-    cuts = budget.data["cuts"]
+    cuts = budget.cuts
     assert 0 < sum(c.kept for c in cuts) <= 60 < sum(c.tokens for c in cuts)
     context = chats(fake)[0]["body"]["messages"][1]["content"].split("\n\nQuestion:")[0]
     passages_text = [block.split("\n", 1)[1] for block in context.removeprefix("Context:\n").split("\n\n[")]
@@ -130,7 +130,7 @@ def test_the_context_budget_bounds_what_the_generator_reads_and_the_run_shows_th
 
 def test_without_a_budget_the_generator_reads_whole_chunks(fake, settings, kb_db):
     events, _ = ask(kb_db, dataclasses.replace(settings, context_budget_tokens=0))
-    cuts = next(e for e in events if e.kind == "budget").data["cuts"]
+    cuts = next(e for e in events if e.kind == "budget").cuts
     assert all(c.kept == c.tokens and c.why == "whole chunk" for c in cuts)
 
 
@@ -212,10 +212,10 @@ def test_one_slot_extracts_a_written_answers_claims_in_one_call_and_checks_each_
     assert len(extractions) == 1 and extractions[0]["received"] >= chats(fake)[0]["done"]
     assert "Answer:" in extractions[0]["body"]["messages"][-1]["content"]  # the whole answer's prompt
     sentences = [e for e in events if e.kind == "sentence"]
-    assert [e.data["index"] for e in sentences] == [0, 1]
+    assert [e.index for e in sentences] == [0, 1]
     claims = result.attempts[0].claims
     assert [c.claim_no for c in claims] == list(range(1, len(claims) + 1)) and len(claims) >= 2
-    assert {c.answer_span for c in claims} == {(e.data["span"][0], e.data["span"][1]) for e in sentences}
+    assert {c.answer_span for c in claims} == {(e.span[0], e.span[1]) for e in sentences}
 
 
 def test_four_slots_check_each_sentence_while_the_answer_streams(fake, settings, kb_db):

@@ -71,7 +71,7 @@ def test_a_run_streamed_with_slots_to_spare_decomposes_only_its_failing_sentence
     fake.enqueue(answer, model="llama3.2", match=lambda body: not body.get("format"))
     four = lean(settings, ollama_slots_per_host=4, max_retries=0, on_topic_check=False)
     result = list(VerifiedQueryEngine(settings=four, db=kb_db).stream("Who searched the RAG index with FAISS?"))[-1]
-    result = result.data["result"]
+    result = result.result
     asked = [
         r["body"]["messages"][-1]["content"].split("Answer:\n")[1]
         for r in fake.requests
@@ -217,7 +217,7 @@ def test_every_faithfulness_figure_says_which_claims_it_counts(fake, settings, k
     sentence = dataclasses.replace(settings, claim_granularity="sentence", max_retries=0)
     result = list(VerifiedQueryEngine(settings=sentence, db=kb_db).stream("Who searched the RAG index?"))[-1]
     out = Console(record=True, width=200)
-    print_result(result.data["result"], out)
+    print_result(result.result, out)
     assert "(claims: sentence)" in out.export_text()
 
     def side(granularity):

@@ -11,7 +11,7 @@ from test_engine import RAG_QUESTION, is_generation, schema_has
 
 from pages.views.answer import LiveAnswer
 from pipeline.answering.engine import VerifiedQueryEngine
-from pipeline.answering.events import Event
+from pipeline.answering.events import SentenceChecked, Token
 from pipeline.answering.live import SentenceFeed
 from pipeline.models.llm import LLM
 from pipeline.verification.claims import CheckedClaim, Passage
@@ -63,8 +63,8 @@ def test_tokens_arrive_as_events_long_before_the_run_ends(fake, settings, kb_db)
     assert seen == [True] and gate.timed_out == 0  # the first text came out while the fake held back the rest
     tokens = [e for e in events if e.kind == "token"]
     assert len(tokens) > 20
-    answer = "".join(e.data["delta"] for e in tokens)
-    result = events[-1].data["result"]
+    answer = "".join(e.delta for e in tokens)
+    result = events[-1].result
     assert result.status == "accepted" and answer.strip() == result.answer
 
 
@@ -79,14 +79,14 @@ def test_a_sentence_is_verified_while_generation_goes_on(fake, settings, kb_db):
     first_sentence, generated = kinds.index("sentence"), kinds.index("generate")
     assert kinds.index("token") < first_sentence < generated
     assert "token" in kinds[first_sentence:generated]  # more answer text came after the first verdicts
-    sentence = events[first_sentence].data
-    assert sentence["index"] == 0 and sentence["cited"] == [1] and sentence["claims"]
-    assert all(c.claim_no >= 1 and c.verdict for c in sentence["claims"])
-    result = events[-1].data["result"]
+    sentence = events[first_sentence]
+    assert sentence.index == 0 and sentence.cited == [1] and sentence.claims
+    assert all(c.claim_no >= 1 and c.verdict for c in sentence.claims)
+    result = events[-1].result
     claims = result.final_claims or result.attempts[0].claims
     assert [c.claim_no for c in claims] == list(range(1, len(claims) + 1))  # numbered in answer order
     # the first sentence is checked as it stands (claim_granularity auto): one sentence, not the whole answer
-    assert [c.text for c in sentence["claims"]] == ["The RAG index held 21 million passages."]
+    assert [c.text for c in sentence.claims] == ["The RAG index held 21 million passages."]
     verified = [r for r in fake.requests if (r["model"] or "").startswith("bespoke-minicheck")]
     first_prompt = verified[0]["body"]["messages"][-1]["content"]
     assert first_prompt.split("\nClaim: ")[1] == "The RAG index held 21 million passages."
@@ -132,7 +132,7 @@ def test_a_failing_grade_after_streaming_withdraws_the_text_and_abstains(fake, s
     grade = kinds.index("grade")
     assert "token" in kinds[:grade]  # text was shown before the grade came in
     assert kinds[grade + 1] == "discard" and kinds.count("discard") == 2
-    result = events[-1].data["result"]
+    result = events[-1].result
     assert result.status == "abstained" and result.attempts == [] and "does not cover" in result.abstain_reason
     run = get_run(kb_db, result.run_id)
     assert [g["relevant"] for g in run["grades"]] == [False, False] and run["rewritten_query"]
@@ -151,17 +151,21 @@ def test_the_live_view_colours_finished_sentences_and_escapes_the_text(fake, set
     text = "<b>The index</b> held **21 million** passages. [1] It was"
     live = LiveAnswer()
     for piece in text.split(" "):
-        live.take(Event("token", "", {"attempt": 1, "delta": piece + " "}))
+        live.take(Token(attempt=1, delta=piece + " "))
     assert ":orange-background[" not in live.markdown() and "\\<b\\>" in live.markdown()
     sentence = SentenceFeed()
     finished = sentence.add(text)[0]
     claim = CheckedClaim(1, "The index held 21 million passages.", "unsupported", "precheck")
     claim.answer_span = (finished.start, finished.end)
-    live.take(Event("sentence", "", {"attempt": 1, "claims": [claim]}))
+    live.take(
+        SentenceChecked(
+            attempt=1, index=0, span=claim.answer_span, cited=[1], claims=[claim], error=None, message="sentence 1"
+        )
+    )
     markdown = live.markdown()
     assert ":orange-background[" in markdown and "<b>" not in markdown and "\\*\\*21 million\\*\\*" in markdown
     assert markdown.rstrip().endswith("It was")  # the sentence being written stays plain
-    live.take(Event("token", "", {"attempt": 2, "delta": "Fresh"}))
+    live.take(Token(attempt=2, delta="Fresh"))
     assert "Attempt 2" in live.markdown() and "orange" not in live.markdown()
 
 
@@ -184,8 +188,8 @@ def test_precheck_off_still_gets_three_way_verdicts_on_a_streamed_sentence(fake,
     fake.enqueue("The RAG index was split into 50 million passages [1].", match=is_generation, times=3)
     events = engine_events(dataclasses.replace(settings, precheck_enabled=False), kb_db)
     first = next(e for e in events if e.kind == "sentence")
-    assert [c.verdict for c in first.data["claims"]] == ["contradicted"]
-    assert "21 million" in first.data["claims"][0].evidence
+    assert [c.verdict for c in first.claims] == ["contradicted"]
+    assert "21 million" in first.claims[0].evidence
 
 
 def test_the_retry_starts_while_a_rejected_claim_is_still_being_classified(fake, settings, kb_db):
@@ -205,9 +209,9 @@ def test_the_retry_starts_while_a_rejected_claim_is_still_being_classified(fake,
     assert len(classified) == 1 and len(retried) == 1
     assert retried[0]["received"] < classified[0]["done"]  # the retry did not wait for the classification
     verdict = next(e for e in events if e.kind == "verdict")
-    assert verdict.data["attempt"] == 1 and verdict.data["claim"].verdict == "contradicted"
+    assert verdict.attempt == 1 and verdict.claim.verdict == "contradicted"
     assert events.index(verdict) > next(i for i, e in enumerate(events) if e.kind == "retry")
-    result = events[-1].data["result"]
+    result = events[-1].result
     first, second = result.attempts
     assert [c.verdict for c in first.claims] == ["contradicted"] and "21 million" in first.claims[0].evidence
     assert first.record.failed_claims == ["The RAG index was split into 50 million passages."]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from pipeline.answering.engine import VerifiedQueryEngine
-from pipeline.answering.events import Event
+from pipeline.answering.events import Token
 from pipeline.answering.status import made_how
 from pipeline.answering.trim import without_unsupported
 from pipeline.cli.main import main
@@ -102,7 +102,7 @@ def generations(fake):
 
 def ask(kb_db, settings):
     events = list(VerifiedQueryEngine(settings=settings, db=kb_db).stream(RAG_QUESTION))
-    return events, events[-1].data["result"]
+    return events, events[-1].result
 
 
 def test_one_slot_drops_the_unsupported_sentence_instead_of_regenerating(fake, settings, kb_db):
@@ -112,7 +112,7 @@ def test_one_slot_drops_the_unsupported_sentence_instead_of_regenerating(fake, s
     kinds = [e.kind for e in events]
     assert "trim" in kinds and "retry" not in kinds
     trim = next(e for e in events if e.kind == "trim")
-    assert trim.data["dropped"] == [INVENTED_SENTENCE] and trim.data["answer"] == SUPPORTED_SENTENCE
+    assert trim.dropped == [INVENTED_SENTENCE] and trim.answer == SUPPORTED_SENTENCE
     first, second = result.attempts
     assert first.record.status == "flagged" and first.record.faithfulness == 0.5
     assert second.record.trimmed_from == 1 and second.record.dropped == [INVENTED_SENTENCE]
@@ -159,7 +159,7 @@ def test_a_run_with_nothing_to_keep_regenerates_on_one_slot(fake, settings, kb_d
     events, result = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=1))
     assert len(generations(fake)) == 2 and "trim" not in [e.kind for e in events]
     retry = next(e for e in events if e.kind == "retry")
-    assert retry.data["attempt"] == 2
+    assert retry.attempt == 2
 
 
 def test_the_chat_shows_the_trimmed_attempt_and_show_names_it(fake, settings, kb_db, capsys):
@@ -173,7 +173,7 @@ def test_the_chat_shows_the_trimmed_attempt_and_show_names_it(fake, settings, kb
     shown = live.markdown()
     assert "attempt 1 without its unsupported sentences" in shown
     assert "21 million" in shown and "ICML" not in shown
-    live.take(Event("token", "", {"attempt": 3, "delta": "Again."}))
+    live.take(Token(attempt=3, delta="Again."))
     assert "without its unsupported" not in live.markdown()
     assert main(["show", str(result.run_id)]) == 0
     out = capsys.readouterr().out

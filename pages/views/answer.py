@@ -8,7 +8,31 @@ import streamlit as st
 from pages.views.common import escape_keeping_code
 from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, plural, status_markdown
 from pipeline.answering import on_topic
-from pipeline.answering.events import AnswerResult, Event
+from pipeline.answering.events import (
+    Abstained,
+    AnswerResult,
+    Budgeted,
+    ClaimsUnextracted,
+    Decided,
+    Discarded,
+    Event,
+    Finished,
+    Generated,
+    Graded,
+    OnTopicChecked,
+    Planned,
+    Retrieved,
+    Retrying,
+    Rewritten,
+    RunFailed,
+    Scored,
+    SentenceChecked,
+    StandaloneQuestion,
+    Token,
+    Trimmed,
+    UnhandledEvent,
+    VerdictSettled,
+)
 from pipeline.answering.status import made_how, status_label, withheld_because
 from pipeline.history.present import placement
 from pipeline.knowledge.injection import flag_warning
@@ -35,6 +59,12 @@ def step_line(event: Event) -> str:
     return escape_markdown(event.message)
 
 
+def show_step(steps, event: Event) -> None:
+    """The event's line in the steps box, which shows the latest as its label."""
+    steps.write(step_line(event))
+    steps.update(label=step_line(event), expanded=True)
+
+
 class LiveAnswer:
     """The attempt being written, as its events come in: its text so far and the claims of its finished
     sentences (each on the sentence it came from), or a note that the context grade withdrew it."""
@@ -47,31 +77,26 @@ class LiveAnswer:
         self.trimmed_from: int | None = None  # the shown attempt trims this one (no model call)
 
     def take(self, event: Event) -> bool:
-        """Update from one event; True when what is shown changed."""
-        data = event.data
-        if event.kind == "token":
-            if data["attempt"] != self.attempt:
-                self.attempt, self.text, self.claims, self.withdrawn = data["attempt"], "", [], False
-                self.trimmed_from = None
-            self.text += data["delta"]
-            return True
-        if event.kind == "sentence" and data["attempt"] == self.attempt:
-            self.claims += data["claims"]
-            return True
-        if event.kind == "verdict" and data["attempt"] == self.attempt:  # the claim object itself was updated
-            return True
-        if event.kind == "discard" and data["attempt"] == self.attempt:
-            self.withdrawn = True
-            return True
-        if event.kind == "trim":  # the attempt without its unsupported sentences, whole at once
-            self.attempt, self.text, self.claims, self.withdrawn = (
-                data["attempt"],
-                data["answer"],
-                data["claims"],
-                False,
-            )
-            self.trimmed_from = data["from_attempt"]
-            return True
+        """Update from one event; True when what is shown changed (the other events leave it as it is)."""
+        match event:
+            case Token(attempt=attempt, delta=delta):
+                if attempt != self.attempt:
+                    self.attempt, self.text, self.claims, self.withdrawn = attempt, "", [], False
+                    self.trimmed_from = None
+                self.text += delta
+                return True
+            case SentenceChecked(attempt=attempt, claims=claims) if attempt == self.attempt:
+                self.claims += claims
+                return True
+            case VerdictSettled(attempt=attempt) if attempt == self.attempt:  # the claim object itself was updated
+                return True
+            case Discarded(attempt=attempt) if attempt == self.attempt:
+                self.withdrawn = True
+                return True
+            case Trimmed():  # the attempt without its unsupported sentences, whole at once
+                self.attempt, self.text, self.claims, self.withdrawn = event.attempt, event.answer, event.claims, False
+                self.trimmed_from = event.from_attempt
+                return True
         return False
 
     def markdown(self) -> str:
@@ -91,14 +116,35 @@ def follow_live(events, steps) -> AnswerResult | None:
     gives way to the final answer (or the abstention) when the run ends."""
     live, shown, result = LiveAnswer(), st.empty(), None
     for event in events:
-        if event.kind == "final":
-            result = event.data["result"]
-            continue
-        if live.take(event):
-            shown.markdown(live.markdown())
-        if event.kind != "token":
-            steps.write(step_line(event))
-            steps.update(label=step_line(event), expanded=True)
+        match event:
+            case Finished():
+                result = event.result
+            case Token():
+                live.take(event)
+                shown.markdown(live.markdown())
+            case SentenceChecked() | VerdictSettled() | Discarded() | Trimmed():  # the answer being written changes
+                if live.take(event):
+                    shown.markdown(live.markdown())
+                show_step(steps, event)
+            case (
+                StandaloneQuestion()
+                | Retrieved()
+                | Planned()
+                | Graded()
+                | Budgeted()
+                | Generated()
+                | ClaimsUnextracted()
+                | Scored()
+                | OnTopicChecked()
+                | Retrying()
+                | Rewritten()
+                | Decided()
+                | Abstained()
+                | RunFailed()
+            ):
+                show_step(steps, event)
+            case _:
+                raise UnhandledEvent(event, "the Chat page")
     failed = result is None or result.status == Status.FAILED
     steps.update(
         label="Failed" if failed else "Done: " + result.status, expanded=False, state="error" if failed else "complete"

@@ -1,5 +1,5 @@
-"""Events the query engine streams out while it works, and the run model: one AnswerResult per question,
-written to the store once (`to_log`) and rebuilt from it once (`from_stored`)."""
+"""Events the query engine streams out while it works, one class per kind, and the run model: one AnswerResult
+per question, written to the store once (`to_log`) and rebuilt from it once (`from_stored`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from pipeline.answering import status
+from pipeline.answering.budget import Cut
 from pipeline.text import cited_numbers
 from pipeline.verification.claims import SUPPORTED, is_failed, scored_claims
 from pipeline.verification.faithfulness import CheckedClaim, FaithfulnessChecker, Passage
@@ -25,18 +26,230 @@ from store.records import (
 from store.runs import field_names, record_values
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Event:
-    # standalone | retrieve | token | grade | discard | rewrite | generate | sentence | claims | score | on_topic |
-    # retry | trim | decide | abstain | error | final. standalone {question, standalone, method, why, turns, dropped,
-    # skipped, history_tokens}: how a question given earlier turns was read (a follow-up rewritten, or used as
-    # asked). token {attempt, delta}: a piece of the answer as it streams; sentence {attempt, index, span, cited,
-    # claims, error}: a finished sentence's checked claims; discard {attempt}: a streamed attempt withdrawn because
-    # the context grade found the context not relevant; trim {attempt, from_attempt, dropped, answer, claims}: an
-    # attempt made without a model call, the flagged one without its unsupported sentences (setting repair).
-    kind: str
-    message: str
-    data: dict = field(default_factory=dict)
+    """One thing a question's run tells its listener as it goes. Listeners dispatch on the class (every class
+    below); `message` is the event's line for people (the Chat page's steps, `ask`'s stderr) and `kind` its
+    short name where one is printed."""
+
+    kind: ClassVar[str]
+    message: str = ""
+
+
+class UnhandledEvent(TypeError):
+    """A listener met an event class it does not name: each listener says what it does with every class, so
+    that a new kind of event is shown, or left out, on purpose (tests/test_events.py)."""
+
+    def __init__(self, event: Event, listener: str):
+        super().__init__(f"{listener} does not handle {type(event).__name__} events: add a case for them")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StandaloneQuestion(Event):
+    """How a question asked with earlier turns was read: a follow-up rewritten, or used as asked."""
+
+    kind = "standalone"
+    question: str
+    standalone: str
+    method: str  # no history | rule | model | fallback
+    why: str | None  # what in the question refers back (conversation.refers_back); None: nothing
+    turns: int  # the earlier turns read (within the history's token budget)
+    dropped: int  # older turns left out by the budget
+    skipped: int  # empty turns left out
+    history_tokens: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retrieved(Event):
+    kind = "retrieve"
+    round: int
+    query: str
+    passages: list[Passage]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Planned(Event):
+    """The schedule of the run's calls, chosen once from the generator host's slots (models/slots.py)."""
+
+    kind = "plan"
+    schedule: str  # overlapped | sequential
+    why: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Graded(Event):
+    """The context grade of one round; relevant None: the reply was unreadable (reason says why)."""
+
+    kind = "grade"
+    round: int
+    relevant: bool | None
+    reason: str
+    kept: frozenset[int] = frozenset()  # the passages a relevant grade says state what the question needs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budgeted(Event):
+    """What the generator reads of each passage under the context budget."""
+
+    kind = "budget"
+    budget: int
+    cuts: list[Cut]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Token(Event):
+    """A piece of the answer as it streams."""
+
+    kind = "token"
+    attempt: int
+    delta: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Generated(Event):
+    kind = "generate"
+    attempt: int
+    strict: bool
+    answer: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SentenceChecked(Event):
+    """A finished sentence of the streamed answer and its checked claims (error: they could not be extracted)."""
+
+    kind = "sentence"
+    attempt: int
+    index: int
+    span: tuple[int, int]
+    cited: list[int]
+    claims: list[CheckedClaim]
+    error: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Discarded(Event):
+    """A streamed attempt withdrawn: the context grade found the context not relevant."""
+
+    kind = "discard"
+    attempt: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimsUnextracted(Event):
+    """An attempt whose claims could not be extracted (it is not scored)."""
+
+    kind = "claims"
+    attempt: int
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scored(Event):
+    kind = "score"
+    attempt: int
+    faithfulness: float | None
+    status: str
+
+    @classmethod
+    def of(cls, attempt: Attempt) -> Scored:
+        record = attempt.record
+        faith = record.faithfulness
+        return cls(
+            message=f"attempt {record.attempt_no}: faithfulness "
+            + (
+                f"{faith:.2f} ({record.n_supported}/{record.n_claims} claims supported)"
+                if faith is not None
+                else f"not scored ({record.status})"
+            ),
+            attempt=record.attempt_no,
+            faithfulness=faith,
+            status=record.status,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnTopicChecked(Event):
+    """Whether an attempt addresses the question (answering/on_topic.py); on_topic None: undecided."""
+
+    kind = "on_topic"
+    attempt: int
+    on_topic: bool | None
+    score: float | None
+    method: str
+    reason: str
+    missing_terms: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trimmed(Event):
+    """An attempt made without a model call: the flagged one without its unsupported sentences (setting repair)."""
+
+    kind = "trim"
+    attempt: int
+    from_attempt: int
+    dropped: list[str]
+    answer: str
+    claims: list[CheckedClaim]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retrying(Event):
+    """The next attempt is generated again: with a stricter prompt that names the failed claims, or an on-topic
+    one that names what the answer missed."""
+
+    kind = "retry"
+    attempt: int  # the attempt about to be made
+    failed_claims: list[str]
+    off_topic: bool
+    missing_terms: list[str]
+    gap: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rewritten(Event):
+    """The query of the second round, after a first whose context did not answer; None: no different one."""
+
+    kind = "rewrite"
+    query: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerdictSettled(Event):
+    """A rejected claim's final verdict (contradicted or unsupported), settled before the decision; the claim is
+    the very object an earlier SentenceChecked event holds, updated in place."""
+
+    kind = "verdict"
+    attempt: int
+    claim: CheckedClaim
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decided(Event):
+    kind = "decide"
+    status: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Abstained(Event):
+    kind = "abstain"
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFailed(Event):
+    """The run stopped on an error the user can fix (a WorkbenchError): what went wrong and how to fix it."""
+
+    kind = "error"
+    error: str
+    fix: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finished(Event):
+    """The last event of every run that was not stopped: its result, saved (or kept in the journal)."""
+
+    kind = "final"
+    result: AnswerResult
 
 
 @dataclass

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 
 from pipeline import tracing
 from pipeline.answering import prompts
-from pipeline.answering.events import Event
+from pipeline.answering.events import Discarded, Generated, Graded, SentenceChecked, Token
 from pipeline.answering.live import LiveSentence, SentenceFeed
 from pipeline.models.llm import LLMReply
 from pipeline.text import Sentence, find_span, is_meta_statement, one_line, strip_citations
@@ -43,9 +43,9 @@ class SentenceCheck:
 
 
 class LiveAttempt:
-    """`run()` yields the attempt's events; afterwards `reply`, `claims` (numbered in answer order),
-    `errors` and `discarded` hold its outcome. `run` (the QuestionRun) supplies the model seam, the
-    checker, the question, the thread pool and the grading call."""
+    """`run()` emits the attempt's events; afterwards `reply`, `claims` (numbered in answer order),
+    `errors`, `discarded` and `graded` hold its outcome. `run` (the run's context.RunContext) supplies the model
+    seam, the checker, the question, the thread pool and the sink the events go to."""
 
     def __init__(
         self, run, attempt_no: int, passages: list[Passage], failed: list[str], retry: list[dict] | None = None
@@ -53,7 +53,7 @@ class LiveAttempt:
         self.run_, self.attempt_no, self.passages = run, attempt_no, passages
         self.strict = attempt_no > 1
         self.failed = failed if self.strict else None
-        self.retry = retry  # the messages of an on-topic retry (engine._on_topic_retry), else the usual prompt
+        self.retry = retry  # the messages of an on-topic retry (repair.on_topic_retry), else the usual prompt
         self.pool: Executor = run.pool
         self.inbox: queue.Queue = queue.Queue()
         self.stop = threading.Event()
@@ -66,6 +66,7 @@ class LiveAttempt:
         self.claims: list[CheckedClaim] = []
         self.errors: list[str] = []
         self.discarded = False
+        self.graded: Graded | None = None  # the round's context grade, when it ran alongside and came back
         # rejected claims being classified (contradicted or unsupported) on the pool: that choice does not change
         # the attempt's score or the claims a retry names, so the loop goes on without waiting for it
         self.classifying: list[tuple[CheckedClaim, Future]] = []
@@ -77,35 +78,38 @@ class LiveAttempt:
         self.granularity = run.settings.claim_granularity
 
     # -- the attempt's event loop -------------------------------------------------------------
-    def run(self, grade_round: int | None) -> Iterator[Event]:
-        grading = grade_round is not None
+    def run(self, grade: Callable[[], Graded] | None = None) -> None:
+        """`grade`: the round's context grade (retrieval.Retrieval.grade), run on the pool alongside the
+        generation; a grade that finds the context not relevant withdraws the attempt."""
+        emit = self.run_.emit
+        grading = grade is not None
         if grading:
-            self._submit("graded", self.run_._grade_call, grade_round, self.passages)
+            self._submit("graded", grade)
         self._submit("generated", self._generate)
         while self.reply is None or self.shown < len(self.sentences) or grading:
             kind, *payload = self.inbox.get()
             if kind == "failed":
                 raise payload[0]
             if kind == "token":
-                yield Event("token", "", {"attempt": self.attempt_no, "delta": payload[0]})
+                emit(Token(attempt=self.attempt_no, delta=payload[0]))
                 self._check(payload[1])
             elif kind == "generated":
                 self.reply = payload[0]
                 self._check(self.feed.finish())
                 if self.whole and self.sentences:
                     self._submit("checked all", self._check_answer, list(self.sentences))
-                yield self._generated_event()
+                emit(self._generated_event())
             elif kind == "graded":
                 grading = False
-                event, relevant, _ = self.run_._graded(grade_round, payload[0])
-                yield event
-                if relevant is False:
-                    yield from self._withdraw()
+                self.graded = payload[0]
+                emit(self.graded)
+                if self.graded.relevant is False:
+                    self._withdraw()
                     return
             elif kind in ("checked", "checked all"):
                 for check in payload[0] if kind == "checked all" else payload:
                     self.checked[check.sentence.index] = check
-                yield from self._show_ready()
+                self._show_ready()
 
     def _submit(self, kind: str, fn: Callable, *args) -> None:
         """fn on the pool, its result (or its exception, as "failed") posted to the inbox."""
@@ -118,15 +122,16 @@ class LiveAttempt:
 
         tracing.submit(self.pool, work)
 
-    def _withdraw(self) -> Iterator[Event]:
+    def _withdraw(self) -> None:
         """Stop generating and wait for the stream to close (its call is recorded, marked stopped)."""
         self.stop.set()
         self.discarded = True
         self.generation_done.wait(self.run_.settings.request_timeout_s)
-        yield Event(
-            "discard",
-            f"attempt {self.attempt_no} withdrawn: the context does not answer the question",
-            {"attempt": self.attempt_no},
+        self.run_.emit(
+            Discarded(
+                message=f"attempt {self.attempt_no} withdrawn: the context does not answer the question",
+                attempt=self.attempt_no,
+            )
         )
 
     # -- generation ----------------------------------------------------------------------------
@@ -148,13 +153,14 @@ class LiveAttempt:
         finally:
             self.generation_done.set()
 
-    def _generated_event(self) -> Event:
+    def _generated_event(self) -> Generated:
         answer = self.reply.text.strip()
-        return Event(
-            "generate",
-            f"attempt {self.attempt_no}: generated {len(answer.split())} words"
+        return Generated(
+            message=f"attempt {self.attempt_no}: generated {len(answer.split())} words"
             + (" with the on-topic prompt" if self.retry else " with the stricter prompt" if self.strict else ""),
-            {"attempt": self.attempt_no, "strict": self.strict, "answer": answer},
+            attempt=self.attempt_no,
+            strict=self.strict,
+            answer=answer,
         )
 
     # -- sentence checks ------------------------------------------------------------------------
@@ -322,7 +328,7 @@ class LiveAttempt:
         with tracing.step("extract claims"):
             return self.run_.checker.extract_sentence_claims(self.run_.question, sentence.text, earlier)
 
-    def _show_ready(self) -> Iterator[Event]:
+    def _show_ready(self) -> None:
         """Verdicts go out sentence by sentence in answer order, so claims are numbered as they read."""
         while self.shown in self.checked:
             check = self.checked[self.shown]
@@ -336,7 +342,7 @@ class LiveAttempt:
                     claim.verdict, claim.verifier, claim.reason = EXTRACTION_ERROR, "extraction check", REPEAT
                 claim.claim_no = len(self.claims) + 1
                 self.claims.append(claim)
-            yield _sentence_event(self.attempt_no, check)
+            self.run_.emit(_sentence_event(self.attempt_no, check))
 
 
 class WhenAsked:
@@ -354,7 +360,7 @@ class WhenAsked:
         return self._value
 
 
-def _sentence_event(attempt_no: int, check: SentenceCheck) -> Event:
+def _sentence_event(attempt_no: int, check: SentenceCheck) -> SentenceChecked:
     n = check.sentence.index + 1
     if check.error:
         message = f"sentence {n}: claims could not be extracted: {check.error}"
@@ -362,15 +368,12 @@ def _sentence_event(attempt_no: int, check: SentenceCheck) -> Event:
         message = f"sentence {n}: no checkable claim"
     else:
         message = f"sentence {n} — " + ", ".join(f"claim {c.claim_no}: {c.verdict}" for c in check.claims)
-    return Event(
-        "sentence",
-        message,
-        {
-            "attempt": attempt_no,
-            "index": check.sentence.index,
-            "span": (check.sentence.start, check.sentence.end),
-            "cited": sorted(check.sentence.cited),
-            "claims": list(check.claims),
-            "error": check.error,
-        },
+    return SentenceChecked(
+        message=message,
+        attempt=attempt_no,
+        index=check.sentence.index,
+        span=(check.sentence.start, check.sentence.end),
+        cited=sorted(check.sentence.cited),
+        claims=list(check.claims),
+        error=check.error,
     )

@@ -12,7 +12,31 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.answering.events import AnswerResult, Event
+from pipeline.answering.events import (
+    Abstained,
+    AnswerResult,
+    Budgeted,
+    ClaimsUnextracted,
+    Decided,
+    Discarded,
+    Event,
+    Finished,
+    Generated,
+    Graded,
+    OnTopicChecked,
+    Planned,
+    Retrieved,
+    Retrying,
+    Rewritten,
+    RunFailed,
+    Scored,
+    SentenceChecked,
+    StandaloneQuestion,
+    Token,
+    Trimmed,
+    UnhandledEvent,
+    VerdictSettled,
+)
 from pipeline.evaluation.conversation_report import ConversationFigures, per_turn_rows, share_sentence
 from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.registry import UNIT, get_metric, scale_of
@@ -81,22 +105,39 @@ def follow_answer(events: Iterable[Event], err: Console, quiet: bool = False) ->
     piece); steps that come in while the answer streams (its sentences' verdicts) are shown after it."""
     result, streaming, held = None, False, []
     for event in events:
-        if event.kind == "final":
-            result = event.data["result"]
-        elif quiet:
-            continue
-        elif event.kind == "token":
-            err.print(Text(event.data["delta"], style="dim italic"), end="")
-            streaming = True
-        elif streaming and event.kind not in ("generate", "discard", "error"):
-            held.append(event)
-        else:
-            if streaming:
-                err.print()
-                streaming = False
-            for step in [*held, event]:
-                _print_step(step, err)
-            held = []
+        match event:
+            case Finished():
+                result = event.result
+            case _ if quiet:
+                continue
+            case Token():
+                err.print(Text(event.delta, style="dim italic"), end="")
+                streaming = True
+            case Generated() | Discarded() | RunFailed():  # the streamed text ends: its line is closed first
+                if streaming:
+                    err.print()
+                    streaming = False
+                held = _print_steps([*held, event], err)
+            case (
+                StandaloneQuestion()
+                | Retrieved()
+                | Planned()
+                | Graded()
+                | Budgeted()
+                | SentenceChecked()
+                | VerdictSettled()
+                | ClaimsUnextracted()
+                | Scored()
+                | OnTopicChecked()
+                | Trimmed()
+                | Retrying()
+                | Rewritten()
+                | Decided()
+                | Abstained()
+            ):
+                held = [*held, event] if streaming else _print_steps([*held, event], err)
+            case _:
+                raise UnhandledEvent(event, "`ask`")
     if streaming:
         err.print()
     for step in held:
@@ -134,9 +175,16 @@ def print_groups(groups: list[dict], by: str, out: Console) -> None:
     out.print(table)
 
 
+def _print_steps(steps: list[Event], err: Console) -> list[Event]:
+    """Each step printed; none is left held."""
+    for step in steps:
+        _print_step(step, err)
+    return []
+
+
 def _print_step(event: Event, err: Console) -> None:
     """One line per step; a sentence's verdicts one line per claim."""
-    claims = event.data.get("claims") if event.kind == "sentence" else None
+    claims = event.claims if isinstance(event, SentenceChecked) else None
     for line in [f"claim {c.claim_no}: {c.verdict}" for c in claims] if claims else [event.message]:
         err.print(Text(f"· {line}", style="dim"))
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pipeline import tracing
 from pipeline.answering.conversation import Turn
 from pipeline.answering.engine import QuestionRun, clean_question
-from pipeline.answering.events import AnswerResult
+from pipeline.answering.events import AnswerResult, Finished
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation import registry
@@ -100,8 +100,8 @@ def evaluate_item(
         for event in run.events():
             if abandon.is_set():
                 raise TimeoutError("abandoned")
-            if event.kind == "final":
-                result = event.data["result"]
+            if isinstance(event, Finished):
+                result = event.result
         outcome = _scored(settings, db, item, pin, eval_run_id, run.log, result, metrics, run.scale, history)
     run.log.spans = trace.records()
     return outcome
