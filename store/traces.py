@@ -22,6 +22,7 @@ RECEIVED_COLUMNS = [
     "status_code",
     "status_message",
     "attributes",
+    "events",
     "received_at",
 ]
 
@@ -41,6 +42,7 @@ def insert_received(cur, spans: list[ReceivedSpan], received_at: datetime) -> No
             s.status_code,
             s.status_message,
             json.dumps(s.attributes),
+            json.dumps(s.events) if s.events else None,
             received_at,
         ]
         for s in spans
@@ -85,6 +87,7 @@ def trace_spans(db: Database, trace_id: str) -> list[ReceivedSpan]:
         )
     for row in rows:
         row["attributes"] = json.loads(row["attributes"]) if row["attributes"] else {}
+        row["events"] = json.loads(row["events"]) if row["events"] else []
     return [ReceivedSpan(**row) for row in rows]
 
 

@@ -46,7 +46,12 @@ def test_a_trace_kept_without_verdicts_says_why_and_its_text_stays_text(fake, se
     agent = span(b"\x07" * 16, "agent", "AGENT", {"input.value": hostile, "output.value": "hello"})
     (run_id,) = receive(settings, db, [agent])
     at = open_runs_page(str(run_id))
-    assert any(i.value.startswith(escape_markdown("Not evaluated: no retriever span")) for i in at.info)
+    assert any(
+        i.value.startswith(
+            escape_markdown("Not evaluated: no span carries retrieved documents; spans seen: 1, kinds: agent 1")
+        )
+        for i in at.info
+    )
     question = next(t.value for t in at.text if "script" in t.value)
     assert question == hostile  # shown as text, not as markup
 

@@ -25,6 +25,7 @@ from store.traces import received_counts, trace_spans
 QUESTION = "How tall is the Eiffel Tower?"
 ANSWER = "The Eiffel Tower is 330 metres tall. It was painted green by a circus from Lisbon."
 DOCS = [(TOWER, "tower.md", 0.82), (BRIDGE, "bridge.md", 0.31)]
+NO_DOCUMENTS = "no span carries retrieved documents"
 
 
 def client(db, token=None, limit=1_000_000):
@@ -82,7 +83,10 @@ def test_json_inputs_and_outputs_are_read_as_text():
 @pytest.mark.parametrize(
     ("spans", "reason"),
     [
-        (lambda t: [span(t, "agent", "AGENT", {"input.value": "hi", "output.value": "hello"})], "no retriever span"),
+        (
+            lambda t: [span(t, "agent", "AGENT", {"input.value": "hi", "output.value": "hello"})],
+            NO_DOCUMENTS,
+        ),
         (lambda t: rag_trace(QUESTION, None, DOCS, trace_id=t), "no output"),
         (lambda t: rag_trace(QUESTION, ANSWER, DOCS, trace_id=t, error="timeout from Ollama"), "timeout from Ollama"),
     ],
@@ -183,7 +187,7 @@ def test_the_worker_keeps_what_it_cannot_check_and_never_takes_a_trace_twice(fak
     assert OnlineWorker(settings, db, settle_s=0).run_once() == 2
     assert OnlineWorker(settings, db, settle_s=0).run_once() == 0  # a restarted worker: nothing left
     kept = [load_result(db, r["id"]) for r in traced_runs(db) if r["status"] == "not_evaluated"]
-    assert len(kept) == 1 and "no retriever span" in kept[0].abstain_reason and kept[0].faithfulness is None
+    assert len(kept) == 1 and NO_DOCUMENTS in kept[0].abstain_reason and kept[0].faithfulness is None
     assert len(traced_runs(db)) == 2
 
 
