@@ -112,7 +112,11 @@ def load_mappings(path: str) -> dict[str, Mapping]:
     fix = f"correct {path} (docs/traces-in.md: 'A mapping for an in-house instrumentation'), or empty collect_mapping"
     file = Path(path).expanduser()
     if not file.is_file():
-        raise ConfigError(f"collect_mapping names {path}, which is not a file", fix=fix)
+        raise ConfigError(
+            f"collect_mapping names {path}, which is not a file",
+            fix="write the mapping there (docs/traces-in.md: 'A mapping for an in-house instrumentation'), or empty "
+            "collect_mapping",
+        )
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
