@@ -299,3 +299,19 @@ def test_span_events_survive_the_store():
         }
     ]
     assert received.span_kind == "CHROMA QUERY"
+
+
+def test_collects_summary_says_how_traces_were_read_and_why_some_were_not_evaluated(fake, settings, db):
+    client = TestClient(create_app(db, 1_000_000))
+    unknown = in_house_trace()
+    for spans in (unknown, in_house_trace("When did the bridge open?")):
+        body = protobuf_body(spans, service="tower-app")
+        assert client.post("/v1/traces", content=body, headers={"content-type": PROTOBUF}).status_code == 200
+    assert OnlineWorker(settings, db, settle_s=0).run_once() == 2
+    summary = client.get("/").json()
+    assert summary["traced_runs"]["conventions"] == {"none": 2}
+    assert summary["traced_runs"]["not_evaluated"]["by_reason"] == {"no span carries retrieved documents": 2}
+    latest = summary["traced_runs"]["not_evaluated"]["latest"]
+    assert len(latest) == 2 and unknown[0].trace_id.hex() in {r["trace_id"] for r in latest}
+    assert all(r["reason"].endswith("attributes that look like documents: search: app.search.hits") for r in latest)
+    assert summary["ingest"] == {"requests": 2, "transactions": 2}  # one after the other: a transaction each
