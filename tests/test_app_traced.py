@@ -33,6 +33,7 @@ def test_a_traced_runs_drilldown_shows_its_service_contexts_and_both_traces(fake
     assert "kind **traced**" in at.markdown[0].value and "pipeline **tower\\-app**" in at.markdown[0].value
     origin = escape_markdown("Answer written by service tower-app and received as a trace")
     assert any(origin in i.value for i in at.info)
+    assert any(escape_markdown("Its spans were read as openinference.") in i.value for i in at.info)
     headings = [s.value for s in show_tab(at, "Retrieval").subheader]
     assert "Retrieved contexts (from the trace)" in headings
     trace = next(d.value for d in show_tab(at, "Trace").dataframe if "step" in d.value.columns)
