@@ -2,9 +2,12 @@
 
 Ingest: `python -m pipeline collect --no-evaluate`, a process of its own on a scratch store, receives 10,000
 traces of 3 spans each (a root CHAIN, a RETRIEVER with two documents, an LLM span, in OpenInference's
-conventions) from 4 client threads, one trace per request (the worst case: an exporter batching 512 spans sends
-far fewer requests) and then again 100 traces per request. Each request is acknowledged only once its spans are
-in the store; the figures are spans per second and the time to acknowledge one request (p50, p95).
+conventions) from 4 client threads, each on a kept-alive connection as an exporter's HTTP session keeps one,
+one trace per request (the worst case: an exporter batching 512 spans sends far fewer requests) and then again
+100 traces per request. Each request is acknowledged only once its spans are in the store; concurrent requests
+share a store transaction (pipeline/collect/ingest.py). The figures are spans per second, the time to
+acknowledge one request (p50, p95), requests per store transaction, the receiver's CPU time per request (from
+/proc: what the rate would need on a machine of its own) and the load average when it started.
 
 Worker: 40 received question-and-answer traces verified by the online worker against the fake Ollama with its
 latency model (2 ms per generated token, 0.2 ms per prompt token, 4 slots), in this process, with the response

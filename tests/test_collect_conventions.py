@@ -279,14 +279,18 @@ def test_collect_with_a_broken_mapping_stops_before_it_listens(fake, monkeypatch
     assert "collect_mapping names" in err and "which is not a file" in err and "Receiving" not in err
 
 
-def test_span_events_survive_the_store():
+def test_span_events_are_received_and_kept_in_the_store(fake, settings, db):
     from otlp_traces import json_body
 
     from pipeline.collect.otlp import JSON
+    from store.traces import trace_spans
 
     t = new_trace_id()
     query = vector_store_query(t, None, QUESTION, [(TOWER, "tower.md", 0.8)])
-    (received,) = decode(json_body([query]), JSON)
+    client = TestClient(create_app(db, 1_000_000))
+    assert client.post("/v1/traces", content=json_body([query]), headers={"content-type": JSON}).status_code == 200
+    (received,) = trace_spans(db, t.hex())
+    assert received == decode(json_body([query]), JSON)[0]
     assert received.events == [
         {
             "name": "db.query.result",
