@@ -411,6 +411,13 @@ class Settings:
         "metrics the online worker also scores on each verified trace, comma-separated registry names such as "
         "judge_faithfulness,judge_topicality; empty: claims and verdicts only",
     )
+    collect_mapping: str = setting(
+        "",
+        "collect",
+        "a TOML file naming, per service, the span attributes (or JSON paths in them) of the question, the answer "
+        "and the documents, for an in-house instrumentation (docs/traces-in.md); checked when collect starts; "
+        "empty: none",
+    )
     # Advanced thresholds
     precheck_novel_share: float = setting(
         0.75,

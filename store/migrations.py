@@ -808,3 +808,14 @@ def m030_trimmed_attempts(con: duckdb.DuckDBPyConnection) -> None:
         ALTER TABLE attempts ADD COLUMN trimmed_from INTEGER;
         ALTER TABLE attempts ADD COLUMN dropped JSON;
     """)
+
+
+@migration
+def m031_trace_conventions(con: duckdb.DuckDBPyConnection) -> None:
+    """A received span's events (OpenTelemetry span events: a model's messages, a vector store's results), as a
+    JSON list of {name, attributes}; and, on runs, the tracing conventions a traced run's trace was read in
+    (pipeline/collect/conventions: openinference, otel_genai, openllmetry, mapping; several joined by '+')."""
+    con.execute("""
+        ALTER TABLE received_spans ADD COLUMN events JSON;
+        ALTER TABLE runs ADD COLUMN trace_convention VARCHAR;
+    """)

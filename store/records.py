@@ -58,13 +58,14 @@ class ReceivedSpan:
     span_id: str
     parent_id: str | None
     name: str
-    span_kind: str | None  # OpenInference's openinference.span.kind: CHAIN, RETRIEVER, LLM, ...
+    span_kind: str | None  # the span's own kind, as its convention names it: CHAIN, RETRIEVER, LLM, WORKFLOW, ...
     service: str
     started_at: datetime
     ended_at: datetime | None
     status_code: str | None = None  # OK | ERROR | None (unset)
     status_message: str | None = None
     attributes: dict = field(default_factory=dict)
+    events: list = field(default_factory=list)  # span events: [{"name": ..., "attributes": {...}}], in order
 
 
 @dataclass
@@ -160,6 +161,7 @@ class RunRecord:
     conversation_id: str | None = None  # a turn of a conversation: the conversation's name, shared by its turns
     turn_no: int | None = None  # the turn's position in its conversation, from 1
     standalone_question: str | None = None  # a turn's question as retrieval used it (rewritten when a follow-up)
+    trace_convention: str | None = None  # a traced run: the tracing conventions its trace was read in
 
 
 @dataclass

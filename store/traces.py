@@ -22,6 +22,7 @@ RECEIVED_COLUMNS = [
     "status_code",
     "status_message",
     "attributes",
+    "events",
     "received_at",
 ]
 
@@ -41,6 +42,7 @@ def insert_received(cur, spans: list[ReceivedSpan], received_at: datetime) -> No
             s.status_code,
             s.status_message,
             json.dumps(s.attributes),
+            json.dumps(s.events) if s.events else None,
             received_at,
         ]
         for s in spans
@@ -85,6 +87,7 @@ def trace_spans(db: Database, trace_id: str) -> list[ReceivedSpan]:
         )
     for row in rows:
         row["attributes"] = json.loads(row["attributes"]) if row["attributes"] else {}
+        row["events"] = json.loads(row["events"]) if row["events"] else []
     return [ReceivedSpan(**row) for row in rows]
 
 
@@ -97,3 +100,28 @@ def received_counts(db: Database) -> dict:
         ).fetchone()
         runs = cur.execute("SELECT count(*) FROM runs WHERE trace_id IS NOT NULL").fetchone()[0]
     return {"spans": spans, "traces": traces, "ended": ended, "runs": runs}
+
+
+def traced_summary(db: Database, limit: int = 5) -> dict:
+    """How the traced runs were read: runs per tracing convention, runs not evaluated per reason's first clause,
+    and the latest runs not evaluated with their reason in full (for collect's GET /)."""
+    with db.cursor() as cur:
+        conventions = cur.execute(
+            "SELECT coalesce(trace_convention, 'none'), count(*) FROM runs WHERE trace_id IS NOT NULL "
+            "GROUP BY 1 ORDER BY 2 DESC, 1"
+        ).fetchall()
+        reasons = cur.execute(
+            "SELECT split_part(split_part(abstain_reason, ';', 1), ':', 1), count(*) FROM runs "
+            "WHERE trace_id IS NOT NULL AND status = 'not_evaluated' GROUP BY 1 ORDER BY 2 DESC, 1"
+        ).fetchall()
+        latest = fetch_dicts(
+            cur,
+            "SELECT trace_id, pipeline AS service, trace_convention AS convention, abstain_reason AS reason "
+            "FROM runs WHERE trace_id IS NOT NULL AND status = 'not_evaluated' ORDER BY started_at DESC, id DESC "
+            "LIMIT ?",
+            [limit],
+        )
+    return {
+        "conventions": dict(conventions),
+        "not_evaluated": {"by_reason": dict(reasons), "latest": latest},
+    }

@@ -113,3 +113,21 @@ def json_body(spans, service="tower-app") -> bytes:
                     if key in s:
                         s[key] = base64.b64decode(s[key]).hex()
     return json.dumps(data).encode()
+
+
+def plain_span(trace_id, name, attributes, parent=None, start=None, duration_ms=5.0, events=()):
+    """A span in no particular convention: its attributes as given, and span events as (name, attributes)."""
+    start = start or time.time_ns()
+    s = Span(
+        trace_id=trace_id,
+        span_id=os.urandom(8),
+        parent_span_id=parent.span_id if parent is not None else b"",
+        name=name,
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + int(duration_ms * 1e6),
+        attributes=[KeyValue(key=k, value=value(v)) for k, v in attributes.items()],
+    )
+    for event_name, event_attributes in events:
+        event = s.events.add(name=event_name, time_unix_nano=start)
+        event.attributes.extend(KeyValue(key=k, value=value(v)) for k, v in event_attributes.items())
+    return s

@@ -33,6 +33,7 @@ def test_a_traced_runs_drilldown_shows_its_service_contexts_and_both_traces(fake
     assert "kind **traced**" in at.markdown[0].value and "pipeline **tower\\-app**" in at.markdown[0].value
     origin = escape_markdown("Answer written by service tower-app and received as a trace")
     assert any(origin in i.value for i in at.info)
+    assert any(escape_markdown("Its spans were read as openinference.") in i.value for i in at.info)
     headings = [s.value for s in show_tab(at, "Retrieval").subheader]
     assert "Retrieved contexts (from the trace)" in headings
     trace = next(d.value for d in show_tab(at, "Trace").dataframe if "step" in d.value.columns)
@@ -46,7 +47,12 @@ def test_a_trace_kept_without_verdicts_says_why_and_its_text_stays_text(fake, se
     agent = span(b"\x07" * 16, "agent", "AGENT", {"input.value": hostile, "output.value": "hello"})
     (run_id,) = receive(settings, db, [agent])
     at = open_runs_page(str(run_id))
-    assert any(i.value.startswith(escape_markdown("Not evaluated: no retriever span")) for i in at.info)
+    assert any(
+        i.value.startswith(
+            escape_markdown("Not evaluated: no span carries retrieved documents; spans seen: 1, kinds: agent 1")
+        )
+        for i in at.info
+    )
     question = next(t.value for t in at.text if "script" in t.value)
     assert question == hostile  # shown as text, not as markup
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 
 import pytest
 from otlp_traces import BRIDGE, TOWER, json_body, protobuf_body, rag_trace, span
@@ -25,6 +26,7 @@ from store.traces import received_counts, trace_spans
 QUESTION = "How tall is the Eiffel Tower?"
 ANSWER = "The Eiffel Tower is 330 metres tall. It was painted green by a circus from Lisbon."
 DOCS = [(TOWER, "tower.md", 0.82), (BRIDGE, "bridge.md", 0.31)]
+NO_DOCUMENTS = "no span carries retrieved documents"
 
 
 def client(db, token=None, limit=1_000_000):
@@ -82,7 +84,10 @@ def test_json_inputs_and_outputs_are_read_as_text():
 @pytest.mark.parametrize(
     ("spans", "reason"),
     [
-        (lambda t: [span(t, "agent", "AGENT", {"input.value": "hi", "output.value": "hello"})], "no retriever span"),
+        (
+            lambda t: [span(t, "agent", "AGENT", {"input.value": "hi", "output.value": "hello"})],
+            NO_DOCUMENTS,
+        ),
         (lambda t: rag_trace(QUESTION, None, DOCS, trace_id=t), "no output"),
         (lambda t: rag_trace(QUESTION, ANSWER, DOCS, trace_id=t, error="timeout from Ollama"), "timeout from Ollama"),
     ],
@@ -183,7 +188,7 @@ def test_the_worker_keeps_what_it_cannot_check_and_never_takes_a_trace_twice(fak
     assert OnlineWorker(settings, db, settle_s=0).run_once() == 2
     assert OnlineWorker(settings, db, settle_s=0).run_once() == 0  # a restarted worker: nothing left
     kept = [load_result(db, r["id"]) for r in traced_runs(db) if r["status"] == "not_evaluated"]
-    assert len(kept) == 1 and "no retriever span" in kept[0].abstain_reason and kept[0].faithfulness is None
+    assert len(kept) == 1 and NO_DOCUMENTS in kept[0].abstain_reason and kept[0].faithfulness is None
     assert len(traced_runs(db)) == 2
 
 
@@ -313,3 +318,46 @@ def test_the_workbenchs_own_traces_are_kept_not_verified_again(fake, settings, d
     run = load_result(db, row["id"])
     assert run.status == "not_evaluated" and "the workbench's own trace" in run.abstain_reason
     assert not any(c["origin"] == "online" for c in load_run(db, row["id"]).calls)
+
+
+def test_concurrent_requests_share_a_transaction_and_each_is_answered_once_its_spans_are_stored(fake, settings, db):
+    """Grouped ingest: while one write is in the store, the requests arriving meanwhile wait and are written
+    together; none is answered before its spans are in the store."""
+    from pipeline.collect import ingest
+
+    writer = ingest.GroupWriter(db, 1.0)
+    started, release, original = threading.Event(), threading.Event(), ingest.save_received
+
+    def slow_first_write(*args):
+        if not started.is_set():
+            started.set()
+            release.wait(10)  # the first transaction is held until the others are queued
+        return original(*args)
+
+    traces = [rag_trace(f"Q{n}?", "A.", DOCS) for n in range(6)]
+    answered = []
+
+    def send(n):
+        writer.save(decode(protobuf_body(traces[n]), PROTOBUF))
+        answered.append((n, received_counts(db)["spans"]))
+
+    ingest.save_received = slow_first_write
+    try:
+        first = threading.Thread(target=send, args=(0,))
+        first.start()
+        assert started.wait(10)
+        rest = [threading.Thread(target=send, args=(n,)) for n in range(1, 6)]
+        for t in rest:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(writer.queue) < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert answered == [] and len(writer.queue) == 5  # none answered while the first write is held
+        release.set()
+        for t in (first, *rest):
+            t.join(10)
+    finally:
+        ingest.save_received = original
+    assert (writer.requests, writer.groups) == (6, 2)  # the five that waited: one transaction
+    assert received_counts(db)["spans"] == 18
+    assert all(spans_then >= 3 * (1 if n == 0 else 6) for n, spans_then in answered)

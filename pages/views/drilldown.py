@@ -59,6 +59,8 @@ def show_drilldown(stored: StoredRun, db=None) -> None:
     cells = [header_cell(c, result) for c in columns if not c.wide and not unset_pipeline(c, result)]
     st.markdown(" · ".join([f"**Run {result.run_id}**", *cells]))
     origin = origin_line(result.kind, result.pipeline)
+    if origin and result.trace_convention:
+        origin += f" Its spans were read as {result.trace_convention.replace('+', ' + ')}."
     if origin:
         st.info(escape_markdown(origin), icon=":material/input:")
     st.page_link(

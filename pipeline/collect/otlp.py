@@ -2,7 +2,9 @@
 
 Protobuf bodies are parsed by the generated message class; JSON bodies by protobuf's JSON parser after the ids,
 which OTLP/JSON writes in hex where protobuf's JSON mapping expects base64, are turned into base64. Attribute
-values become plain Python values (arrays as lists, key-value lists as dicts)."""
+values become plain Python values (arrays as lists, key-value lists as dicts); span events are kept with their
+attributes (a model's messages and a vector store's results travel in them). A span's kind is what its tracing
+convention calls it (pipeline/collect/conventions)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from pipeline.collect.conventions import convention_of
 from store.records import ReceivedSpan
 
 PROTOBUF, JSON = "application/x-protobuf", "application/json"
@@ -95,19 +98,23 @@ def _span(span, service: str, n: int) -> ReceivedSpan:
         raise BadRequest(f"span {n} ({span.name[:80]!r}) has no start time")
     attributes = attributes_of(span.attributes)
     parent = binascii.hexlify(span.parent_span_id).decode() if any(span.parent_span_id) else None
-    return ReceivedSpan(
+    received = ReceivedSpan(
         trace_id=binascii.hexlify(span.trace_id).decode(),
         span_id=binascii.hexlify(span.span_id).decode(),
         parent_id=parent,
         name=span.name,
-        span_kind=_text(attributes.get("openinference.span.kind")),
+        span_kind=None,
         service=service,
         started_at=_time(span.start_time_unix_nano),
         ended_at=_time(span.end_time_unix_nano) if span.end_time_unix_nano else None,
         status_code=_STATUS.get(span.status.code),
         status_message=span.status.message or None,
         attributes=attributes,
+        events=[{"name": e.name, "attributes": attributes_of(e.attributes)} for e in span.events],
     )
+    convention = convention_of(received)
+    received.span_kind = _text(convention.kind(received)) if convention is not None else None
+    return received
 
 
 def _time(unix_nano: int) -> datetime:

@@ -1,6 +1,7 @@
 """The OTLP/HTTP trace receiver: POST /v1/traces, protobuf or JSON, answered 200 only once every span of the
 request is in the store or, while the store is busy, in the journal (store/journal.py), so an exporter never
-loses a span it saw acknowledged. Bad requests get a bounded answer that says why and store nothing: 400 for a
+loses a span it saw acknowledged. Concurrent requests are written together, one transaction per group
+(pipeline/collect/ingest.py). Bad requests get a bounded answer that says why and store nothing: 400 for a
 body that is not an OTLP trace request, 413 over the size limit, 415 for another content type, 401 without the
 bearer token when one is set, 503 when neither the store nor the journal can keep the spans (exporters retry)."""
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import hmac
 import zlib
-from datetime import datetime, timezone
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -16,10 +16,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from pipeline.collect.ingest import GroupWriter
 from pipeline.collect.otlp import JSON, PROTOBUF, BadRequest, decode, response
 from store.errors import ResultNotKept
-from store.journal import save_received
-from store.traces import received_counts
+from store.traces import received_counts, traced_summary
 
 TRACES_PATH = "/v1/traces"
 
@@ -30,6 +30,7 @@ class TooLarge(ValueError):
 
 def create_app(db, max_body_bytes: int, token: str | None = None, lock_timeout_s: float = 1.0, status=None):
     """The receiver for one store. `status()`, when given, adds the online worker's state to GET /."""
+    writer = GroupWriter(db, lock_timeout_s)
 
     async def traces(request: Request) -> Response:
         refused = _refused(request, token, max_body_bytes)
@@ -49,21 +50,22 @@ def create_app(db, max_body_bytes: int, token: str | None = None, lock_timeout_s
             return _error(400, "the client closed the connection before the body was read")
         if spans:
             try:
-                await run_in_threadpool(save_received, db, spans, datetime.now(timezone.utc), lock_timeout_s)
+                await run_in_threadpool(writer.save, spans)
             except ResultNotKept as exc:
                 return _error(503, f"the spans could not be kept: {exc}", retry_after=5)
         return Response(response(content_type), media_type=content_type)
 
     async def health(request: Request) -> Response:
         counts = await run_in_threadpool(_counts, db)
-        return JSONResponse({"receiver": "ok", **counts, **(status() if status else {})})
+        grouped = {"requests": writer.requests, "transactions": writer.groups}  # this process's, since it started
+        return JSONResponse({"receiver": "ok", **counts, "ingest": grouped, **(status() if status else {})})
 
     return Starlette(routes=[Route(TRACES_PATH, traces, methods=["POST"]), Route("/", health, methods=["GET"])])
 
 
 def _counts(db) -> dict:
     try:
-        return received_counts(db)
+        return {**received_counts(db), "traced_runs": traced_summary(db)}
     except Exception as exc:  # noqa: BLE001 - the store is busy: the receiver still answers
         return {"store": f"unavailable now: {exc}"}
 

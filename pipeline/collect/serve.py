@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 import uvicorn
 
+from pipeline.collect.conventions.mapping import load_mappings
 from pipeline.collect.receiver import TRACES_PATH, create_app
 from pipeline.collect.worker import OnlineWorker
 from pipeline.config import Settings
@@ -42,6 +43,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 def serve(settings: Settings, db, host: str, port: int, token: str | None, online: bool, say) -> None:
     """Receive until interrupted (Ctrl+C); `say` prints a line for the user."""
+    load_mappings(settings.collect_mapping)  # a mistake in the mapping file stops collect before it listens
     listening = listen(host, port)
     worker = OnlineWorker(settings, db) if online else None
     thread = None

@@ -21,6 +21,7 @@ from datetime import date, datetime, timedelta, timezone
 from pipeline.answering import status
 from pipeline.answering.events import AnswerResult
 from pipeline.collect.assemble import TracedRequest, assemble
+from pipeline.collect.conventions.mapping import load_mappings
 from pipeline.collect.metrics import OnlineMetrics
 from pipeline.collect.traced import check_traced
 from pipeline.config import Settings
@@ -59,6 +60,7 @@ class OnlineWorker:
         self.state = WorkerState()
         self.stopping = threading.Event()
         self.metrics = OnlineMetrics(settings, db) if settings.collect_metrics.strip() else None
+        self.mappings = load_mappings(settings.collect_mapping)  # checked at start: a mistake stops collect
         self.checked_on: date | None = None  # the day of the last check of traced days' faithfulness
 
     def run_once(self, limit: int = BATCH) -> int:
@@ -70,7 +72,7 @@ class OnlineWorker:
         for trace_id in waiting_traces(self.db, before, limit, self.state.journaled):
             if self.stopping.is_set():  # collect is shutting down: the rest waits for the next start
                 break
-            run = self.run_of(assemble(trace_spans(self.db, trace_id)))
+            run = self.run_of(self.assemble(trace_id))
             if run is None:
                 break
             run_id, journal = save_run(self.db, run.log, self.settings.store_save_wait_s, run.scores)
@@ -79,6 +81,10 @@ class OnlineWorker:
             done += 1
         self.check_days(stored=done > 0)
         return done
+
+    def assemble(self, trace_id: str) -> TracedRequest:
+        """One received trace, read through the conventions and the services' mappings."""
+        return assemble(trace_spans(self.db, trace_id), self.mappings)
 
     def check_days(self, stored: bool, today: date | None = None) -> None:
         """Check the latest complete day (pipeline/collect/traced.py) when runs were stored or the day
@@ -147,6 +153,7 @@ def with_trace(log: RunLog, request: TracedRequest, metrics_config: dict | None 
     if metrics_config:
         run.config["metrics"] = metrics_config
     run.trace_id, run.generator_model = request.trace_id, request.model
+    run.trace_convention = request.convention
     run.started_at, run.latency_ms = request.started_at, request.latency_ms
     log.calls = [*request.calls, *log.calls]
     log.spans = [*request.spans, *log.spans]
@@ -167,6 +174,7 @@ def kept_run(settings: Settings, request: TracedRequest, reason: str) -> RunLog:
         pipeline=request.service,
         trace_id=request.trace_id,
         latency_ms=request.latency_ms,
+        trace_convention=request.convention,
     )
     retrievals = [
         RetrievalRecord(1, request.question or "", n, -n, c.score, context_text=c.text, context_source=c.source)
