@@ -93,7 +93,7 @@ def show_sides(result: RunComparison) -> None:
 def show_side(side: Side, which: str) -> None:
     run = side.run
     st.markdown(f"**{which}: {escape_markdown(run.name)}**")
-    st.caption(escape_markdown(f"{side.dataset_text} · {run.status} · judge {side.pin}"))
+    st.caption(escape_markdown(f"{side.dataset_text} · {run.status} · judge {side.pin} · {side.latency_text}"))
     st.page_link(
         "pages/evaluate.py",
         label=f"Open run {which} on Evaluate",

@@ -28,6 +28,7 @@ from pipeline.declarations import option_values, prompt_versions
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.knowledge.similarity_scale import SimilarityScale, floor, scale_for
 from pipeline.knowledge.similarity_scale import current as current_scale
+from pipeline.models import replay
 from pipeline.models.llm import LLM
 from pipeline.models.slots import schedule
 from pipeline.models.structured import ask
@@ -179,6 +180,7 @@ class QuestionRun:
         # on Ray sets the one its knowledge-base snapshot carries
         self.scale: SimilarityScale | None = None
         self.schedule: str | None = None  # overlapped | sequential, chosen at the first round (models/slots.py)
+        self.generation_prompts: set[str] = set()  # every generation prompt an attempt sent (a repair never replays)
 
     # -- the stream ---------------------------------------------------------------------------
     def events(self) -> Iterator[Event]:
@@ -618,7 +620,7 @@ class QuestionRun:
         """The attempt's record from its streamed answer and the verdicts of its sentences."""
         raw = live.reply.text
         answer = raw.strip()
-        record = AttemptRecord(live.attempt_no, live.strict, answer, status.UNVERIFIED, None, 0, 0)
+        record = AttemptRecord(live.attempt_no, live.strict, answer, status.UNVERIFIED, None, 0, 0, seed=live.seed)
         attempt = Attempt(record)
         self.result.attempts.append(attempt)
         if is_abstention(answer) or not answer:
@@ -683,12 +685,18 @@ class QuestionRun:
 
     def _save(self) -> None:
         """Derive the run's rows from the result (once) and write them unless the caller will."""
-        self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
-        self.log = self.result.to_log(
+        calls, wall_ms = self.llm.take_calls(), (time.perf_counter() - self.t0) * 1000
+        result = self.result
+        costs = replay.run_costs(
+            self.llm, calls, self.llm.take_keys(), wall_ms, result.started_at, keep=result.status != "failed"
+        )
+        result.latency_ms, result.n_calls, result.n_replayed = costs.latency_ms, costs.n_calls, costs.n_replayed
+        result.replayed_from = costs.replayed_from
+        self.log = result.to_log(
             self.grades,
             self.retrievals,
             datetime.now(timezone.utc),
-            self.llm.take_calls(),
+            calls,
             self.llm.take_cache_entries(),
             spans=self.trace.records(),
         )

@@ -26,6 +26,7 @@ from pipeline.answering.status import made_how
 from pipeline.cli import datasets as datasets_cli
 from pipeline.cli import sweep as sweep_cli
 from pipeline.cli import synth as synth_cli
+from pipeline.cli.fresh import add_fresh, fresh
 from pipeline.cli.hosts import print_hosts
 from pipeline.cli.output import (
     evaluation_progress,
@@ -55,6 +56,7 @@ from pipeline.knowledge.documents import count_chunks
 from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.knowledge.injection import flag_warning
 from pipeline.models.health import health
+from pipeline.models.replay import replay_note
 from pipeline.regression import compare as regression
 from pipeline.regression import junit
 from pipeline.session import open_workbench
@@ -77,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
     ask.add_argument("--quiet", action="store_true", help="do not print the steps as they happen")
+    add_fresh(ask)
     ask.add_argument(
         "--conversation",
         metavar="NAME",
@@ -113,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, default=None, help="only the first N items")
     ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
     ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_fresh(ev)
     ev.add_argument(
         "--metrics",
         type=metric_list,
@@ -315,7 +319,7 @@ NOT_KEPT = 4  # ask: the answer was printed, but neither the store nor any journ
 
 
 def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
-    engine = VerifiedQueryEngine(settings=settings, db=db)
+    engine = VerifiedQueryEngine(settings=fresh(settings, args), db=db)
     conversation = {}
     if args.conversation is not None:  # its history: the store's runs of that conversation
         turns = history_of(db, args.conversation)
@@ -345,6 +349,13 @@ def result_json(result: AnswerResult) -> dict:
         "answer": result.answer,
         "faithfulness": result.faithfulness,
         "attempts": len(result.attempts),
+        "seeds": [a.record.seed for a in result.attempts],
+        "latency_ms": result.latency_ms,
+        "replayed": bool(result.n_replayed),  # served (partly) from the response cache, not computed now
+        "replayed_calls": result.n_replayed,
+        "calls": result.n_calls,
+        "first_computed_at": result.replayed_from,
+        "replay": replay_note(result.n_calls, result.n_replayed, result.replayed_from),
         "abstain_reason": result.abstain_reason,
         "error": result.error,
         "fix": result.fix,
@@ -397,6 +408,9 @@ def print_result(result: AnswerResult, out: Console) -> None:
             style="bold",
         )
     )
+    note = replay_note(result.n_calls, result.n_replayed, result.replayed_from)
+    if note:
+        out.print(Text(f"{note}; latency {result.latency_ms or 0:,.0f} ms as first measured", style="yellow"))
     if result.abstain_reason:
         out.print(Text(f"reason: {result.abstain_reason}"))
     warning = flag_warning(result.final_claims)
@@ -465,6 +479,7 @@ def judge_repeats_arg(text: str) -> int:
 
 
 def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
+    settings = fresh(settings, args)
     read = datasets.resolve(db, args.dataset) if datasets.is_spec(args.dataset) else load_dataset(args.dataset)
     print_mapping(read, err)  # how the file's columns were read (a stored dataset has no file)
     dataset, pinned = datasets.for_evaluation(db, read, args.name, args.dataset)
