@@ -133,7 +133,7 @@ def test_fresh_sends_every_call_to_the_model_where_a_rerun_replays_them_all(fake
         return [r for r in fake.requests if r["path"] in ("/api/chat", "/api/generate", "/api/embed")]
 
     assert main([*argv, "--name", "first"]) == 0
-    assert json.loads(capsys.readouterr().out)["replayed"] == 0
+    assert json.loads(capsys.readouterr().out)["replayed"] < 0.5  # only what its own items share
     fake.clear()
     assert main([*argv, "--name", "replayed"]) == 0
     assert json.loads(capsys.readouterr().out)["replayed"] == 1 and model_requests() == []
@@ -143,12 +143,14 @@ def test_fresh_sends_every_call_to_the_model_where_a_rerun_replays_them_all(fake
     assert summary["replayed"] == 0 and calls and not any(c["cache_hit"] for c in calls)
     assert len(model_requests()) == len(calls)  # one request to the model for every call the evaluation made
     # ask: a repeated question is replayed, and says so; with --fresh it is asked of the model again
-    assert main(["ask", "--json", "--quiet", QUESTION]) == 0 and not json.loads(capsys.readouterr().out)["replayed"]
+    assert main(["ask", "--json", "--quiet", QUESTION]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["replayed"] is False and first["replayed_calls"] < first["model_calls"]
     fake.clear()
     assert main(["ask", "--json", "--quiet", QUESTION]) == 0
     replayed = json.loads(capsys.readouterr().out)
-    assert replayed["replayed"] is True and replayed["replayed_calls"] == replayed["calls"] > 0
+    assert replayed["replayed"] is True and replayed["replayed_calls"] == replayed["model_calls"] > 0
     assert replayed["replay"].startswith("replayed from the cache (first computed at ") and model_requests() == []
     assert main(["ask", "--json", "--quiet", "--fresh", QUESTION]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert again["replayed"] is False and again["replay"] is None and len(model_requests()) == again["calls"]
+    assert again["replayed"] is False and again["replay"] is None and len(model_requests()) == again["model_calls"]

@@ -351,9 +351,10 @@ def result_json(result: AnswerResult) -> dict:
         "attempts": len(result.attempts),
         "seeds": [a.record.seed for a in result.attempts],
         "latency_ms": result.latency_ms,
-        "replayed": bool(result.n_replayed),  # served (partly) from the response cache, not computed now
+        # answered wholly from the response cache, not computed now (replayed_calls: how many calls were)
+        "replayed": bool(result.n_calls) and result.n_replayed == result.n_calls,
         "replayed_calls": result.n_replayed,
-        "calls": result.n_calls,
+        "model_calls": result.n_calls,
         "first_computed_at": result.replayed_from,
         "replay": replay_note(result.n_calls, result.n_replayed, result.replayed_from),
         "abstain_reason": result.abstain_reason,
