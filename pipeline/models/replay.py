@@ -2,9 +2,9 @@
 
 A run's latency is a measurement only when its calls reached the model. A run answered wholly from the cache
 reports the latency that the run which first made those calls reported (kept as a cache entry of its own, under
-the run's call keys); any other run reports its measured time plus the original latency of each call it replayed from
-earlier work (an estimate when it replayed any: replayed calls are counted as if they ran one after another). Every such figure is
-shown with the share of replayed calls beside it (`replay_note`, `replayed_share`).
+the run's call keys); any other run reports its measured time plus the original latency of each call it replayed
+from earlier work (an estimate when it replayed any: replayed calls are counted as if they ran one after another).
+Every such figure is shown with the share of replayed calls beside it (`replay_note`, `replayed_share`).
 """
 
 from __future__ import annotations
