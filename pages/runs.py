@@ -47,9 +47,8 @@ def column_config(column: RunColumn):
             moment = moment.replace(strftime, token)
         return st.column_config.DatetimeColumn(column.label, format=moment, width=WIDTHS.get(column.name))
     if column.fmt:
-        return st.column_config.NumberColumn(
-            column.label, format=f"%{column.fmt}", width=WIDTHS.get(column.name, NUMBER_WIDTH)
-        )
+        number = "percent" if column.fmt.endswith("%") else f"%{column.fmt}"  # a share: 0.4 shown as 40%
+        return st.column_config.NumberColumn(column.label, format=number, width=WIDTHS.get(column.name, NUMBER_WIDTH))
     return st.column_config.Column(column.label, width=WIDTHS.get(column.name))
 
 
@@ -226,6 +225,9 @@ if group_by and group_by != GROUP_NONE:
                 "faithfulness": score_column("mean faithfulness"),
                 "p50_latency_ms": ms_column("p50 latency ms"),
                 "p95_latency_ms": ms_column("p95 latency ms"),
+                "replayed": st.column_config.NumberColumn(
+                    "replayed", format="percent", help="the share of model calls replayed from the response cache"
+                ),
                 "tokens": count_column("tokens"),
                 "tokens_per_run": count_column("tokens per run"),
                 "cost": st.column_config.NumberColumn("cost", format="%.4f"),

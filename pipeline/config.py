@@ -369,6 +369,12 @@ class Settings:
     cache_enabled: bool = setting(
         True, "store", "response cache keyed on model digest + prompt + options, kept in the store"
     )
+    cache_read: bool = setting(
+        True,
+        "store",
+        "read the response cache; false (`--fresh`, the Fresh run checkbox): every call reaches the model, and its "
+        "reply refills the cache",
+    )
     log_call_text: bool = setting(
         True, "store", "keep every model call's prompt and completion text; false keeps only hashes, tokens and timings"
     )

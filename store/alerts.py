@@ -139,12 +139,13 @@ def metric_series(db: Database) -> list[dict]:
 # cached ones too for tokens, cache hits free for cost), then per group: the mean, p50 and p95 latency, and the mean
 # tokens and cost. A run without calls (an imported answer) has no tokens and no cost, and counts in neither mean.
 def _per_question(prices: tuple[float, float]) -> str:
-    return f"r.latency_ms, {TOKENS_SQL} AS tokens, {priced(COST_SQL, prices)} AS cost"
+    return f"r.latency_ms, r.n_calls, r.n_replayed, {TOKENS_SQL} AS tokens, {priced(COST_SQL, prices)} AS cost"
 
 
 PER_QUESTION_AGGREGATES = (
     "count(*) AS questions, avg(latency_ms) AS latency_ms, quantile_cont(latency_ms, 0.5) AS p50_latency_ms, "
-    "quantile_cont(latency_ms, 0.95) AS p95_latency_ms, avg(tokens) AS tokens, avg(cost) AS cost"
+    "quantile_cont(latency_ms, 0.95) AS p95_latency_ms, avg(tokens) AS tokens, avg(cost) AS cost, "
+    "sum(n_replayed) / nullif(sum(n_calls), 0) AS replayed"  # the share of the questions' calls the cache answered
 )
 
 

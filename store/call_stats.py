@@ -1,8 +1,9 @@
 """Model-call analytics: per stage and in total, aggregated in SQL so a big store is not read into memory.
 
-Latency percentiles and model time count only the calls that reached the model (a cache hit's latency is a
-store read); tokens count every call, and the tokens of calls that reached the model are kept apart for a
-cost estimate."""
+Every figure counts original costs: a replayed call (a cache hit) carries the latency and tokens of the call that
+filled the cache, so percentiles, model time, tokens and cost say what the work cost to compute; cache_hits,
+beside them, says how much of it was replayed. A hit stored before hits kept their cost has no latency (NULL), and
+is left out of the latency figures."""
 
 from __future__ import annotations
 
@@ -15,11 +16,9 @@ STATS = """
            count(*) FILTER (WHERE error IS NOT NULL) AS errors,
            coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
            coalesce(sum(completion_tokens), 0) AS completion_tokens,
-           coalesce(sum(prompt_tokens) FILTER (WHERE NOT cache_hit), 0) AS model_prompt_tokens,
-           coalesce(sum(completion_tokens) FILTER (WHERE NOT cache_hit), 0) AS model_completion_tokens,
-           quantile_cont(latency_ms, 0.5) FILTER (WHERE NOT cache_hit) AS p50_ms,
-           quantile_cont(latency_ms, 0.95) FILTER (WHERE NOT cache_hit) AS p95_ms,
-           coalesce(sum(latency_ms) FILTER (WHERE NOT cache_hit), 0) / 1000 AS model_s
+           quantile_cont(latency_ms, 0.5) AS p50_ms,
+           quantile_cont(latency_ms, 0.95) AS p95_ms,
+           coalesce(sum(latency_ms), 0) / 1000 AS model_s
     FROM llm_calls c WHERE {scope}
     GROUP BY GROUPING SETS ((stage), ())
     ORDER BY is_total, calls DESC, stage"""

@@ -298,18 +298,47 @@ def list_eval_runs(db: Database) -> list[dict]:
 
 
 def metric_summary(db: Database, eval_run_id: int) -> list[dict]:
-    """Per metric: mean over valid scores, and counts of ok, invalid and not-applicable scores."""
+    """Per metric: mean over valid scores, and counts of ok, invalid and not-applicable scores, and of the
+    not-applicable ones, those of items whose answer abstained (left out of the mean)."""
     with db.cursor() as cur:
         return fetch_dicts(
             cur,
             """
-            SELECT metric, avg(value) FILTER (WHERE status = 'ok') AS mean,
-                   count(*) FILTER (WHERE status = 'ok') AS n,
-                   count(*) FILTER (WHERE status = 'invalid') AS invalid,
-                   count(*) FILTER (WHERE status = 'not_applicable') AS not_applicable
-            FROM scores WHERE eval_run_id = ? GROUP BY metric ORDER BY metric""",
+            SELECT s.metric, avg(s.value) FILTER (WHERE s.status = 'ok') AS mean,
+                   count(*) FILTER (WHERE s.status = 'ok') AS n,
+                   count(*) FILTER (WHERE s.status = 'invalid') AS invalid,
+                   count(*) FILTER (WHERE s.status = 'not_applicable') AS not_applicable,
+                   count(*) FILTER (WHERE s.status = 'not_applicable' AND r.status = 'abstained') AS abstained
+            FROM scores s
+            LEFT JOIN eval_items i ON i.eval_run_id = s.eval_run_id AND i.item_id = s.item_id
+            LEFT JOIN runs r ON r.id = i.run_id
+            WHERE s.eval_run_id = ? GROUP BY s.metric ORDER BY s.metric""",
             [eval_run_id],
         )
+
+
+def latency_summary(db: Database, eval_run_id: int) -> dict:
+    """p50 and p95 of its questions' latency (original costs: a replayed question's is the one first measured) and
+    the share of their model calls replayed from the response cache."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            "SELECT quantile_cont(r.latency_ms, 0.5) AS p50_ms, quantile_cont(r.latency_ms, 0.95) AS p95_ms, "
+            "sum(r.n_replayed) / nullif(sum(r.n_calls), 0) AS replayed "
+            "FROM eval_items i JOIN runs r ON r.id = i.run_id WHERE i.eval_run_id = ?",
+            [eval_run_id],
+        )[0]
+
+
+def abstained_items(db: Database, eval_run_id: int) -> tuple[int, int]:
+    """(items whose answer abstained, items answered) of an evaluation."""
+    with db.cursor() as cur:
+        row = cur.execute(
+            "SELECT count(*) FILTER (WHERE r.status = 'abstained'), count(*) FROM eval_items i "
+            "JOIN runs r ON r.id = i.run_id WHERE i.eval_run_id = ?",
+            [eval_run_id],
+        ).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def slice_summary(db: Database, eval_run_id: int) -> list[dict]:
@@ -379,14 +408,15 @@ def item_scores(db: Database, eval_run_id: int, item_id: str) -> list[dict]:
 
 
 def usage(db: Database, eval_run_id: int) -> dict:
-    """Tokens, model time and cache hits of every LLM call made for this evaluation's items."""
+    """Tokens, model time (original latencies: a replayed call's is the call that filled the cache) and cache hits
+    of every LLM call made for this evaluation's items."""
     with db.cursor() as cur:
         return fetch_dicts(
             cur,
             """
             SELECT count(*) AS calls, coalesce(sum(c.prompt_tokens), 0) AS prompt_tokens,
                    coalesce(sum(c.completion_tokens), 0) AS completion_tokens,
-                   coalesce(sum(c.latency_ms) FILTER (WHERE NOT c.cache_hit), 0) / 1000 AS model_s,
+                   coalesce(sum(c.latency_ms), 0) / 1000 AS model_s,
                    count(*) FILTER (WHERE c.cache_hit) AS cache_hits
             FROM llm_calls c JOIN eval_items i ON i.run_id = c.run_id WHERE i.eval_run_id = ?""",
             [eval_run_id],

@@ -53,13 +53,15 @@ TOKENS_SQL = (
     "(SELECT sum(coalesce(c.prompt_tokens, 0) + coalesce(c.completion_tokens, 0)) FROM llm_calls c "
     "WHERE c.run_id = r.id)"
 )
-# Its estimated cost: the tokens of the calls that reached the model (cache hits are free), at the prices that
-# priced() writes in; none without prices or without calls.
+# Its estimated cost: the tokens of every call at their original cost (a replayed call carries the tokens of the
+# call that filled the cache), at the prices that priced() writes in; none without prices or without calls.
 COST_SQL = (
     "(SELECT CASE WHEN count(*) = 0 THEN NULL ELSE coalesce(sum(coalesce(c.prompt_tokens, 0) * $PROMPT_PRICE "
-    "+ coalesce(c.completion_tokens, 0) * $COMPLETION_PRICE) FILTER (WHERE NOT c.cache_hit), 0) / 1000 END "
+    "+ coalesce(c.completion_tokens, 0) * $COMPLETION_PRICE), 0) / 1000 END "
     "FROM llm_calls c WHERE c.run_id = r.id)"
 )
+# The share of its model calls replayed from the response cache (none for a run stored before they were counted).
+REPLAYED_SQL = "(CASE WHEN r.n_calls > 0 THEN r.n_replayed / r.n_calls END)"
 # The evaluation a run answered an item of (none for a chat, imported or traced run), and its item's tags.
 EVALUATION_SQL = "(SELECT min(e.name) FROM eval_items i JOIN eval_runs e ON e.id = i.eval_run_id WHERE i.run_id = r.id)"
 TAGS_SQL = (
@@ -99,7 +101,8 @@ RUN_COLUMNS = (
     RunColumn("faithfulness", "faithfulness", ".2f"),
     RunColumn("n_attempts", "attempts"),
     RunColumn("generator_model", "model", text=True),
-    RunColumn("latency_ms", "latency ms", ".0f"),
+    RunColumn("latency_ms", "latency ms", ".0f"),  # from original costs: a replay's is the first computation's
+    RunColumn("replayed", "replayed", ".0%", sql=REPLAYED_SQL),  # the share of its calls the cache answered
     RunColumn("tokens", "tokens", ".0f", sql=TOKENS_SQL),
     RunColumn("cost", "cost", ".4f", sql=COST_SQL),
     RunColumn("evaluation", "evaluation", sql=EVALUATION_SQL, text=True),
@@ -342,8 +345,9 @@ GROUPS = {
 
 def group_runs(db: Database, run_filter: RunFilter, by: str) -> list[dict]:
     """The filtered runs in groups by evaluation, model or tag, the largest first, each with its runs, mean
-    faithfulness, p50 and p95 latency, tokens in all and per run, and cost; a run without one (no evaluation,
-    model or tag) is in the group `None`. A run with several tags counts in each of their groups."""
+    faithfulness, p50 and p95 latency (original costs) with the share of calls replayed, tokens in all and per run,
+    and cost; a run without one (no evaluation, model or tag) is in the group `None`. A run with several tags counts
+    in each of their groups."""
     if by not in GROUPS:
         raise ValueError(f"cannot group runs by {by!r}: by one of {', '.join(GROUPS)}")
     where, params = run_filter.where()
@@ -355,11 +359,12 @@ def group_runs(db: Database, run_filter: RunFilter, by: str) -> list[dict]:
     )
     sql = f"""
         WITH base AS (
-            SELECT r.id, r.faithfulness, r.latency_ms, {TOKENS_SQL} AS tokens,
+            SELECT r.id, r.faithfulness, r.latency_ms, r.n_calls, r.n_replayed, {TOKENS_SQL} AS tokens,
                    {priced(COST_SQL, run_filter.prices)} AS cost, {GROUPS[by]} AS grp
             FROM runs r{tags}{where})
         SELECT grp AS "group", count(*) AS runs, avg(faithfulness) AS faithfulness,
                quantile_cont(latency_ms, 0.5) AS p50_latency_ms, quantile_cont(latency_ms, 0.95) AS p95_latency_ms,
+               sum(n_replayed) / nullif(sum(n_calls), 0) AS replayed,
                sum(tokens) AS tokens, avg(tokens) AS tokens_per_run, sum(cost) AS cost
         FROM base GROUP BY grp ORDER BY runs DESC, grp NULLS LAST"""
     with db.cursor() as cur:

@@ -30,13 +30,14 @@ CALL_COLUMNS = [
     "span_id",
     "prompt_text_id",
     "completion_text_id",
+    "first_computed_at",
 ]
 
 # What calls_for_run and calls_for_eval_run read per call; with_texts swaps the text ids for the texts.
 CALL_SELECT = (
     "c.id, c.run_id, c.stage, c.model, c.digest, c.prompt_hash, c.prompt_tokens, c.completion_tokens, "
     "c.latency_ms, c.cache_hit, c.error, c.started_at, c.eval_run_id, c.origin, c.backend, c.span_id, "
-    "c.prompt_text_id, c.completion_text_id"
+    "c.prompt_text_id, c.completion_text_id, c.first_computed_at"
 )
 
 
@@ -70,6 +71,7 @@ def call_rows(run_id: int | None, calls: list[LLMCallRecord], text_ids: dict[str
                 c.span_id,
                 text_ids.get(prompt),
                 text_ids.get(completion),
+                c.first_computed_at,
             ]
         )
     return rows

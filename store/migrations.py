@@ -819,3 +819,20 @@ def m031_trace_conventions(con: duckdb.DuckDBPyConnection) -> None:
         ALTER TABLE received_spans ADD COLUMN events JSON;
         ALTER TABLE runs ADD COLUMN trace_convention VARCHAR;
     """)
+
+
+@migration
+def m032_replayed_costs(con: duckdb.DuckDBPyConnection) -> None:
+    """A replayed call (a response-cache hit) carries the latency and tokens of the call that filled the entry, and
+    when that call was made (first_computed_at). Hits stored before kept the time of the store read as their
+    latency: that was no cost of computing the reply, so it is cleared (unknown). A run counts its model calls and
+    those replayed, and keeps when its replayed replies were first computed; an attempt keeps the sampling seed it
+    was generated with."""
+    con.execute("""
+        ALTER TABLE llm_calls ADD COLUMN first_computed_at TIMESTAMP;
+        UPDATE llm_calls SET latency_ms = NULL WHERE cache_hit;
+        ALTER TABLE runs ADD COLUMN n_calls INTEGER;
+        ALTER TABLE runs ADD COLUMN n_replayed INTEGER;
+        ALTER TABLE runs ADD COLUMN replayed_from TIMESTAMP;
+        ALTER TABLE attempts ADD COLUMN seed INTEGER;
+    """)

@@ -34,6 +34,8 @@ class LLMCallRecord:
     completion_text: str | None = None
     span_id: str | None = None
     eval_run_id: int | None = None
+    # a replay (cache_hit): when the reply was first computed; its latency_ms and tokens are that call's
+    first_computed_at: datetime | None = None
 
 
 @dataclass
@@ -129,6 +131,7 @@ class AttemptRecord:
     # repair = drop: the attempt this one is, without its sentences whose every claim failed (no model call)
     trimmed_from: int | None = None
     dropped: list[str] = field(default_factory=list)  # those sentences, in answer order
+    seed: int | None = None  # the sampling seed the answer was generated with (each attempt has its own)
 
 
 @dataclass(kw_only=True)
@@ -162,6 +165,9 @@ class RunRecord:
     turn_no: int | None = None  # the turn's position in its conversation, from 1
     standalone_question: str | None = None  # a turn's question as retrieval used it (rewritten when a follow-up)
     trace_convention: str | None = None  # a traced run: the tracing conventions its trace was read in
+    n_calls: int | None = None  # the run's model calls (None: a run stored before they were counted)
+    n_replayed: int | None = None  # of them, those replayed from the response cache
+    replayed_from: datetime | None = None  # when the earliest replayed reply was first computed
 
 
 @dataclass

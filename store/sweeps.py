@@ -182,8 +182,8 @@ def end_combination(
 
 
 def evaluation_usage(db: Database, eval_run_id: int) -> dict:
-    """The model calls of an evaluation's items: calls, cache hits, tokens of every call, tokens of the calls that
-    reached the model (cache hits cost nothing), and the model time of those."""
+    """The model calls of an evaluation's items: calls, cache hits (replayed), and the tokens and model time of
+    every call at its original cost (a replayed call carries the costs of the call that filled the cache)."""
     with db.cursor() as cur:
         return fetch_dicts(
             cur,
@@ -191,20 +191,21 @@ def evaluation_usage(db: Database, eval_run_id: int) -> dict:
             SELECT count(c.id) AS calls, count(c.id) FILTER (WHERE c.cache_hit) AS cache_hits,
                    coalesce(sum(c.prompt_tokens), 0) AS prompt_tokens,
                    coalesce(sum(c.completion_tokens), 0) AS completion_tokens,
-                   coalesce(sum(c.prompt_tokens) FILTER (WHERE NOT c.cache_hit), 0) AS model_prompt_tokens,
-                   coalesce(sum(c.completion_tokens) FILTER (WHERE NOT c.cache_hit), 0) AS model_completion_tokens,
-                   coalesce(sum(c.latency_ms) FILTER (WHERE NOT c.cache_hit), 0) / 1000 AS model_s
+                   coalesce(sum(c.latency_ms), 0) / 1000 AS model_s
             FROM eval_items i JOIN llm_calls c ON c.run_id = i.run_id WHERE i.eval_run_id = ?""",
             [eval_run_id],
         )[0]
 
 
 def question_latencies(db: Database, eval_run_id: int) -> list[float]:
-    """The answering time (ms) of each question an evaluation answered (its items' runs), in item order."""
+    """The answering time (ms) of each question an evaluation answered (its items' runs, original costs), in item
+    order. A run stored before runs counted their replayed calls (n_calls NULL) that was answered from the cache has
+    no original latency (its latency was the replay's) and is left out."""
     with db.cursor() as cur:
         rows = cur.execute(
             "SELECT r.latency_ms FROM eval_items i JOIN runs r ON r.id = i.run_id "
-            "WHERE i.eval_run_id = ? AND i.status = 'done' AND r.latency_ms IS NOT NULL ORDER BY i.item_id",
+            "WHERE i.eval_run_id = ? AND i.status = 'done' AND r.latency_ms IS NOT NULL AND (r.n_calls IS NOT NULL "
+            "OR NOT EXISTS (SELECT 1 FROM llm_calls c WHERE c.run_id = r.id AND c.cache_hit)) ORDER BY i.item_id",
             [eval_run_id],
         ).fetchall()
     return [float(r[0]) for r in rows]

@@ -102,6 +102,25 @@ def test_chat_says_when_ollama_is_down_and_how_to_fix_it(fake, kb_db):
     assert at.session_state["conversation"][0]["result"].status == "failed"
 
 
+def test_a_replayed_chat_answer_while_ollama_is_down_says_it_was_replayed_and_when_first_computed(fake, kb_db):
+    at = app()
+    at.chat_input[0].set_value(QUESTION).run()
+    first = at.session_state["conversation"][0]["result"]
+    assert first.status == "accepted" and first.n_replayed < first.n_calls  # at most a call it repeated itself
+    assert not any("Replayed from the cache" in i.value for i in at.info)
+    fake.stop()
+    st.cache_data.clear()  # the health check is kept for 15 s
+    at = app()  # a new chat: the same question, not a follow-up
+    assert any("Ollama is not reachable" in e.value for e in at.error)
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception, at.exception
+    again = at.session_state["conversation"][0]["result"]
+    assert again.status == "accepted" and again.n_replayed == again.n_calls > 0
+    assert again.latency_ms == first.latency_ms  # the latency first measured, not the replay's
+    notes = [i.value for i in at.info if "eplayed from the cache" in i.value]
+    assert len(notes) == 1 and "Replayed from the cache \\(first computed at " in notes[0], notes
+
+
 def test_chat_names_a_missing_model(fake, kb_db):
     fake.remove_model("bespoke-minicheck")
     at = app()
@@ -487,7 +506,7 @@ def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_incl
 
     at = open_runs_page(str(again.run_id), tab="Calls")
     labels = [e.label for e in at.expander if e.label[:1].isdigit()]
-    assert labels and all("cached" in label for label in labels)
+    assert labels and all("replayed from the cache \\(first computed at " in label for label in labels)
     calls = next(d.value for d in at.dataframe if "cache_hit" in d.value.columns)
     assert len(calls) == len(labels) and calls["cache_hit"].all() and set(calls["origin"]) == {"chat"}
     codes = [c.value for c in at.code]

@@ -178,3 +178,20 @@ def test_once_an_evaluation_exists_a_primary_button_opens_the_start_form(db):
     assert at.session_state["start_open"] is True
     assert not [b for b in at.button if b.label == "Start an evaluation"]  # open: the button has done its job
     assert [b for b in at.button if b.label == "Start evaluation"]  # the form's own submit
+
+
+def test_a_fresh_run_ticked_on_the_form_asks_the_model_for_every_call_and_the_report_says_none_was_replayed(
+    fake, kb_db
+):
+    from store import evals
+    from store.llm_log import calls_for_eval_run
+
+    at = start(evaluate_page(), "cached", 1)
+    at = evaluate_page()
+    next(b for b in at.button if b.label == "Start an evaluation").click().run()  # the form, closed once one exists
+    at.checkbox(key="eval_fresh").check()
+    at = start(at, "fresh", 1)
+    fresh = calls_for_eval_run(kb_db, evals.get_eval_run(kb_db, "fresh").id)
+    assert fresh and not any(c["cache_hit"] for c in fresh)
+    assert evals.get_eval_run(kb_db, "fresh").config["cache_read"] is False  # recorded with the run
+    assert any("none replayed from the cache" in c.value for c in at.caption)

@@ -33,9 +33,9 @@ def call(stage, latency_ms, prompt_tokens=100, completion_tokens=10, cache_hit=F
 
 
 def test_per_stage_counts_tokens_percentiles_and_model_time_of_a_run(db, settings):
-    generate = [120.0, 80.0, 400.0, 200.0, 1000.0]
-    calls = [call("generate", ms) for ms in generate]
-    calls += [call("generate", 1.5, cache_hit=True), call("verify", 30.0, 50, 1), call("verify", 50.0, 50, 1)]
+    generate = [120.0, 80.0, 400.0, 200.0, 1000.0, 400.0]  # the last replayed: the latency first measured
+    calls = [call("generate", ms) for ms in generate[:-1]]
+    calls += [call("generate", 400.0, cache_hit=True), call("verify", 30.0, 50, 1), call("verify", 50.0, 50, 1)]
     calls += [call("verify", 2.0, None, None, error="timed out")]
     llm_log.save_calls(db, calls, run_id=7)
     llm_log.save_calls(db, [call("generate", 9999.0)], run_id=8)  # another run's call is not counted
@@ -46,10 +46,11 @@ def test_per_stage_counts_tokens_percentiles_and_model_time_of_a_run(db, setting
     gen = by_stage["generate"]
     assert (gen.calls, gen.cache_hits, gen.errors) == (6, 1, 0)
     assert (gen.prompt_tokens, gen.completion_tokens) == (600, 60)  # the cached call carries its reply's tokens
-    # percentiles and model time over the five calls that reached the model, interpolated like numpy's default
-    assert gen.p50_ms == pytest.approx(np.percentile(generate, 50)) == pytest.approx(200.0)
-    assert gen.p95_ms == pytest.approx(np.percentile(generate, 95)) == pytest.approx(880.0)
-    assert gen.model_s == pytest.approx(sum(generate) / 1000)
+    # percentiles and model time over every call at its original cost (the replayed one at the latency first
+    # measured), interpolated like numpy's default; the share replayed beside them
+    assert gen.p50_ms == pytest.approx(np.percentile(generate, 50)) == pytest.approx(300.0)
+    assert gen.p95_ms == pytest.approx(np.percentile(generate, 95)) == pytest.approx(850.0)
+    assert gen.model_s == pytest.approx(sum(generate) / 1000) and gen.replayed == pytest.approx(1 / 6)
     verify = by_stage["verify"]
     assert (verify.calls, verify.errors, verify.prompt_tokens, verify.completion_tokens) == (3, 1, 100, 2)
     assert verify.p50_ms == pytest.approx(30.0)
@@ -60,13 +61,14 @@ def test_per_stage_counts_tokens_percentiles_and_model_time_of_a_run(db, setting
     assert not stats.priced and total.cost is None and gen.cost is None
 
 
-def test_a_price_gives_a_cost_of_the_calls_that_reached_the_model(db, settings):
+def test_a_price_gives_the_original_cost_of_every_call_replayed_ones_included(db, settings):
     llm_log.save_calls(db, [call("judge_correctness", 500.0, 1000, 200)] * 3, run_id=1)
-    llm_log.save_calls(db, [call("judge_correctness", 1.0, 1000, 200, cache_hit=True)], run_id=1)
+    llm_log.save_calls(db, [call("judge_correctness", 500.0, 1000, 200, cache_hit=True)], run_id=1)
     priced = dataclasses.replace(settings, price_per_1k_prompt_tokens=0.5, price_per_1k_completion_tokens=2.0)
     stats = run_call_stats(priced, db, 1)
     assert stats.priced
-    assert stats.total.cost == pytest.approx(3 * (1.0 * 0.5 + 0.2 * 2.0))  # the cached call is free
+    # the replayed call costs what computing its reply cost: the figure is of original costs, 25% replayed
+    assert stats.total.cost == pytest.approx(4 * (1.0 * 0.5 + 0.2 * 2.0)) and stats.total.replayed == 0.25
     assert stats.stages[0].cost == stats.total.cost and stats.total.prompt_tokens == 4000
 
 
@@ -92,12 +94,11 @@ def test_an_evaluation_counts_its_items_runs_and_judge_calls(fake, settings, kb_
     assert stats.total.calls == len(stored) > 20
     for stage in {c["stage"] for c in stored}:
         mine = [c for c in stored if c["stage"] == stage]
-        reached = [c["latency_ms"] for c in mine if not c["cache_hit"]]
+        latencies = [c["latency_ms"] for c in mine]  # a replayed call's: the latency first measured
         assert by_stage[stage].calls == len(mine)
         assert by_stage[stage].cache_hits == sum(bool(c["cache_hit"]) for c in mine)
         assert by_stage[stage].prompt_tokens == sum(c["prompt_tokens"] or 0 for c in mine)
-        if reached:
-            assert by_stage[stage].p95_ms == pytest.approx(np.percentile(reached, 95))
+        assert by_stage[stage].p95_ms == pytest.approx(np.percentile(latencies, 95))
     # the judge's calls are there, three criteria for each of the two items
     assert {"judge_correctness", "judge_helpfulness", "judge_faithfulness"} <= set(by_stage)
     assert by_stage["judge_correctness"].calls == 2

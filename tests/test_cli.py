@@ -120,3 +120,37 @@ def test_a_store_that_cannot_be_opened_is_an_error_with_its_fix(fake, monkeypatc
     assert main(["show", "1"]) == 1
     err = capsys.readouterr().err
     assert f"error: cannot open the store {tmp_path}" in err and "check the path in WORKBENCH_DB" in err
+
+
+def test_fresh_sends_every_call_to_the_model_where_a_rerun_replays_them_all(fake, kb_db, capsys, tmp_path):
+    from store.llm_log import calls_for_eval_run
+
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join((ROOT / "data" / "eval" / "golden.jsonl").read_text().splitlines(True)[:2]))
+    argv = ["eval", str(golden), "--metrics", "faithfulness", "--concurrency", "1", "--json"]
+
+    def model_requests():
+        return [r for r in fake.requests if r["path"] in ("/api/chat", "/api/generate", "/api/embed")]
+
+    assert main([*argv, "--name", "first"]) == 0
+    assert json.loads(capsys.readouterr().out)["replayed"] < 0.5  # only what its own items share
+    fake.clear()
+    assert main([*argv, "--name", "replayed"]) == 0
+    assert json.loads(capsys.readouterr().out)["replayed"] == 1 and model_requests() == []
+    assert main([*argv, "--name", "fresh", "--fresh"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    calls = calls_for_eval_run(kb_db, summary["eval_run_id"])
+    assert summary["replayed"] == 0 and calls and not any(c["cache_hit"] for c in calls)
+    assert len(model_requests()) == len(calls)  # one request to the model for every call the evaluation made
+    # ask: a repeated question is replayed, and says so; with --fresh it is asked of the model again
+    assert main(["ask", "--json", "--quiet", QUESTION]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["replayed"] is False and first["replayed_calls"] < first["model_calls"]
+    fake.clear()
+    assert main(["ask", "--json", "--quiet", QUESTION]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["replayed"] is True and replayed["replayed_calls"] == replayed["model_calls"] > 0
+    assert replayed["replay"].startswith("replayed from the cache (first computed at ") and model_requests() == []
+    assert main(["ask", "--json", "--quiet", "--fresh", QUESTION]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["replayed"] is False and again["replay"] is None and len(model_requests()) == again["model_calls"]

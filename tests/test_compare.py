@@ -232,3 +232,17 @@ def test_compare_lists_the_settings_two_runs_differ_in_such_as_the_context_budge
     frame = next(d.value for d in at.dataframe if "setting" in d.value.columns)
     assert frame.to_dict("records") == [{"setting": "context_budget_tokens", "A": "600", "B": "60"}]
     assert "faithfulness" in {m.label for m in at.metric}  # its effect, metric by metric
+
+
+def test_a_side_answered_from_the_cache_shows_the_latencies_first_measured_and_says_so(fake, settings, kb_db):
+    from test_evaluation import ITEMS, dataset
+
+    from pipeline.evaluation.runner import run_evaluation
+
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "measured")
+    run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "replayed")
+    result = compare_runs(settings, kb_db, "measured", "replayed")
+    assert result.b.latency["p50_ms"] == result.a.latency["p50_ms"] > 0
+    assert result.b.latency["p95_ms"] == result.a.latency["p95_ms"]
+    assert result.a.latency["replayed"] < 0.5 and result.b.latency["replayed"] == 1  # A: only what its items share
+    assert result.b.latency_text.endswith("100% of calls replayed from the cache")

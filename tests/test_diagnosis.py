@@ -65,3 +65,13 @@ def test_an_evaluation_whose_judge_never_answers_in_json_is_not_called_healthy(f
     assert result.judge_invalid == result.judge_total == 5  # one item, five criteria
     assert result.diagnosis.component != "none"
     assert "100% of its replies were invalid" in result.diagnosis.sentence
+
+
+def test_the_generator_sentence_says_how_many_abstained_items_faithfulness_left_out():
+    means = {"faithfulness": 0.4, "context_recall": 0.9, "context_precision": 0.8, "answer_relevancy": 0.8}
+    found = diagnose(means, abstained=3)
+    assert found.component == "generator"
+    assert "the generator adds claims the retrieved context does not support (3 abstained items left out" in (
+        found.sentence
+    )
+    assert "abstained" not in diagnose(means).sentence

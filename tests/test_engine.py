@@ -314,6 +314,21 @@ def test_an_attempt_below_the_threshold_is_flagged_like_the_run(fake, settings, 
     assert stored["status"] == "flagged" and {a["status"] for a in stored["attempts"]} == {"flagged"}
 
 
+def test_a_three_attempt_repair_reaches_the_model_each_time_with_its_own_prompt_and_seed(fake, settings, kb_db):
+    """Attempts 2 and 3 repair the same failed claim: they still differ (each names the attempt it repairs and has its
+    own seed), so attempt 3 is asked of the model, not replayed from attempt 2's cached reply."""
+    fake.enqueue(HALF_INVENTED, model="llama3.2", match=is_generation, times=3)
+    _, result = ask(kb_db, settings, RAG_QUESTION)
+    sent = generate_requests(fake)
+    assert len(sent) == 3 and len(result.attempts) == 3
+    seeds = [r["body"]["options"]["seed"] for r in sent]
+    assert seeds == [settings.seed, settings.seed + 1, settings.seed + 2]
+    assert len({json.dumps(r["body"]["messages"]) for r in sent}) == 3
+    assert "(attempt 2)" in sent[2]["body"]["messages"][-1]["content"]
+    assert [a.record.seed for a in result.attempts] == seeds
+    assert [a["seed"] for a in get_run(kb_db, result.run_id)["attempts"]] == seeds  # recorded on each attempt
+
+
 def test_relevant_sources_without_a_verified_answer_do_not_say_the_kb_does_not_cover_it(fake, settings, kb_db):
     fake.enqueue(
         "The RAG paper won the best paper award at ICML 2019 [1].", model="llama3.2", match=is_generation, times=3

@@ -99,6 +99,37 @@ def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, set
     assert report(settings, kb_db, "two").usage["cache_hits"] == report(settings, kb_db, "two").usage["calls"]
 
 
+def test_a_second_evaluation_of_the_same_set_reports_the_first_ones_latencies_and_says_it_was_replayed(
+    fake, settings, kb_db
+):
+    from pipeline.evaluation.runner import what_it_measured
+    from pipeline.regression.trends import run_costs
+    from store import sweeps
+
+    fake.set_latency(0.002, seconds_per_prompt_token=0.0002)  # model time dominates a question's latency
+    first = run_evaluation(settings, kb_db, dataset(ITEMS[:3]), "first")
+    second = run_evaluation(settings, kb_db, dataset(ITEMS[:3]), "second")
+    latencies = [sweeps.question_latencies(kb_db, o.eval_run_id) for o in (first, second)]
+    assert len(latencies[0]) == 3 and min(latencies[0]) > 50  # measured while the fake took its time
+    assert latencies[1] == latencies[0]  # the replayed questions report what they cost when first computed
+    costs = {row["name"]: row for row in run_costs(settings, kb_db)}
+    for key in ("latency_ms", "p50_latency_ms", "p95_latency_ms", "tokens"):
+        assert costs["second"][key] == pytest.approx(costs["first"][key])  # Trends draws no improvement
+    # the first evaluation replays only what its own items share (a question's embedding, a repeated check)
+    assert costs["first"]["replayed"] < 0.5 and costs["second"]["replayed"] == 1
+    again = report(settings, kb_db, "second")
+    assert again.replayed_share == 1 and report(settings, kb_db, "first").replayed_share < 0.5
+    assert what_it_measured(again).startswith(f"100% of {again.usage['calls']:,} LLM calls replayed from the cache")
+    assert "1 of 3 items abstained (33%)" in what_it_measured(again)  # the capital of Peru is not in the KB
+    with kb_db.cursor() as cur:
+        replays = cur.execute(
+            "SELECT count(*), count(*) FILTER (WHERE r.replayed_from IS NOT NULL AND r.n_replayed = r.n_calls) "
+            "FROM eval_items i JOIN runs r ON r.id = i.run_id WHERE i.eval_run_id = ?",
+            [second.eval_run_id],
+        ).fetchone()
+    assert replays == (3, 3)  # each run says it was answered wholly from the cache, and when first computed
+
+
 def test_a_changed_configuration_cannot_resume_under_the_same_name(fake, settings, kb_db, executor):
     import dataclasses
 

@@ -206,7 +206,7 @@ def test_a_question_run_records_what_the_parts_of_its_chain_declare(settings):
         "grade_context": "3",
         "rewrite_query": "1",
         "generate": "3",
-        "generate_strict": "3",
+        "generate_strict": "4",
         "extract_sentence_claims": "1",
         "extract_claims_in_context": "1",
         "extract_claims": "1",

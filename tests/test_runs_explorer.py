@@ -17,13 +17,16 @@ PRICES = (1.0, 2.0)  # per 1000 prompt, completion tokens
 
 
 def explored(db, n=6):
-    """n runs: run i has latency 100 * i ms, one call of 10 * i prompt and i completion tokens (run 2's call a
-    cache hit), runs 1-3 answer items of evaluation 'alpha' (tags rag, numeric on 1; rag on 2), runs 4-5 of 'beta',
-    run 6 is a chat run; run 1 has a judge correctness 4."""
+    """n runs: run i has latency 100 * i ms, one call of 10 * i prompt and i completion tokens (run 2's call
+    replayed from the cache, at its original cost), runs 1-3 answer items of evaluation 'alpha' (tags rag, numeric
+    on 1; rag on 2), runs 4-5 of 'beta', run 6 is a chat run; run 1 has a judge correctness 4."""
     ids = make_runs(db, n)
     with db.cursor() as cur:
         for i, run_id in enumerate(ids, start=1):
-            cur.execute("UPDATE runs SET latency_ms = ? WHERE id = ?", [100.0 * i, run_id])
+            cur.execute(
+                "UPDATE runs SET latency_ms = ?, n_calls = 1, n_replayed = ? WHERE id = ?",
+                [100.0 * i, int(i == 2), run_id],
+            )
             cur.execute(
                 "INSERT INTO llm_calls (run_id, stage, model, prompt_tokens, completion_tokens, latency_ms, "
                 "cache_hit, started_at) VALUES (?, 'generate', 'm', ?, ?, 5, ?, ?)",
@@ -63,7 +66,7 @@ def test_filters_by_evaluation_latency_tokens_and_cost(db):
     assert ids_of(db, RunFilter(evaluations=["beta", "alpha"], latency_min_ms=250)) == [run[5], run[4], run[3]]
     assert ids_of(db, RunFilter(latency_max_ms=200)) == [run[2], run[1]]
     assert ids_of(db, RunFilter(tokens_min=33, tokens_max=55)) == [run[5], run[4], run[3]]  # 11 tokens per i
-    # cost = (10 i * 1 + i * 2) / 1000 = 0.012 i; run 2's call was cached: free
+    # cost = (10 i * 1 + i * 2) / 1000 = 0.012 i; run 2's call was replayed: at its original cost
     priced = RunFilter(cost_max=0.03, prices=PRICES)
     assert ids_of(db, priced) == [run[2], run[1]]
     assert ids_of(db, RunFilter(cost_min=0.03, prices=PRICES)) == [run[6], run[5], run[4], run[3]]
@@ -74,7 +77,8 @@ def test_listed_rows_carry_tokens_cost_and_evaluation(db):
     ids = explored(db)
     rows = {r["id"]: r for r in query_runs(db, RunFilter(prices=PRICES), 1, 100)}
     assert rows[ids[0]]["tokens"] == 11 and rows[ids[0]]["cost"] == pytest.approx(0.012)
-    assert rows[ids[1]]["cost"] == 0 and rows[ids[5]]["evaluation"] is None
+    assert rows[ids[1]]["cost"] == pytest.approx(0.024) and rows[ids[5]]["evaluation"] is None
+    assert rows[ids[1]]["replayed"] == 1 and rows[ids[0]]["replayed"] == 0  # the share of its calls replayed
     assert rows[ids[3]]["evaluation"] == "beta"
     assert query_runs(db, RunFilter(), 1, 1)[0]["cost"] is None  # no prices set
 
@@ -87,7 +91,7 @@ def test_groups_by_evaluation_model_and_tag_with_aggregates(db):
     assert alpha["faithfulness"] == pytest.approx((1 + 2 + 3) / 6 / 3)
     assert alpha["p50_latency_ms"] == pytest.approx(200) and alpha["p95_latency_ms"] == pytest.approx(290)
     assert alpha["tokens"] == 66 and alpha["tokens_per_run"] == pytest.approx(22)
-    assert alpha["cost"] == pytest.approx(0.012 * 1 + 0.012 * 3)
+    assert alpha["cost"] == pytest.approx(0.012 * (1 + 2 + 3)) and alpha["replayed"] == pytest.approx(1 / 3)
     by_model = {g["group"]: g["runs"] for g in group_runs(db, RunFilter(evaluations=["alpha"]), "model")}
     assert by_model == {"qwen": 2, "llama3.2": 1}  # odd i: qwen
     by_tag = {g["group"]: g["runs"] for g in group_runs(db, RunFilter(), "tag")}
@@ -163,7 +167,7 @@ def test_sorts_every_matching_run_by_a_listed_column(db):
     found = find_runs(db, RunFilter(text="answer"), 1, 3, "latency_ms")  # the text search's path
     assert [r["id"] for r in found.rows] == [run[1], run[2], run[4]] and found.total == 6
     by_cost = find_runs(db, RunFilter(prices=PRICES), 1, 2, "cost", descending=False).rows
-    assert [r["id"] for r in by_cost] == [run[2], run[1]]  # run 2's call was cached: free
+    assert [r["id"] for r in by_cost] == [run[1], run[2]]  # run 2's replayed call at its original cost
     with pytest.raises(ValueError, match="cannot sort runs by 'answer'"):
         find_runs(db, RunFilter(), 1, 2, "answer")  # not a listed column
 

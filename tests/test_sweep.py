@@ -299,6 +299,34 @@ def test_the_pareto_front_keeps_the_combinations_nothing_beats_on_quality_and_la
     assert pareto_front({"only": (0.5, 10.0)}) == ["only"]
 
 
+def test_the_pareto_front_does_not_move_when_a_combination_is_answered_from_the_cache(fake, settings, kb_db):
+    import dataclasses
+
+    from pipeline.experiments.leaderboard import quantile
+
+    fake.set_latency(0.001, seconds_per_prompt_token=0.001)  # a longer context (top_k=8) takes longer
+    items, metrics = golden(kb_db, 3), ["context_recall"]
+    # an evaluation with top_k=8 fills the cache, so the sweep's top_k=8 combination is answered wholly from it
+    alone = run_evaluation(dataclasses.replace(settings, top_k=8), kb_db, items, "alone", metrics=metrics)
+    run_sweep(settings, kb_db, items, "mixed", ["top_k=2,8"], metrics=metrics)
+    run_sweep(settings, kb_db, items, "again", ["top_k=2,8"], metrics=metrics)  # every combination replayed
+    mixed, again = leaderboard(settings, kb_db, "mixed"), leaderboard(settings, kb_db, "again")
+    rows = {r.label: r for r in mixed.rows}
+    assert rows["top_k=8"].replayed == 1 and rows["top_k=2"].replayed < 1
+    # the replayed combination is placed by the latencies first measured, not by the replay's
+    first_measured = sweeps.question_latencies(kb_db, alone.eval_run_id)
+    assert sweeps.question_latencies(kb_db, evals.get_eval_run(kb_db, "mixed/top_k=8").id) == first_measured
+    measured = {
+        "top_k=2": (rows["top_k=2"].metrics["context_recall"].mean, rows["top_k=2"].latency_p50_ms),
+        "top_k=8": (rows["top_k=8"].metrics["context_recall"].mean, quantile(first_measured, 0.5)),
+    }
+    assert mixed.pareto == pareto_front(measured) and rows["top_k=8"].latency_p50_ms > rows["top_k=2"].latency_p50_ms
+    # answered wholly from the cache, the sweep again draws the same front at the same latencies
+    assert all(r.replayed == 1 for r in again.rows)
+    assert [r.latency_p50_ms for r in again.rows] == [r.latency_p50_ms for r in mixed.rows]
+    assert again.pareto == mixed.pareto
+
+
 # -- settings that need an index of their own ---------------------------------------------------------------------
 
 

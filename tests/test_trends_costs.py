@@ -47,6 +47,8 @@ def question(db, latency_ms, calls, kind="eval", pipeline=None, started_at=WHEN)
         answer="a",
         latency_ms=latency_ms,
         pipeline=pipeline,
+        n_calls=len(calls),
+        n_replayed=sum(c.cache_hit for c in calls),
         trace_id=f"t{latency_ms}-{started_at}" if kind == "traced" else None,
     )
     return save_run(db, RunLog(run, calls=calls))
@@ -72,8 +74,9 @@ def evaluation(db, name, questions, scores, dataset="golden.jsonl", status="fini
     return eval_id
 
 
-# "mon": latencies 100, 200, 600 ms; tokens 10+5 and a cached 20+5 (40), 30+10 (40), 50+30 (80): 53.3 a question;
-# at 1 per 1000 prompt and 2 per 1000 completion tokens, cost 0.020 (the cached call free), 0.050, 0.110: 0.060.
+# "mon": latencies 100, 200, 600 ms; tokens 10+5 and a replayed 20+5 (40), 30+10 (40), 50+30 (80): 53.3 a question;
+# at 1 per 1000 prompt and 2 per 1000 completion tokens, cost 0.050 (the replayed call at its original cost, 0.030),
+# 0.050, 0.110: 0.070; one of its four calls replayed (25%).
 MON = [(100.0, [call(10, 5), call(20, 5, cache_hit=True)]), (200.0, [call(30, 10)]), (600.0, [call(50, 30)])]
 # "tue": 1000, 3000 and 2000 ms; one question with a call of 100+50 tokens (cost 0.2), two with none (answers not
 # made here): they count in the latency, not in the tokens' or the cost's mean.
@@ -99,10 +102,12 @@ def test_run_costs_are_each_runs_latency_tokens_and_cost_per_question(db, monkey
     first, second = rows
     assert first["latency_ms"] == pytest.approx(300.0) and first["p50_latency_ms"] == pytest.approx(200.0)
     assert first["p95_latency_ms"] == pytest.approx(560.0)  # interpolated: 200 + 0.9 * (600 - 200)
-    assert first["tokens"] == pytest.approx(160 / 3) and first["cost"] == pytest.approx(0.06)
+    assert first["tokens"] == pytest.approx(160 / 3) and first["cost"] == pytest.approx(0.07)
+    assert first["replayed"] == pytest.approx(0.25)
     assert second["latency_ms"] == pytest.approx(2000.0) and second["p50_latency_ms"] == pytest.approx(2000.0)
     assert second["p95_latency_ms"] == pytest.approx(2900.0)  # 2000 + 0.9 * (3000 - 2000)
     assert second["tokens"] == pytest.approx(150.0) and second["cost"] == pytest.approx(0.2)
+    assert second["replayed"] == 0
     assert [r["name"] for r in run_costs(settings, db)] == ["mon", "tue", "elsewhere"]  # every dataset's
     monkeypatch.delenv("WORKBENCH_PRICE_PER_1K_PROMPT_TOKENS")
     monkeypatch.delenv("WORKBENCH_PRICE_PER_1K_COMPLETION_TOKENS")
@@ -202,19 +207,21 @@ def test_trends_shows_latency_tokens_and_cost_per_question_of_each_run(db, monke
     }
     tokens = points[points["panel"] == "tokens per question"]
     assert list(tokens["value"]) == pytest.approx([160 / 3, 150.0])
-    assert list(points[points["panel"] == "cost per question"]["value"]) == pytest.approx([0.06, 0.2])
+    assert list(points[points["panel"] == "cost per question"]["value"]) == pytest.approx([0.07, 0.2])
     # the hover: run, questions, then mean, p50, p95 latency, tokens and cost as the other pages write them
     hover = [t["field"] for t in spec["vconcat"][0]["encoding"]["tooltip"]]
     shown = ["label", "questions", "mean latency", "p50 latency", "p95 latency", "tokens per question"]
     assert [f for f in hover if f in [*shown, "cost per question"]] == [*shown, "cost per question"]
     assert mean[[*shown, "cost per question"]].values.tolist() == [
-        ["mon", "3", "300 ms", "200 ms", "560 ms", "53", "0.0600"],
+        ["mon", "3", "300 ms", "200 ms", "560 ms", "53", "0.0700"],
         ["tue", "3", "2.0 s", "2.0 s", "2.9 s", "150", "0.2000"],
     ]
+    assert list(mean["replayed"]) == ["25%", "0%"]  # the share of calls replayed from the cache, in the hover
     table = next(d.value for d in at.dataframe if "p95_latency_ms" in d.value.columns)
     assert list(table["name"]) == ["mon", "tue"] and list(table["questions"]) == [3, 3]
     assert list(table["p50_latency_ms"]) == pytest.approx([200.0, 2000.0])
-    assert list(table["cost"]) == pytest.approx([0.06, 0.2])
+    assert list(table["replayed"]) == pytest.approx([0.25, 0.0])
+    assert list(table["cost"]) == pytest.approx([0.07, 0.2])
 
 
 def test_trends_has_no_cost_panel_without_prices(db):

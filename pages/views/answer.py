@@ -36,6 +36,7 @@ from pipeline.answering.events import (
 from pipeline.answering.status import made_how, status_label, withheld_because
 from pipeline.history.present import placement
 from pipeline.knowledge.injection import flag_warning
+from pipeline.models.replay import replay_note
 from pipeline.text import short_source
 from pipeline.verification.claims import Verdict
 from pipeline.verification.sentence_first import claims_label
@@ -178,6 +179,7 @@ def show_answer(result: AnswerResult) -> None:
         f"{plural(len(result.attempts), 'attempt')} · "
         + (f"[run {result.run_id}](/runs?run_id={int(result.run_id)})" if result.run_id else f"run {result.run_id}")
     )
+    show_replayed(result)
     if result.standalone_question and result.standalone_question != result.question:
         st.caption(escape_markdown(f"Read as a follow-up: retrieved for '{result.standalone_question}'"))
     claims = result.final_claims
@@ -199,6 +201,16 @@ def show_answer(result: AnswerResult) -> None:
     show_claims(result)
     show_passages(result)
     show_attempts(result)
+
+
+def show_replayed(result: AnswerResult) -> None:
+    """A run answered (partly) from the response cache says so, with when its replies were first computed and the
+    latency it reports (the one first measured); nothing for a run computed now."""
+    note = replay_note(result.n_calls, result.n_replayed, result.replayed_from)
+    if note is None:
+        return
+    latency = f"; latency {result.latency_ms:,.0f} ms as first measured" if result.latency_ms is not None else ""
+    st.info(escape_markdown(note[0].upper() + note[1:] + latency), icon=":material/replay:")
 
 
 def show_abstention(result: AnswerResult) -> None:

@@ -35,10 +35,10 @@ def show_call_stats(stats: CallStats, title: str = "Model calls by stage") -> No
         frame = frame.drop(columns="cost")
     table(frame, hide_index=True, width="stretch", column_config=COLUMNS)
     st.caption(
-        "Latency percentiles and model time count the calls that reached the model (cache hits excluded); "
-        "tokens count every call."
+        "Every figure is at original cost: a call replayed from the response cache (a cache hit) counts the latency "
+        f"and tokens of the call that first computed its reply. Replayed: {stats.total.replayed:.0%} of the calls."
         + (
-            " Cost: the tokens of calls that reached the model × the price per 1k tokens set in Settings."
+            " Cost: the tokens of every call × the price per 1k tokens set in Settings."
             if stats.priced
             else " Set the prices per 1,000 prompt and completion tokens for a cost estimate."
         ),

@@ -94,7 +94,9 @@ def show_sides(result: RunComparison) -> None:
 def show_side(side: Side, which: str) -> None:
     run = side.run
     st.markdown(f"**{which}: {escape_markdown(run.name)}**")
-    st.caption(escape_markdown(f"{side.dataset_text} · {run.status} · judge {side.pin} · {side.claims}"))
+    st.caption(
+        escape_markdown(f"{side.dataset_text} · {run.status} · judge {side.pin} · {side.claims} · {side.latency_text}")
+    )
     st.page_link(
         "pages/evaluate.py",
         label=f"Open run {which} on Evaluate",

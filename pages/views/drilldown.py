@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages.views.answer import show_abstention, show_on_topic
+from pages.views.answer import show_abstention, show_on_topic, show_replayed
 from pages.views.call_stats import show_run_call_stats
 from pages.views.charts import visible_ends
 from pages.views.conversation import show_turn_of_conversation
@@ -58,6 +58,7 @@ def show_drilldown(stored: StoredRun, db=None) -> None:
     columns = [c for c in listed_columns() if hasattr(result, c.name)]  # the run's own fields, as on the list
     cells = [header_cell(c, result) for c in columns if not c.wide and not unset_pipeline(c, result)]
     st.markdown(" · ".join([f"**Run {result.run_id}**", *cells]))
+    show_replayed(result)
     origin = origin_line(result.kind, result.pipeline)
     if origin and result.trace_convention:
         origin += f" Its spans were read as {result.trace_convention.replace('+', ' + ')}."
@@ -234,7 +235,7 @@ def show_calls(calls: list[dict]) -> None:
     if not calls:
         return
     cached = sum(bool(c["cache_hit"]) for c in calls)
-    st.subheader(f"LLM calls ({len(calls)}, {cached} from the cache)")
+    st.subheader(f"LLM calls ({len(calls)}, {cached} replayed from the cache)")
     frame = pd.DataFrame(calls)[
         ["stage", "model", "origin", "cache_hit", "prompt_tokens", "completion_tokens", "latency_ms", "error"]
     ]
@@ -247,15 +248,16 @@ def show_calls(calls: list[dict]) -> None:
             "cache_hit": "cache hit",
             "prompt_tokens": count_column("prompt tokens"),
             "completion_tokens": count_column("completion tokens"),
-            "latency_ms": ms_column("latency ms"),
+            "latency_ms": ms_column("latency ms", help="a replayed call's: the latency first measured"),
         },
     )
     st.caption("Open a call to read its prompt and completion.")
     for n, call in enumerate(calls, start=1):
         tokens = f"{call['prompt_tokens'] or 0}+{call['completion_tokens'] or 0} tokens"
         label = (
-            f"{n}. {call['stage']} · {call['model']} · {'cached' if call['cache_hit'] else tokens} · "
-            f"{fmt_ms(call['latency_ms'] or 0)}" + (" · failed" if call["error"] else "")
+            f"{n}. {call['stage']} · {call['model']} · {tokens} · {fmt_ms(call['latency_ms'] or 0)}"
+            + (f" · {call_replay(call)}" if call["cache_hit"] else "")
+            + (" · failed" if call["error"] else "")
         )
         with st.expander(escape_markdown(label)):
             if call["error"]:
@@ -267,6 +269,14 @@ def show_calls(calls: list[dict]) -> None:
             st.code(prompt_as_text(call.get("prompt_text")), language=None, wrap_lines=True)
             st.caption("Completion")
             st.code(call.get("completion_text") or "", language=None, wrap_lines=True)
+
+
+def call_replay(call: dict) -> str:
+    """How a replayed call is labelled: when its reply was first computed (unknown for a hit stored before)."""
+    when = call.get("first_computed_at")
+    return (
+        f"replayed from the cache (first computed at {when:%Y-%m-%d %H:%M:%S})" if when else "replayed from the cache"
+    )
 
 
 def show_timeline(calls: list[dict]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -21,7 +22,7 @@ from pipeline.evaluation.conversation_report import per_turn_rows, share_sentenc
 from pipeline.evaluation.dataset import Dataset, checked, load_dataset, parse_file
 from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
-from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, worst_items
+from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, what_it_measured, worst_items
 from pipeline.verification.sentence_first import claims_label
 
 TILES_PER_ROW = 5
@@ -136,13 +137,15 @@ def start_form(settings, db, dataset: Dataset) -> None:
             help="Every metric by default. A run resumed under the same name measures the metrics it was started "
             "with; choosing others for it is refused.",
         )
+        fresh = fresh_checkbox("eval_fresh")
         where = dataset.name if dataset.version is None else f"{dataset.name}@{dataset.version}"
         st.caption(f"{len(dataset.items)} valid items in {escape_markdown(where)}")
         if st.form_submit_button("Start evaluation"):
             chosen = None if set(metrics) == set(every) else metrics  # None: a resumed run keeps its own
+            run_settings = dataclasses.replace(settings, cache_read=False) if fresh else settings
             try:  # a file is kept as a dataset version (or pins the one with its content), so the run pins it
                 job, line = start_job(
-                    settings, db, dataset, name, int(concurrency), chosen, pipeline, limit or None, tags
+                    run_settings, db, dataset, name, int(concurrency), chosen, pipeline, limit or None, tags
                 )
             except WorkbenchError as exc:
                 show_error(exc)
@@ -150,6 +153,17 @@ def start_form(settings, db, dataset: Dataset) -> None:
             st.caption(escape_markdown(f"Evaluating {line}"))
             watch(job)
             st.session_state[NOTICES] = {}  # a new run replaces the messages of earlier ones
+
+
+def fresh_checkbox(key: str) -> bool:
+    """The Fresh run checkbox of a start form: True bypasses the response cache for reading (and refills it)."""
+    return st.checkbox(
+        "Fresh run: ask the model every time",
+        key=key,
+        help="Do not read the response cache: every call reaches the model and its reply refills the cache, so the "
+        "latency figures are this run's own. Unticked, calls the cache holds are replayed, and their latency and "
+        "cost are reported as first measured.",
+    )
 
 
 def job_progress(job: EvalJob) -> None:
@@ -292,8 +306,7 @@ def show_report(result: EvalReport) -> None:
         + (f" ({fmt_pct(rate, 1)})" if rate is not None else "")
         + f" · claim extraction errors {extraction_line(result)}"
         + f" · tokens {fmt_count(usage['prompt_tokens'])} + {fmt_count(usage['completion_tokens'])} · model time "
-        f"{fmt_ms(usage['model_s'] * 1000)} · {fmt_count(usage['calls'])} LLM calls "
-        f"({fmt_count(usage['cache_hits'])} cached)"
+        f"{fmt_ms(usage['model_s'] * 1000)} · {escape_markdown(what_it_measured(result))}"
     )
     show_evaluation_call_stats(e.id)
     show_judge_variance(result)
@@ -412,7 +425,8 @@ def mean_text(metric: str, mean: float | None) -> str:
 def metric_help(row: dict) -> str:
     metric = get_metric(row["metric"])
     component = f"{metric.component} · {depends_on_text(row['metric'])} · " if metric else ""
-    return f"{component}n={row['n']}, invalid={row['invalid']}, not applicable={row['not_applicable']}"
+    left_out = f" (abstained items left out: {row['abstained']})" if row.get("abstained") else ""
+    return f"{component}n={row['n']}, invalid={row['invalid']}, not applicable={row['not_applicable']}{left_out}"
 
 
 def show_slices(result: EvalReport) -> None:

@@ -6,6 +6,7 @@ escaped, or shown in tables, select boxes and charts, which do not read Markdown
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import streamlit as st
 from pages.views import charts
 from pages.views.common import escape_keeping_code, show_error
 from pages.views.compare import compare_link
-from pages.views.evaluation import choose_dataset, show_mapping
+from pages.views.evaluation import choose_dataset, fresh_checkbox, show_mapping
 from pages.views.job_notices import follow_jobs
 from pages.views.markup import escape_markdown, fmt_ms, fmt_score, plural
 from pages.views.tables import count_column, delta_column, ms_column, table
@@ -93,6 +94,7 @@ def sweep_form(settings, db, expanded: bool) -> None:
                 key="sweep_metrics",
                 help="Every metric by default; a continued sweep measures the metrics it was started with.",
             )
+            fresh = fresh_checkbox("sweep_fresh")
             submitted = st.form_submit_button("Run sweep", type="primary", icon=":material/play_arrow:")
         if not submitted:
             return
@@ -100,7 +102,7 @@ def sweep_form(settings, db, expanded: bool) -> None:
         chosen = None if set(metrics) == set(every) else metrics  # None: a continued sweep keeps its own
         try:
             job = start_sweep_job(
-                settings,
+                dataclasses.replace(settings, cache_read=False) if fresh else settings,
                 db,
                 dataset,
                 name,
@@ -285,6 +287,7 @@ def leaderboard_frame(board: Leaderboard) -> pd.DataFrame:
             record["cost"] = r.cost
         record["p50 latency (ms)"] = r.latency_p50_ms
         record["p95 latency (ms)"] = r.latency_p95_ms
+        record["replayed"] = r.replayed
         record["best on"] = ", ".join(label_of(m) for m in r.best_for) or None
         record["Pareto front"] = r.pareto
         record["evaluation"] = r.eval_name
@@ -297,8 +300,9 @@ def leaderboard_frame(board: Leaderboard) -> pd.DataFrame:
 def leaderboard_table(board: Leaderboard) -> None:
     st.subheader("Leaderboard")
     st.caption(
-        "Each metric: mean [95% t interval] over the items scored. Latency: the answering time per question; "
-        "calls answered from the shared response cache (cache hits) make a combination look faster than alone."
+        "Each metric: mean [95% t interval] over the items scored. Latency, tokens and cost are original costs: a "
+        "question answered from the shared response cache counts what it cost when first computed, and `replayed` "
+        "is the share of its calls the cache answered."
     )
     table(
         leaderboard_frame(board),
@@ -313,6 +317,9 @@ def leaderboard_table(board: Leaderboard) -> None:
             "cost": st.column_config.NumberColumn("cost", format="%.4f", help="estimated, at the prices set"),
             "p50 latency (ms)": ms_column("p50 latency (ms)"),
             "p95 latency (ms)": ms_column("p95 latency (ms)"),
+            "replayed": st.column_config.NumberColumn(
+                "replayed", format="percent", help="the share of calls replayed from the response cache"
+            ),
             "Pareto front": st.column_config.CheckboxColumn("Pareto front"),
             "compare": st.column_config.LinkColumn(
                 "against the reference", display_text="Open in Compare", help="Compare: A the reference, B this one"
@@ -408,7 +415,7 @@ def chart_frame(board: Leaderboard) -> pd.DataFrame:
             "front": r.pareto,
             "quality_text": fmt_score(r.metrics[quality].mean),
             "latency_text": fmt_ms(r.latency_p50_ms),
-            "cache_hits": f"{r.cache_hits:,} of {r.calls:,} calls",
+            "cache_hits": f"{r.cache_hits:,} of {r.calls:,} calls replayed",
         }
         for r in board.rows
         if quality in r.metrics and r.metrics[quality].mean is not None and r.latency_p50_ms is not None
@@ -435,7 +442,7 @@ def quality_chart(board: Leaderboard) -> None:
             alt_tooltip("combination", "combination"),
             alt_tooltip("quality_text", name),
             alt_tooltip("latency_text", "p50 latency"),
-            alt_tooltip("cache_hits", "cache hits"),
+            alt_tooltip("cache_hits", "replayed from the cache"),
         ],
         x_title="p50 latency per question (ms)",
         y_title=name,
@@ -444,7 +451,8 @@ def quality_chart(board: Leaderboard) -> None:
     st.caption(
         escape_markdown(
             f"Pareto front (no other combination is at least as good on both {name} and latency, and better on "
-            "one), fastest first: " + (", ".join(board.pareto) or "none")
+            "one), fastest first, by latencies first measured (never a replay's): "
+            + (", ".join(board.pareto) or "none")
         )
     )
 

@@ -109,7 +109,7 @@ def costs_figure(
     label_title = "run" if label == "name" else label
     records = []
     for _, r in rows.iterrows():
-        hover = {"label": str(r[label]), "questions": fmt_count(int(r["questions"]))}
+        hover = {"label": str(r[label]), "questions": fmt_count(int(r["questions"])), "replayed": _replayed(r)}
         hover |= {m.label: FORMAT[m.unit](_value(r[m.key])) for m in measures}
         for title, shown in panels:
             for key in shown:
@@ -127,6 +127,7 @@ def costs_figure(
         alt.Tooltip("group:N", title=by),
         alt.Tooltip("questions:N", title="questions"),
     ] + [alt.Tooltip(f"{m.label}:N", title=m.label) for m in measures]
+    tooltip.append(alt.Tooltip("replayed:N", title="replayed from the cache"))
     charts = []
     for (title, shown), title_x in zip(panels, _x_titles(panels, x_title), strict=True):
         unit = next(m.unit for m in measures if m.key == shown[0])
@@ -195,6 +196,12 @@ def figure_spec(figure: str, *args) -> dict:
     return FIGURES[figure](*args).to_dict()
 
 
+def _replayed(row) -> str:
+    """The share of a point's calls the cache answered, as its hover says it."""
+    share = _value(row.get("replayed"))
+    return "n/a" if share is None else f"{share:.0%}"
+
+
 def costs_table(rows: pd.DataFrame, first: list[str], measures: list[Measure]) -> tuple[pd.DataFrame, dict]:
     """The figures behind costs_figure as a table (its first columns, questions, then each measure) and the
     column formats the other pages use for them."""
@@ -202,4 +209,7 @@ def costs_table(rows: pd.DataFrame, first: list[str], measures: list[Measure]) -
     config = {m.key: st.column_config.NumberColumn(m.label, format=fmt[m.unit]) for m in measures}
     config["questions"] = st.column_config.NumberColumn("questions", format="%d")
     config["created_at"] = st.column_config.DatetimeColumn("run time", format="YYYY-MM-DD HH:mm")
-    return rows[[*first, "questions", *(m.key for m in measures)]], config
+    config["replayed"] = st.column_config.NumberColumn(
+        "replayed", format="percent", help="the share of the questions' model calls replayed from the response cache"
+    )
+    return rows[[*first, "questions", *(m.key for m in measures), "replayed"]], config

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline.answering.event_stream import Emit
 from pipeline.answering.events import AnswerResult
@@ -29,3 +29,5 @@ class RunContext:
     question: str
     history_text: str = ""
     schedule: str | None = None  # overlapped | sequential: chosen at the first round (answer_loop.plan), then kept
+    generation_prompts: set[str] = field(default_factory=set)  # every generation prompt an attempt sent (a repair
+    # never replays one of them from the cache)

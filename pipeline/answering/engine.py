@@ -30,6 +30,7 @@ from pipeline.declarations import option_values, prompt_versions
 from pipeline.errors import WorkbenchError
 from pipeline.knowledge.similarity_scale import SimilarityScale, scale_for
 from pipeline.knowledge.similarity_scale import current as current_scale
+from pipeline.models import replay
 from pipeline.models.llm import LLM
 from pipeline.prompting import Prompt
 from pipeline.verification.chain import VerifierChain, effective_chain
@@ -243,12 +244,18 @@ class QuestionRun:
 
     def _save(self, trace: tracing.Trace, retrieval: Retrieval) -> None:
         """Derive the run's rows from the result (once) and write them unless the caller will."""
-        self.result.latency_ms = (time.perf_counter() - self.t0) * 1000
-        self.log = self.result.to_log(
+        calls, wall_ms = self.llm.take_calls(), (time.perf_counter() - self.t0) * 1000
+        result = self.result
+        costs = replay.run_costs(
+            self.llm, calls, self.llm.take_keys(), wall_ms, result.started_at, keep=result.status != Status.FAILED
+        )
+        result.latency_ms, result.n_calls, result.n_replayed = costs.latency_ms, costs.n_calls, costs.n_replayed
+        result.replayed_from = costs.replayed_from
+        self.log = result.to_log(
             retrieval.grades,
             retrieval.records,
             datetime.now(timezone.utc),
-            self.llm.take_calls(),
+            calls,
             self.llm.take_cache_entries(),
             spans=trace.records(),
         )

@@ -60,7 +60,7 @@ GENERATE = Prompt(name="generate", version="3", system=CONTEXT_SYSTEM, task=f"Ta
 # The retries share the generation's system text and context, and state what differs in their task.
 GENERATE_STRICT = Prompt(
     name="generate_strict",
-    version="3",
+    version="4",
     system=CONTEXT_SYSTEM,
     task=(
         "Task: Your previous answer contained claims that the passages do not support. "
@@ -117,13 +117,21 @@ def rewrite_input(question: str) -> str:
     return f"Question: {question}"
 
 
-def generate_input(question: str, context: str, failed_claims: list[str] | None = None, history: str = "") -> str:
+def generate_input(
+    question: str,
+    context: str,
+    failed_claims: list[str] | None = None,
+    history: str = "",
+    repairs: int | None = None,
+) -> str:
     """The context first (after a follow-up's earlier turns, marked as no source), then the question and what a
-    retry is told: the calls on one context share their prefix."""
+    retry is told: the calls on one context share their prefix. A retry names the attempt it repairs (`repairs`),
+    so two repairs of the same claims still send different prompts."""
     feedback = ""
     if failed_claims:
         listed = "\n".join(f"- {claim}" for claim in failed_claims)
-        feedback = f"\n\nYour previous answer made these claims that the passages do not support:\n{listed}"
+        named = f" (attempt {repairs})" if repairs else ""
+        feedback = f"\n\nYour previous answer{named} made these claims that the passages do not support:\n{listed}"
     return f"{history_section(history)}Context:\n{context}\n\nQuestion: {question}{feedback}"
 
 

@@ -21,7 +21,7 @@ def scored(live: LiveAttempt, passages: list[Passage], threshold: float) -> Atte
     chunks (`passages`)."""
     raw = live.reply.text
     answer = raw.strip()
-    record = AttemptRecord(live.attempt_no, live.strict, answer, status.UNVERIFIED, None, 0, 0)
+    record = AttemptRecord(live.attempt_no, live.strict, answer, status.UNVERIFIED, None, 0, 0, seed=live.seed)
     attempt = Attempt(record)
     if is_abstention(answer) or not answer:
         record.status = Status.ABSTAINED

@@ -6,6 +6,7 @@ withdraws what was streamed."""
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from collections.abc import Callable
@@ -31,6 +32,12 @@ from pipeline.verification.prompts import EXTRACT_CLAIMS_IN_CONTEXT, EXTRACT_SEN
 from pipeline.verification.sentence_first import checks_sentences, sentence_claim, stands, verify_sentences
 
 
+def attempt_seed(settings, attempt_no: int) -> int:
+    """The sampling seed of an attempt (1-based): the seed setting for the first, then one more each, so a repair
+    samples anew even when its prompt is the one an earlier attempt sent."""
+    return settings.seed + attempt_no - 1
+
+
 def is_abstention(answer: str) -> bool:
     return one_line(answer).lower().startswith(ABSTAIN_SENTENCE.lower().rstrip("."))
 
@@ -53,6 +60,7 @@ class LiveAttempt:
         self.run_, self.attempt_no, self.passages = run, attempt_no, passages
         self.strict = attempt_no > 1
         self.failed = failed if self.strict else None
+        self.seed = attempt_seed(run.settings, attempt_no)
         self.retry = retry  # the messages of an on-topic retry (repair.on_topic_retry), else the usual prompt
         self.pool: Executor = run.pool
         self.inbox: queue.Queue = queue.Queue()
@@ -139,8 +147,14 @@ class LiveAttempt:
         run = self.run_
         prompt = prompts.GENERATE_STRICT if self.strict else prompts.GENERATE
         messages = self.retry or prompt.messages(
-            prompts.generate_input(run.question, context_block(self.passages), self.failed, run.history_text)
+            prompts.generate_input(
+                run.question, context_block(self.passages), self.failed, run.history_text, self.attempt_no - 1
+            )
         )
+        sent = json.dumps(messages, sort_keys=True)
+        earlier = getattr(run, "generation_prompts", set())
+        read = sent not in earlier  # an earlier attempt of this run sent it: its reply is the one being repaired
+        earlier.add(sent)
         try:
             with tracing.step("generate"):
                 return run.llm.stream_chat(
@@ -148,7 +162,9 @@ class LiveAttempt:
                     run.settings.generator_model,
                     messages,
                     lambda delta: self.inbox.put(("token", delta, self.feed.add(delta))),
+                    options={"seed": self.seed},
                     stop=self.stop.is_set,
+                    read=read,
                 )
         finally:
             self.generation_done.set()

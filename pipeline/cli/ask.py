@@ -11,10 +11,12 @@ from rich.text import Text
 
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.events import AnswerResult
+from pipeline.cli.fresh import add_fresh, fresh
 from pipeline.cli.output import follow_answer
 from pipeline.history.conversations import history_of, next_turn
 from pipeline.history.present import VERDICT_STYLES
 from pipeline.knowledge.injection import flag_warning
+from pipeline.models.replay import replay_note
 from pipeline.text import plural, short_source
 from pipeline.verification.sentence_first import claims_label
 from pipeline.vocabulary import Status
@@ -25,6 +27,7 @@ def register(sub) -> None:
     ask.add_argument("question")
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
     ask.add_argument("--quiet", action="store_true", help="do not print the steps as they happen")
+    add_fresh(ask)
     ask.add_argument(
         "--conversation",
         metavar="NAME",
@@ -37,7 +40,7 @@ NOT_KEPT = 4  # ask: the answer was printed, but neither the store nor any journ
 
 
 def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
-    engine = VerifiedQueryEngine(settings=settings, db=db)
+    engine = VerifiedQueryEngine(settings=fresh(settings, args), db=db)
     conversation = {}
     if args.conversation is not None:  # its history: the store's runs of that conversation
         turns = history_of(db, args.conversation)
@@ -67,6 +70,14 @@ def result_json(result: AnswerResult) -> dict:
         "answer": result.answer,
         "faithfulness": result.faithfulness,
         "attempts": len(result.attempts),
+        "seeds": [a.record.seed for a in result.attempts],
+        "latency_ms": result.latency_ms,
+        # answered wholly from the response cache, not computed now (replayed_calls: how many calls were)
+        "replayed": bool(result.n_calls) and result.n_replayed == result.n_calls,
+        "replayed_calls": result.n_replayed,
+        "model_calls": result.n_calls,
+        "first_computed_at": result.replayed_from,
+        "replay": replay_note(result.n_calls, result.n_replayed, result.replayed_from),
         "abstain_reason": result.abstain_reason,
         "error": result.error,
         "fix": result.fix,
@@ -119,6 +130,9 @@ def print_result(result: AnswerResult, out: Console) -> None:
             style="bold",
         )
     )
+    note = replay_note(result.n_calls, result.n_replayed, result.replayed_from)
+    if note:
+        out.print(Text(f"{note}; latency {result.latency_ms or 0:,.0f} ms as first measured", style="yellow"))
     if result.abstain_reason:
         out.print(Text(f"reason: {result.abstain_reason}"))
     warning = flag_warning(result.final_claims)

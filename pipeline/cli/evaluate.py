@@ -11,6 +11,7 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
+from pipeline.cli.fresh import add_fresh, fresh
 from pipeline.cli.output import evaluation_progress, print_mapping, print_report, report_json
 from pipeline.config import DECLARATIONS
 from pipeline.errors import WorkbenchError
@@ -44,6 +45,7 @@ def register(sub) -> None:
     ev.add_argument("--limit", type=int, default=None, help="only the first N items")
     ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
     ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_fresh(ev)
     ev.add_argument(
         "--metrics",
         type=metric_list,
@@ -95,6 +97,7 @@ def judge_repeats_arg(text: str) -> int:
 
 
 def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
+    settings = fresh(settings, args)
     read = datasets.resolve(db, args.dataset) if datasets.is_spec(args.dataset) else load_dataset(args.dataset)
     print_mapping(read, err)  # how the file's columns were read (a stored dataset has no file)
     dataset, pinned = datasets.for_evaluation(db, read, args.name, args.dataset)

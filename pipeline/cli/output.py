@@ -41,7 +41,7 @@ from pipeline.evaluation.conversation_report import ConversationFigures, per_tur
 from pipeline.evaluation.dataset import Dataset
 from pipeline.evaluation.registry import UNIT, get_metric, scale_of
 from pipeline.evaluation.regression import detectable as regression_detectable
-from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, worst_items
+from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, what_it_measured, worst_items
 from pipeline.history.runs import listed_columns
 from pipeline.text import plural
 from pipeline.verification.sentence_first import claims_label
@@ -160,6 +160,7 @@ GROUP_COLUMNS = (
     ("faithfulness", "mean faithfulness", ".2f"),
     ("p50_latency_ms", "p50 latency ms", ".0f"),
     ("p95_latency_ms", "p95 latency ms", ".0f"),
+    ("replayed", "replayed", ".0%"),
     ("tokens", "tokens", ",.0f"),
     ("tokens_per_run", "tokens per run", ",.0f"),
     ("cost", "cost", ".4f"),
@@ -206,7 +207,7 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
             style="bold",
         )
     )
-    table = Table("metric", "component", "mean", "n", "invalid", "not applicable")
+    table = Table("metric", "component", "mean", "n", "invalid", "not applicable", "of them abstained")
     for row in result.metrics:
         metric = get_metric(row["metric"])
         table.add_row(
@@ -216,6 +217,7 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
             str(row["n"]),
             str(row["invalid"]),
             str(row["not_applicable"]),
+            str(row.get("abstained") or 0),
         )
     out.print(table)
     out.print(Text(f"faithfulness counts {claims_label(result.eval_run.config)} (setting claim_granularity)"))
@@ -239,7 +241,7 @@ def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None
         Text(
             f"tokens: {usage['prompt_tokens']:,} prompt + {usage['completion_tokens']:,} completion; "
             f"model time {usage['model_s']:.1f} s; wall time {result.eval_run.wall_s:.1f} s; "
-            f"{usage['calls']:,} LLM calls, {usage['cache_hits']:,} from the cache"
+            + what_it_measured(result)
         )
     )
     if isinstance(outcome.regressions, str):
@@ -354,6 +356,8 @@ def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
         "judge_total": result.judge_total,
         "extraction_errors": {"errors": result.extraction_errors[0], "claims": result.extraction_errors[1]},
         "usage": result.usage,
+        "replayed": result.replayed_share,  # the share of the items' calls replayed from the response cache
+        "abstained": {"items": result.abstained[0], "of": result.abstained[1], "share": result.abstained_share},
         "wall_s": result.eval_run.wall_s,
         "weak_slices": [{"tag": t, "metric": m, "mean": v} for t, m, v in weak_slices(result)],
         "below_floor": [

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.cli.fresh import add_fresh, fresh
 from pipeline.cli.output import evaluation_progress
 from pipeline.errors import InputError, WorkbenchError
 from pipeline.evaluation import datasets
@@ -62,10 +63,12 @@ def register(sub) -> None:
     sw.add_argument("--concurrency", type=int, default=None, help="items at once (default: setting eval_concurrency)")
     sw.add_argument("--json", action="store_true", help="print the leaderboard as JSON: one object per combination")
     sw.add_argument("--list", action="store_true", help="list the sweeps in the store and exit")
+    add_fresh(sw)
     sw.set_defaults(handler=cmd_sweep)
 
 
 def cmd_sweep(args, settings, db, out: Console, err: Console) -> int:
+    settings = fresh(settings, args)
     if args.list:
         print_sweeps(list_sweeps(db), out)
         return 0
@@ -151,9 +154,7 @@ def print_leaderboard(board: Leaderboard, out: Console) -> None:
         name = Text(row.label + (" (reference)" if row.is_reference else ""))
         table.add_row(name, Text(row.status), *(_cell(board, row, m) for m in board.metrics))
     out.print(table)
-    costs = Table(
-        "combination", "items", "latency p50", "latency p95", "calls", "cache hits", "tokens", "cost", "Pareto"
-    )
+    costs = Table("combination", "items", "latency p50", "latency p95", "calls", "replayed", "tokens", "cost", "Pareto")
     for row in board.rows:
         costs.add_row(
             Text(row.label),
@@ -161,7 +162,7 @@ def print_leaderboard(board: Leaderboard, out: Console) -> None:
             "–" if row.latency_p50_ms is None else f"{row.latency_p50_ms:,.0f} ms",
             "–" if row.latency_p95_ms is None else f"{row.latency_p95_ms:,.0f} ms",
             f"{row.calls:,}",
-            f"{row.cache_hits:,}",
+            f"{row.cache_hits:,}" + (f" ({row.replayed:.0%})" if row.replayed else ""),
             f"{row.prompt_tokens + row.completion_tokens:,}",
             "–" if row.cost is None else f"{row.cost:,.4f}",
             "yes" if row.pareto else "",
@@ -185,6 +186,7 @@ def print_leaderboard(board: Leaderboard, out: Console) -> None:
         )
     if board.quality_metric:
         out.print(Text(f"Pareto front of {board.quality_metric} against p50 latency: {', '.join(board.pareto) or '–'}"))
+        out.print(Text("latencies and costs are original: a replayed call counts what it cost when first computed"))
 
 
 def print_sweeps(rows: list[dict], out: Console) -> None:

@@ -34,6 +34,16 @@ GRANULARITY_DIFFERS = "not comparable: claim granularity differs (faithfulness c
 class Side:
     run: evals.EvalRun
     dataset_hash: str | None
+    latency: dict = field(default_factory=dict)  # p50_ms, p95_ms (original costs) and replayed (evals.latency_summary)
+
+    @property
+    def latency_text(self) -> str:
+        """Its latency per question as first measured, with the share of calls replayed from the cache beside it."""
+        p50, p95, replayed = (self.latency.get(k) for k in ("p50_ms", "p95_ms", "replayed"))
+        if p50 is None:
+            return "no latency"
+        share = f", {replayed:.0%} of calls replayed from the cache" if replayed else ""
+        return f"latency p50 {p50:,.0f} ms, p95 {p95:,.0f} ms{share}"
 
     @property
     def pin(self) -> str:
@@ -148,7 +158,7 @@ def _side(db: Database, name: str, which: str) -> Side:
     if run is None:
         raise InputError(f"there is no evaluation named {name!r} (run {which})", fix="choose one from the list")
     identity = baselines.dataset_identity(db, run.id) or (None, None)
-    return Side(run, identity[0])
+    return Side(run, identity[0], evals.latency_summary(db, run.id))
 
 
 def _not_comparable(metric: str, a: Side, b: Side) -> str | None:

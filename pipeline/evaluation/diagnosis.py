@@ -29,10 +29,13 @@ def diagnose(
     why_missing: dict[str, str] | None = None,
     max_invalid: float = 0.2,
     gap: float = 0.2,
+    abstained: int = 0,
 ) -> Diagnosis:
-    """`why_missing` says, per metric without a mean, why (e.g. "8 invalid, 2 not applicable")."""
+    """`why_missing` says, per metric without a mean, why (e.g. "8 invalid, 2 not applicable"). `abstained`: the
+    items whose answer abstained; they make no claims, so faithfulness (and with it a sentence about the claims the
+    generator adds) leaves them out, and the sentence says how many."""
     unmeasured = _unmeasured(means, judge_invalid_rate, why_missing or {}, max_invalid)
-    found = _grid(means, low, high, gap)
+    found = _grid(means, low, high, gap, _left_out(abstained))
     if unmeasured:
         caveat = " Not measured: " + "; ".join(unmeasured) + "."
         if found.component == "none":
@@ -61,7 +64,14 @@ def _unmeasured(means, judge_invalid_rate, why_missing, max_invalid) -> list[str
     return out
 
 
-def _grid(means: dict[str, float | None], low: float, high: float, gap: float) -> Diagnosis:
+def _left_out(abstained: int) -> str:
+    """What a sentence about faithfulness says of the abstained items it leaves out."""
+    if not abstained:
+        return ""
+    return f" ({abstained} abstained item{'s' if abstained != 1 else ''} left out: an abstention makes no claims)"
+
+
+def _grid(means: dict[str, float | None], low: float, high: float, gap: float, left_out: str = "") -> Diagnosis:
     f, r = means.get("faithfulness"), means.get("context_recall")
     p, a = means.get("context_precision"), means.get("answer_relevancy")
 
@@ -75,7 +85,7 @@ def _grid(means: dict[str, float | None], low: float, high: float, gap: float) -
         return Diagnosis(
             "generator",
             f"Faithfulness is low ({f:.2f}) although context recall is high ({r:.2f}): "
-            "the generator adds claims the retrieved context does not support. Fix the generator "
+            f"the generator adds claims the retrieved context does not support{left_out}. Fix the generator "
             "(model, prompt, temperature).",
         )
     if is_low(r) and is_high(f):
@@ -100,7 +110,7 @@ def _grid(means: dict[str, float | None], low: float, high: float, gap: float) -
     if is_low(r) and is_low(f):
         return Diagnosis(
             "retrieval",
-            f"Both context recall ({r:.2f}) and faithfulness ({f:.2f}) are low. Fix "
+            f"Both context recall ({r:.2f}) and faithfulness ({f:.2f}) are low{left_out}. Fix "
             "retrieval first: a starved generator fills the gaps with unsupported claims.",
         )
     known = {m.name: means[m.name] for m in _component_metrics() if means.get(m.name) is not None}

@@ -225,8 +225,9 @@ METRIC_NAMES = MetricNames()
 
 
 # What an evaluation itself declares: the judge pin's model (pinned even when no judge metric is measured) and the
-# cache (recorded and shown in comparisons, but it does not change a score, so a resume never refuses over it).
-EVALUATION_OPTIONS = ("judge_model", "cache_enabled")
+# cache, and whether it was read (a fresh run): recorded and shown in comparisons, but they change no score, so a
+# resume never refuses over them.
+EVALUATION_OPTIONS = ("judge_model", "cache_enabled", "cache_read")
 
 
 def evaluation_config(settings: Settings, metrics: Sequence[str], given_by: str | None = None) -> dict:
@@ -255,7 +256,7 @@ def evaluation_config(settings: Settings, metrics: Sequence[str], given_by: str 
 
 # recorded and shown in comparisons, never a reason to refuse a resume: the cache changes no score, and the metric
 # choice is checked on its own (a resume measures the recorded metrics)
-SHOWN_ONLY = frozenset({"cache_enabled", "metrics"})
+SHOWN_ONLY = frozenset({"cache_enabled", "cache_read", "metrics"})
 
 
 def config_changes(stored: dict, current: dict) -> list[str]:

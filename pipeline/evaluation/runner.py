@@ -573,6 +573,18 @@ class EvalReport:
     judge_variance: list[CriterionVariance] = field(default_factory=list)
     # per turn and per conversation (conversation_report.py); None when the evaluation has no conversation
     conversations: ConversationFigures | None = None
+    abstained: tuple[int, int] = (0, 0)  # (items whose answer abstained, items answered)
+
+    @property
+    def replayed_share(self) -> float | None:
+        """The share of the items' model calls replayed from the response cache: the latencies and costs beside it
+        are those first measured, not this run's."""
+        return self.usage["cache_hits"] / self.usage["calls"] if self.usage.get("calls") else None
+
+    @property
+    def abstained_share(self) -> float | None:
+        abstained, answered = self.abstained
+        return abstained / answered if answered else None
 
     @property
     def judge_invalid_rate(self) -> float | None:
@@ -584,6 +596,22 @@ class EvalReport:
         return errors / claims if claims else None
 
 
+def what_it_measured(result: EvalReport) -> str:
+    """The report's line on what it measured: the share of model calls replayed from the cache (their latencies and
+    costs are those first measured) and the share of items whose answer abstained (left out of faithfulness)."""
+    calls, share = result.usage.get("calls") or 0, result.replayed_share
+    replayed = (
+        f"{share:.0%} of {calls:,} LLM calls replayed from the cache (latency and cost as first measured)"
+        if share
+        else f"{calls:,} LLM calls, none replayed from the cache"
+    )
+    abstained, answered = result.abstained
+    items = f"{abstained} of {answered} items abstained" + (
+        f" ({result.abstained_share:.0%}), left out of faithfulness" if abstained else ""
+    )
+    return f"{replayed}; {items}"
+
+
 def report(settings: Settings, db: Database, name: str) -> EvalReport:
     eval_run = evals.get_eval_run(db, name)
     if eval_run is None:
@@ -593,6 +621,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
     invalid, total = evals.judge_invalid_rate(db, eval_run.id)
     measured = eval_run.config.get("metrics") or registry.metric_names()
     items = evals.item_results(db, eval_run.id, registry.metric_names())
+    abstained = evals.abstained_items(db, eval_run.id)
     return EvalReport(
         eval_run,
         summary,
@@ -605,6 +634,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
                 **{m: "not chosen for this evaluation" for m in registry.metric_names() if m not in measured},
                 **{row["metric"]: why_missing(row) for row in summary if row["mean"] is None},
             },
+            abstained=abstained[0],
         ),
         evals.slice_summary(db, eval_run.id),
         items,
@@ -617,6 +647,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
         detectable=detectable_drops(settings, db, eval_run),
         judge_variance=evaluation_variance(db, eval_run.id),
         conversations=conversation_figures(db, eval_run, settings.faithfulness_threshold),
+        abstained=abstained,
     )
 
 
@@ -674,8 +705,10 @@ def what_changed(settings: Settings, db: Database, run: evals.EvalRun, means: di
 
 
 def why_missing(row: dict) -> str:
-    """Why a metric has no mean: its invalid and not-applicable counts."""
+    """Why a metric has no mean: its invalid and not-applicable counts (and of these, the abstained items)."""
     parts = [f"{row[k]} {k.replace('_', ' ')}" for k in ("invalid", "not_applicable") if row.get(k)]
+    if row.get("abstained"):
+        parts.append(f"{row['abstained']} of them abstained")
     return ", ".join(parts) or "no score"
 
 

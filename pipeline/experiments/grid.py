@@ -22,6 +22,7 @@ from pipeline.errors import InputError
 # settings an evaluation records that a grid cannot vary: why
 NOT_SWEPT = {
     "cache_enabled": "the response cache changes no score",
+    "cache_read": "the response cache changes no score (run the sweep with --fresh to bypass it)",
     "judge_model": "scores are comparable only under one judge pin, so a grid cannot compare judges",
     "judge_corrections_k": "it changes the judge's prompt: scores are comparable only under one judge pin",
 }

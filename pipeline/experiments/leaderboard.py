@@ -14,13 +14,15 @@ The statistics:
   family-wise error rate at ALPHA: adjusted p = max over the tests ordered before it of min(1, (m - k + 1) p_(k));
   a test is significant when its adjusted p is at most ALPHA. A significant difference smaller than min_effect ×
   the metric's scale is called negligible, as the regression check does;
-- latency: the answering time of each question (its run's latency), p50 and p95 over the questions (linear
-  interpolation between order statistics); cost: the tokens of the calls that reached the model (cache hits are
-  free) at the prices set (price_per_1k_*), none without prices;
+- latency: the answering time of each question (its run's latency, from original costs: a question answered from
+  the response cache reports the latency of the run that first computed it, pipeline/models/replay.py), p50 and p95
+  over the questions (linear interpolation between order statistics); cost: the tokens of every call at its
+  original cost at the prices set (price_per_1k_*), none without prices;
 - the Pareto front: the combinations no other combination beats on both the quality metric (default the first
-  primary metric) and p50 latency (at least as good on both, better on one).
-A combination whose calls were answered from the shared cache answers faster than it would alone: its cache hits
-are shown with its latency.
+  primary metric) and p50 latency (at least as good on both, better on one). A combination answered from the cache
+  that another combination filled is placed by the latencies first measured, never by the time of the replay; a
+  question stored before replays kept their cost, and answered from the cache then, has no latency to count.
+Each row's share of calls replayed (`replayed`) is shown beside its latency.
 """
 
 from __future__ import annotations
@@ -91,6 +93,7 @@ class Row:
     latency_p50_ms: float | None = None
     latency_p95_ms: float | None = None
     wall_s: float | None = None
+    replayed: float | None = None  # the share of its calls replayed from the response cache
     tests: dict[str, PairedTest] = field(default_factory=dict)  # metric -> the test against the reference
     best_for: list[str] = field(default_factory=list)  # the metrics it is best on
     pareto: bool = False
@@ -231,13 +234,12 @@ def _row(settings: Settings, db, combo: sweeps.CombinationRow, metrics: list[str
     row.metrics = {m: clipped(mean_interval([v[0] for v in scores[m].values()]), m) for m in metrics}
     usage = sweeps.evaluation_usage(db, run.id)
     row.calls, row.cache_hits = usage["calls"], usage["cache_hits"]
+    row.replayed = row.cache_hits / row.calls if row.calls else None
     row.prompt_tokens, row.completion_tokens = usage["prompt_tokens"], usage["completion_tokens"]
     row.model_s = float(usage["model_s"])
     per_prompt, per_completion = prices(settings)
     if per_prompt or per_completion:
-        row.cost = (
-            usage["model_prompt_tokens"] * per_prompt + usage["model_completion_tokens"] * per_completion
-        ) / 1000
+        row.cost = (usage["prompt_tokens"] * per_prompt + usage["completion_tokens"] * per_completion) / 1000
     latencies = sweeps.question_latencies(db, run.id)
     row.latency_p50_ms, row.latency_p95_ms = quantile(latencies, 0.5), quantile(latencies, 0.95)
     return row, scores
@@ -346,6 +348,7 @@ def leaderboard_json(board: Leaderboard) -> list[dict]:
                 },
                 "calls": r.calls,
                 "cache_hits": r.cache_hits,
+                "replayed": r.replayed,
                 "prompt_tokens": r.prompt_tokens,
                 "completion_tokens": r.completion_tokens,
                 "model_s": r.model_s,

@@ -1,5 +1,7 @@
 """Model-call analytics per stage (generate, extract_claims, verify, judge_*, embed_query, ...): calls, tokens,
-p50/p95 latency, cache hits, model time, and a cost estimate when a price per 1k tokens is set."""
+p50/p95 latency, cache hits, model time, and a cost estimate when a price per 1k tokens is set. Every figure is
+of original costs (a replayed call carries the costs of the call that filled the cache); `replayed` says how much of
+it the cache answered."""
 
 from __future__ import annotations
 
@@ -16,12 +18,17 @@ class StageStats:
     calls: int
     cache_hits: int
     errors: int
-    prompt_tokens: int  # of every call, cached ones included (they carry the tokens of the reply they reuse)
+    prompt_tokens: int  # of every call, replayed ones included (they carry the tokens of the reply they reuse)
     completion_tokens: int
-    p50_ms: float | None  # over the calls that reached the model; None when every call was cached
+    p50_ms: float | None  # over every call, a replayed one at its original latency
     p95_ms: float | None
-    model_s: float  # the summed latency of the calls that reached the model
+    model_s: float  # the summed original latency of the calls
     cost: float | None  # None when no price is set
+
+    @property
+    def replayed(self) -> float | None:
+        """The share of the calls replayed from the cache."""
+        return self.cache_hits / self.calls if self.calls else None
 
 
 @dataclass(frozen=True)
@@ -32,11 +39,11 @@ class CallStats:
 
 
 def cost_of(settings: Settings, row: dict) -> float | None:
-    """The estimated cost of the calls that reached the model; cache hits cost nothing."""
+    """The estimated cost of computing the calls' replies: a replayed call at its original tokens."""
     prompt_price, completion_price = settings.price_per_1k_prompt_tokens, settings.price_per_1k_completion_tokens
     if not (prompt_price or completion_price):
         return None
-    return (row["model_prompt_tokens"] * prompt_price + row["model_completion_tokens"] * completion_price) / 1000
+    return (row["prompt_tokens"] * prompt_price + row["completion_tokens"] * completion_price) / 1000
 
 
 def _stage(settings: Settings, row: dict) -> StageStats:

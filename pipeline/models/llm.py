@@ -5,6 +5,12 @@ OpenAI-compatible server); embeddings through LlamaIndex's OllamaEmbedding. Here
 retries with backoff on transient errors and the translation of failures into WorkbenchErrors
 (failures.py), the response cache (key: model identity + messages + format + options) and the
 record of every call with its texts (recorder.py).
+
+A cache entry keeps the cost of the call that filled it (latency, tokens) and when it was made. A hit is a
+replay: it is recorded with those original costs, marked cache_hit, and with the time the reply was first
+computed, so every figure built on the calls counts what the answer cost to compute, never a store read. An entry
+written before entries kept their cost is a miss (refilled). Settings.cache_read False (`--fresh`) reads no entry
+and refills every one.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from llama_index.embeddings.ollama import OllamaEmbedding
 
@@ -26,6 +33,7 @@ from pipeline.models.failures import ollama_guard, with_retries
 from pipeline.models.hosts import HostPool, Lease, unrouted
 from pipeline.models.ollama_models import forget_digests, normalise_model  # noqa: F401  (public here)
 from pipeline.models.recorder import CallRecorder, PendingCall, embed_text, messages_text
+from pipeline.models.replay import first_computed
 from store import llm_log
 from store.db import Database
 from store.records import CacheEntry, LLMCallRecord
@@ -37,9 +45,11 @@ _embedders_guard = threading.Lock()
 @dataclass
 class LLMReply:
     text: str
-    cache_hit: bool
+    cache_hit: bool  # replayed from the response cache: the tokens and latency are the original call's
     prompt_tokens: int | None
     completion_tokens: int | None
+    latency_ms: float | None = None  # the model call's (a replay's: the call that filled the cache)
+    first_computed_at: datetime | None = None  # a replay: when the reply was computed; else None
 
 
 class LLM:
@@ -55,6 +65,7 @@ class LLM:
         self.recorder = CallRecorder(origin, settings.log_call_text, eval_run_id)
         self._pending_cache: dict[str, CacheEntry] = {}
         self._cache_guard = threading.Lock()
+        self.keys: list[str] = []  # the cache key of every call made through this view that has one
 
     @property
     def calls(self) -> list[LLMCallRecord]:
@@ -101,10 +112,10 @@ class LLM:
             result = self._routed(
                 stage, model, call.digest, lambda b, _s: b.chat(model, sent, schema, options), backend.guard
             )
-        reply = LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens)
-        self.recorder.finish(call, reply.text, reply.prompt_tokens, reply.completion_tokens)
+        record = self.recorder.finish(call, result.text, result.prompt_tokens, result.completion_tokens)
+        reply = LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens, record.latency_ms)
         if cache and (accept is None or accept(reply.text)):
-            self._keep(key, model, call.digest, reply)
+            self._keep(key, model, call.digest, reply, record.started_at)
         return reply
 
     def stream_chat(
@@ -115,17 +126,19 @@ class LLM:
         on_delta: Callable[[str], None],
         options: dict | None = None,
         stop: Callable[[], bool] | None = None,
+        read: bool = True,
     ) -> LLMReply:
         """One chat call whose reply reaches `on_delta` piece by piece as the server sends it; recorded,
         cached and translated like `chat`. Transient failures are retried only before the first piece
         (after it, the caller has shown text). A cache hit arrives as one piece. When `stop()` turns
         true the stream is closed (the server stops generating); the call is recorded with the text so
-        far, marked stopped, and not cached."""
+        far, marked stopped, and not cached. read=False asks the model even when the cache holds the reply
+        (and refills the cache)."""
         backend = self.backend
         options = backend.options(options)
         call = self.recorder.start(stage, model, backend.name, messages_text(messages))
         with self.recorder.failures(call):
-            key, hit = self._lookup(call, model, messages, None, options)
+            key, hit = self._lookup(call, model, messages, None, options, read=read)
             if hit is not None:
                 on_delta(hit.text)
                 return hit
@@ -146,9 +159,9 @@ class LLM:
         if stopped:
             self.recorder.finish(call, text, error="stopped: the caller discarded the reply")
             return LLMReply(text, False, None, None)
-        reply = LLMReply(text, False, last.prompt_tokens, last.completion_tokens)
-        self.recorder.finish(call, text, reply.prompt_tokens, reply.completion_tokens)
-        self._keep(key, model, call.digest, reply)
+        record = self.recorder.finish(call, text, last.prompt_tokens, last.completion_tokens)
+        reply = LLMReply(text, False, last.prompt_tokens, last.completion_tokens, record.latency_ms)
+        self._keep(key, model, call.digest, reply, record.started_at)
         return reply
 
     def _lookup(self, call: PendingCall, model: str, sent: list[dict], schema, options: dict, read: bool = True):
@@ -156,22 +169,42 @@ class LLM:
         read is False)."""
         call.digest = self.digest(model)
         key = _cache_key(model, call.digest, sent, schema, options)
+        self._used(key)
         call.prompt_hash = key[:16]
         call.restart_clock()
         hit = self._cached(key) if read else None
         if hit is None:
             return key, None
-        reply = LLMReply(hit["text"], True, hit.get("prompt_tokens"), hit.get("completion_tokens"))
-        self.recorder.finish(call, reply.text, reply.prompt_tokens, reply.completion_tokens, cache_hit=True)
+        reply = LLMReply(
+            hit["text"],
+            True,
+            hit.get("prompt_tokens"),
+            hit.get("completion_tokens"),
+            hit["latency_ms"],
+            first_computed(hit),
+        )
+        self._replayed(call, hit, reply.text, reply.prompt_tokens, reply.completion_tokens)
         return key, reply
 
-    def _keep(self, key: str, model: str, digest: str, reply: LLMReply) -> None:
+    def _replayed(self, call: PendingCall, hit: dict, text: str, prompt_tokens=None, completion_tokens=None) -> None:
+        """A cache hit recorded with the costs of the call that filled the entry, and when that call was made."""
+        self.recorder.finish(
+            call,
+            text,
+            prompt_tokens,
+            completion_tokens,
+            cache_hit=True,
+            latency_ms=hit["latency_ms"],
+            first_computed_at=first_computed(hit),
+        )
+
+    def _keep(self, key: str, model: str, digest: str, reply: LLMReply, started: datetime) -> None:
         payload = {
             "text": reply.text,
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
         }
-        self._remember(key, model, digest, payload)
+        self._remember(key, model, digest, payload, reply.latency_ms, started)
 
     def _drain(self, stage, model, pieces, first, on_delta, stop, settings=None) -> tuple[str, StreamPiece, bool]:
         """Hand each piece on as it comes; failures after the first piece are translated, not retried
@@ -204,15 +237,16 @@ class LLM:
                 key = _cache_key(
                     call.model, call.digest, [{"role": "documents", "content": texts}], None, {"prefix": prefix}
                 )
+                self._used(key)
             call.restart_clock()
             hit = self._cached(key) if key else None
             if hit is not None:
-                self.recorder.finish(call, _vectors_text(hit["vectors"]), cache_hit=True)
+                self._replayed(call, hit, _vectors_text(hit["vectors"]))
                 return hit["vectors"]
             vectors = self._embedded(call, lambda embedder: embedder.get_text_embedding_batch(texts))
-        self.recorder.finish(call, _vectors_text(vectors))
+        record = self.recorder.finish(call, _vectors_text(vectors))
         if key:
-            self._remember(key, call.model, call.digest, {"vectors": vectors})
+            self._remember(key, call.model, call.digest, {"vectors": vectors}, record.latency_ms, record.started_at)
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
@@ -227,14 +261,15 @@ class LLM:
                 {"prefix": self.settings.embed_query_prefix},
             )
             call.prompt_hash = key[:16]
+            self._used(key)
             call.restart_clock()
             hit = self._cached(key)
             if hit is not None:
-                self.recorder.finish(call, _vectors_text([hit["vector"]]), cache_hit=True)
+                self._replayed(call, hit, _vectors_text([hit["vector"]]))
                 return hit["vector"]
             vector = self._embedded(call, lambda embedder: embedder.get_query_embedding(text))
-        self.recorder.finish(call, _vectors_text([vector]))
-        self._remember(key, call.model, call.digest, {"vector": vector})
+        record = self.recorder.finish(call, _vectors_text([vector]))
+        self._remember(key, call.model, call.digest, {"vector": vector}, record.latency_ms, record.started_at)
         return vector
 
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
@@ -311,22 +346,43 @@ class LLM:
             return _embedders[key]
 
     # -- cache: read from DuckDB, new entries kept here until the caller stores them with its run --
+    def _used(self, key: str) -> None:
+        with self._cache_guard:
+            self.keys.append(key)
+
+    def take_keys(self) -> list[str]:
+        with self._cache_guard:
+            keys, self.keys = self.keys, []
+        return keys
+
     def _cached(self, key: str) -> dict | None:
-        if not self.settings.cache_enabled or self.db is None:
+        """The entry under key: None when the cache is off, not read (Settings.cache_read), holds none, or holds
+        one written before entries kept their cost (refilled, so a replay always has an original to report)."""
+        if not (self.settings.cache_enabled and self.settings.cache_read) or self.db is None:
             return None
         with self._cache_guard:
             pending = self._pending_cache.get(key)
         if pending:
             return pending.response
         try:
-            return llm_log.cache_get(self.db, key)
+            found = llm_log.cache_get(self.db, key)
         except StoreError:  # a store held by another process (or damaged): a miss, never a failed call
             return None
+        return found if found is not None and found.get("latency_ms") is not None else None
 
-    def _remember(self, key: str, model: str, digest: str, payload: dict) -> None:
+    def cached_entry(self, key: str) -> dict | None:
+        """The cache's entry under key (see _cached), for a caller that keeps its own entries (a run's latency)."""
+        return self._cached(key)
+
+    def _remember(self, key: str, model: str, digest: str, payload: dict, latency_ms: float, started: datetime) -> None:
         if self.settings.cache_enabled and self.db is not None:
+            payload = {**payload, "latency_ms": latency_ms, "computed_at": started.isoformat()}
             with self._cache_guard:
                 self._pending_cache[key] = CacheEntry(key, model, digest, payload)
+
+    def remember(self, key: str, payload: dict, latency_ms: float, started: datetime) -> None:
+        """Keep an entry of the caller's own (not a model's reply) with the cost it records."""
+        self._remember(key, "", "", payload, latency_ms, started)
 
     def take_cache_entries(self) -> list[CacheEntry]:
         with self._cache_guard:

@@ -67,7 +67,10 @@ class CallRecorder:
         completion_tokens: int | None = None,
         cache_hit: bool = False,
         error: str | None = None,
+        latency_ms: float | None = None,
+        first_computed_at: datetime | None = None,
     ) -> LLMCallRecord:
+        """The call's record. A replay (cache_hit) passes the original call's latency and when it was made."""
         record = LLMCallRecord(
             stage=call.stage,
             model=call.model,
@@ -75,7 +78,7 @@ class CallRecorder:
             prompt_hash=call.prompt_hash,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            latency_ms=(time.perf_counter() - call.t0) * 1000,
+            latency_ms=(time.perf_counter() - call.t0) * 1000 if latency_ms is None else latency_ms,
             cache_hit=cache_hit,
             error=error,
             started_at=call.started,
@@ -85,6 +88,7 @@ class CallRecorder:
             completion_text=completion_text if self.keep_text else None,
             eval_run_id=self.eval_run_id,
             span_id=call.span_id,
+            first_computed_at=first_computed_at,
         )
         with self._guard:
             self.calls.append(record)

@@ -2,9 +2,11 @@
 
 Per finished evaluation run, over its items' runs, and per service and day of traced runs: the mean, p50 and p95
 latency of a question (its run's latency_ms), and the mean tokens (prompt + completion) and estimated cost of a
-question. A question's tokens and cost are its run's as the Runs page and `runs` count them (store.history:
-TOKENS_SQL, COST_SQL): every call of the run for tokens, the calls that reached the model at the prices per 1000
-tokens (settings price_per_1k_prompt_tokens, price_per_1k_completion_tokens) for cost, no cost without prices. A
+question, all from original costs (a question answered from the response cache reports what computing it cost),
+with `replayed`, the share of the questions' model calls that the cache answered, beside them. A question's tokens
+and cost are its run's as the Runs page and `runs` count them (store.history: TOKENS_SQL, COST_SQL): every call of
+the run, at the prices per 1000 tokens (settings price_per_1k_prompt_tokens, price_per_1k_completion_tokens) for
+cost, no cost without prices. A
 question whose run made no calls (an imported answer) has neither, and counts in neither mean (None where no
 question has one)."""
 
