@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .brain import ANSWER_STYLES, noisy_score
 from .embeddings import EMBED_SCALES, scaled_vector
-from .prompts import request_messages, rule_input
+from .prompts import registered, request_messages, rule_input
 from .rules import JUDGE_PROMPTS, RULES, Asked, classify, refusal
 from .text import _line_value
 
@@ -316,7 +316,9 @@ class FakeOllama:
     # -- lifecycle
 
     def start(self):
-        """Bind a free port and serve in a background thread."""
+        """Read the prompt registry (once per process: importing the pipeline's prompts takes seconds, which a
+        first request must not wait for), bind a free port and serve in a background thread."""
+        registered()
         self._stopping.clear()
         self._server = _Server(self)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
