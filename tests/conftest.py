@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import tiers  # noqa: E402
 from fake_ollama import FakeOllama  # noqa: E402
 
 from pipeline.answering import retriever  # noqa: E402
@@ -41,6 +42,17 @@ def reset_process_state() -> None:
 
     st.cache_resource.clear()
     st.cache_data.clear()
+
+
+def pytest_collection_modifyitems(items):
+    """Every test in a test_browser*.py file is a browser test (tiers.py)."""
+    for item in items:
+        if tiers.is_browser_file(item.path):
+            item.add_marker(pytest.mark.browser)
+
+
+def pytest_runtest_setup(item):
+    tiers.running(item.nodeid, item.get_closest_marker("browser") is not None)
 
 
 @pytest.fixture(autouse=True)

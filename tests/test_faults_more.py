@@ -518,6 +518,7 @@ def test_kill_9_of_ask_during_its_save_leaves_the_run_whole_or_absent(ingested_s
     assert journal.pending(str(store)) == []
 
 
+@pytest.mark.browser
 def test_kill_9_of_the_app_during_a_save_leaves_the_store_whole_and_no_half_run(kb_db, settings, tmp_path):
     from browser_server import CHROMIUM, app_env, chromium, new_page, serving
 
