@@ -124,9 +124,9 @@ def ray_session():
     ray_executor.stop()
 
 
-@pytest.fixture(params=["local", "ray"])
+@pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.slow)])
 def executor(request):
-    """The evaluation executor a test runs under: each such test runs for both."""
+    """The evaluation executor a test runs under: each such test runs for both (on Ray in the slow tier)."""
     if request.param == "ray":
         request.getfixturevalue("ray_session")
     return request.param

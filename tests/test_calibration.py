@@ -91,6 +91,7 @@ def test_the_kappa_standard_error_matches_the_spread_of_kappa_over_samples():
     assert np.median(ses) == pytest.approx(np.std(kappas), rel=0.1)
 
 
+@pytest.mark.slow
 def test_the_kappa_interval_covers_the_true_kappa_about_95_percent_of_the_time():
     from bench.kappa import coverage
 

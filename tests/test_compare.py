@@ -216,6 +216,7 @@ def test_a_judge_criterion_under_another_prompt_version_of_its_own_is_not_compar
     assert {c.metric for c in result.changes} == {"judge_correctness"}
 
 
+@pytest.mark.slow
 def test_compare_lists_the_settings_two_runs_differ_in_such_as_the_context_budget(fake, settings, kb_db):
     from test_evaluation import ITEMS, dataset
 

@@ -45,6 +45,7 @@ def dataset(items=ITEMS):
     return Dataset("golden-test.jsonl", list(items), [], "hash")
 
 
+@pytest.mark.slow
 def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db, executor):
     outcome = run_evaluation(settings, kb_db, dataset(), "first", concurrency=2, executor=executor)
     assert outcome.status == "finished" and outcome.progress.done == 4 and outcome.progress.failed == 0
@@ -86,6 +87,7 @@ def test_rerunning_the_same_name_skips_finished_items_and_costs_nothing(fake, se
     assert len(evals.item_statuses(kb_db, outcome.eval_run_id)) == 4
 
 
+@pytest.mark.slow
 def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, settings, kb_db):
     run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "one")
     before = len([r for r in fake.requests if r["path"] == "/api/chat"])
@@ -126,6 +128,7 @@ def test_items_run_concurrently(fake, settings, kb_db):
     assert outcome.progress.done == 4 and fake.max_in_flight >= 4
 
 
+@pytest.mark.slow
 def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db, executor):
     fake.enqueue("The RAG index held 21 million passages [1].", match=lambda b: not b.get("format"))
     fake.inject("timeout", model="llama3.2", path="/api/chat")
@@ -143,6 +146,7 @@ def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db, exec
     assert outcome.progress.failed == 1
 
 
+@pytest.mark.slow
 def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db, executor):
     fake.remove_model("bespoke-minicheck")
     outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky", executor=executor)
@@ -173,6 +177,7 @@ def test_cancel_stops_before_the_next_item(fake, settings, kb_db, executor):
     assert evals.get_eval_run(kb_db, "cancelled").status == "cancelled"
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_leaves_a_valid_store_that_resumes(fake, settings, kb_db, tmp_path):
     kb_db.close()
     golden = tmp_path / "golden.jsonl"

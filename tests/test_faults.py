@@ -147,6 +147,7 @@ def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_ne
     assert not Path(result.journal).exists() and kb_db.replayed == 1
 
 
+@pytest.mark.slow
 def test_replay_is_idempotent_by_entry_id_also_from_two_processes_at_once(kb_db, settings, tmp_path):
     log = QuestionRun(settings, kb_db, QUESTION, "chat", persist=False)
     final_result(log.events())
@@ -309,6 +310,7 @@ def test_ollama_killed_mid_evaluation_is_not_plain_finished_and_the_cli_says_why
         )
 
 
+@pytest.mark.slow
 def test_a_retried_item_leaves_no_superseded_run(fake, kb_db, settings, executor):
     items = [GoldenItem(id="rag", question=QUESTION, reference="21 million passages")]
     fake.inject("500", model="llama3.2", path="/api/chat", times=1000)
@@ -354,6 +356,7 @@ def _page(page):
     return at
 
 
+@pytest.mark.slow
 def test_every_page_says_the_store_is_locked_and_keeps_its_navigation(kb_db, settings, monkeypatch):
     monkeypatch.setenv("WORKBENCH_STORE_LOCK_TIMEOUT_S", "0.3")
     kb_db.close()
@@ -365,6 +368,7 @@ def test_every_page_says_the_store_is_locked_and_keeps_its_navigation(kb_db, set
             assert len(at.sidebar.get("page_link")) == len(PAGES), page
 
 
+@pytest.mark.slow
 def test_every_page_browses_a_read_only_store_with_a_banner(kb_db, settings, state_dir):
     ask(settings, kb_db)
     kb_db.close()
@@ -463,6 +467,7 @@ def _interruptible_children():
 
 
 @pytest.mark.parametrize("executor", ["local", "ray"])
+@pytest.mark.slow
 def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db, settings, executor):
     import time
 
@@ -563,6 +568,7 @@ def test_an_answer_nothing_can_keep_is_printed_with_exactly_that_said(kb_db, set
     assert journal.pending(str(folder / path.name)) == []
 
 
+@pytest.mark.slow
 def test_asks_and_an_evaluation_under_contention_all_exit_0(kb_db, settings, tmp_path):
     """Issue 27, items 3 and 4: three `ask` processes and a two-item evaluation while another process takes the
     store for 1 s of every 2 s: every process exits 0 (none aborts at exit, none fails for the lock) and every

@@ -317,6 +317,7 @@ def start_cli(args: list[str], store: Path, ollama_url: str, tmp_path: Path) -> 
     )
 
 
+@pytest.mark.slow
 def test_ollama_killed_mid_answer_ask_says_so_and_keeps_the_failed_run(ingested_store, tmp_path):
     store = tmp_path / "workbench.duckdb"
     shutil.copy(ingested_store, store)
@@ -349,6 +350,7 @@ def test_ollama_killed_mid_answer_in_the_app_chat_says_so_without_a_traceback(kb
     assert [(r[1], r[2]) for r in rows_of(Path(settings.store_path))["runs"]] == [(QUESTION, "failed")]
 
 
+@pytest.mark.slow
 def test_ollama_killed_mid_evaluation_then_resume_completes_it_exactly(ingested_store, fake, tmp_path):
     store = tmp_path / "workbench.duckdb"
     shutil.copy(ingested_store, store)
@@ -630,6 +632,7 @@ def test_chat_in_the_app_while_another_process_holds_the_store_shows_the_answer_
     assert [(r[1], r[2]) for r in rows_of(Path(settings.store_path))["runs"]] == [(QUESTION, "accepted")]
 
 
+@pytest.mark.slow
 def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_every_item_and_says_so(
     fake, kb_db, settings, monkeypatch
 ):

@@ -178,6 +178,7 @@ def reports(monkeypatch) -> list[str]:
     return computed
 
 
+@pytest.mark.slow
 def test_a_finished_evaluations_report_is_computed_once_until_it_or_its_baseline_changes(
     fake, settings, kb_db, reports
 ):

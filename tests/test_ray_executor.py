@@ -170,6 +170,7 @@ def test_items_run_concurrently_up_to_the_concurrency(fake, settings, kb_db, ray
     assert peak == 2
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_tasks_in_flight_and_keeps_nothing_of_them(fake, settings, kb_db, ray_session):
     gate = fake.hold(timeout_s=180)  # no reply leaves the fake: both items are mid-call when the cancel comes
     cancel = threading.Event()
@@ -245,6 +246,7 @@ def test_a_local_ray_listens_on_loopback_only(ray_session):
     assert ray.cluster_resources()["CPU"] == 2
 
 
+@pytest.mark.slow
 def test_the_default_local_ray_ignores_a_cluster_recorded_by_ray_start(fake, settings, kb_db, tmp_path):
     """`ray start` records its cluster in Ray's temp folder (/tmp/ray/ray_current_cluster), and ray.init() without
     an address joins it, even one long gone: the default executor starts a Ray of its own all the same."""
@@ -314,6 +316,7 @@ def test_the_cli_runs_an_evaluation_on_ray(fake, settings, kb_db, ray_session, c
     assert set(evals.item_statuses(kb_db, evals.get_eval_run(kb_db, "cli").id).values()) == {"done"}
 
 
+@pytest.mark.slow
 def test_the_cli_runs_an_evaluation_on_an_existing_cluster(fake, settings, kb_db):
     """A head started apart (`ray start --head`, token authentication on: Ray's default), bound to 127.0.0.1,
     and `eval --ray-address` in another process: the job brings the workbench's code to the cluster."""

@@ -176,6 +176,7 @@ def test_gate_exit_codes_and_stored_alerts(db, capsys):
     assert (alert_store.count_open_alerts(db), alert_store.count_below_floor(db)) == (1, 1)
 
 
+@pytest.mark.slow
 def test_gate_exits_0_on_a_pass_1_on_a_regression_and_3_below_a_floor_only(db, capsys):
     rng = np.random.default_rng(11)
     low = rng.uniform(0.55, 0.65, 30)  # faithfulness about 0.60: below its floor of 0.70

@@ -264,6 +264,7 @@ def test_an_optional_read_gives_up_after_a_short_wait_and_skips_for_a_while(tmp_
     assert saved == [True]  # the save went on once the other process let go
 
 
+@pytest.mark.slow
 def test_a_connection_closing_in_the_idle_timer_at_exit_does_not_abort_the_process(tmp_path):
     """Issue 27, item 4: the idle release's timer thread (a daemon) inside DuckDB's close (here a checkpoint of a
     large write-ahead log) when the interpreter finalizes made Python end it with pthread_exit, which aborted the

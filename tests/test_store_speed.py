@@ -289,6 +289,7 @@ def test_the_trends_series_means_counts_and_failed_items(db):
     assert metric_series(db)[0]["config"] == {"top_k": 5}
 
 
+@pytest.mark.slow
 def test_the_scale_bench_store_has_the_products_shape(tmp_path):
     from bench.scale import parse_runs
     from bench.scale_data import fill

@@ -361,6 +361,7 @@ def test_an_interrupted_job_resumes_and_writes_no_candidate_twice(fake, settings
     assert again.job_id != job.id and again.resumed == 0 and again.version == 2
 
 
+@pytest.mark.slow
 def test_a_job_killed_with_sigkill_resumes_under_the_same_name(fake, settings, kb_db, capsys):
     kb_db.close()
     child = subprocess.Popen(
