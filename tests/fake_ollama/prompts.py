@@ -20,6 +20,7 @@ class Registered:
     version: str
     system: str
     task: str
+    outside: bool = False  # an outside application's, recognised only where no registered prompt is
 
     def built(self, system, user):
         """Whether a request with this system message and first user message was built from this prompt."""
@@ -31,15 +32,26 @@ _registered = []
 
 
 def registered(refresh=False):
-    """Every prompt in the pipeline's registry (read once per process, again with `refresh`)."""
+    """Every prompt in the pipeline's registry, and the outside ones (read once per process, again with `refresh`)."""
     global _registered
     with _lock:
         if refresh or not _registered:
             from pipeline.prompt_registry import all_prompts  # loads every verifier and metric: only when asked
 
             found = all_prompts().values()
-            _registered = [Registered(p.name, p.version, p.system, p.task) for p in found]
+            _registered = [Registered(p.name, p.version, p.system, p.task) for p in found] + outside()
         return _registered
+
+
+def outside():
+    """The prompts of an application outside the pipeline that benchmarks and tests run against the fake: the seed
+    pipeline the workbench replaced (bench/seed_pipeline.py), known by its system texts."""
+    from bench.seed_pipeline import EXTRACT_SYSTEM, GENERATE_SYSTEM
+
+    return [
+        Registered("seed_generate", "seed", GENERATE_SYSTEM, "", outside=True),
+        Registered("seed_extract", "seed", EXTRACT_SYSTEM, "", outside=True),
+    ]
 
 
 def first(messages, role):
@@ -49,8 +61,8 @@ def first(messages, role):
 
 def prompt_name(messages):
     """The name of the registered prompt `messages` were built from; None when they have no system message or no
-    registered prompt matches (the registry is read again once before saying so). The most specific match wins: the
-    longest system text, then the longest task."""
+    registered prompt matches (the registry is read again once before saying so). The most specific match wins: a
+    registered prompt before an outside one, then the longest system text, then the longest task."""
     system = first(messages, "system")
     if system is None:
         return None
@@ -58,7 +70,7 @@ def prompt_name(messages):
     for refresh in (False, True):
         matches = [p for p in registered(refresh) if p.built(system, user)]
         if matches:
-            return max(matches, key=lambda p: (len(p.system), len(p.task))).name
+            return max(matches, key=lambda p: (not p.outside, len(p.system), len(p.task))).name
     return None
 
 

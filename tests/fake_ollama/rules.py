@@ -3,7 +3,7 @@
 `classify` names what a request is, from what a real server receives (the model's name, the messages, the format):
 - sent to a verifier model (bespoke-minicheck): VERIFIER_MODEL, whatever the prompt, as that model answers only
   Yes or No;
-- built from a prompt in the pipeline's registry (prompts.prompt_name): that prompt's name;
+- built from a prompt in the pipeline's registry, or the seed pipeline's (prompts.prompt_name): that prompt's name;
 - one of Ragas's prompts (ragas.py): RAGAS;
 - a plain chat, user messages only and no format (an app's own template, an ad hoc question): PLAIN.
 Anything else has no name: a system message or a JSON format that no registered prompt built. `RULES` holds the rule
@@ -115,6 +115,9 @@ RULES = {
     "judge_grounding": judged,
     "judge_topicality": judged,
     "judge_question_rewrite": rewrite_judged,
+    # the seed pipeline the workbench replaced (bench/seed_pipeline.py: prompts.outside)
+    "seed_generate": prose,
+    "seed_extract": claims,
     # synth's question writers (pipeline/evaluation/synth/prompts.py)
     "synth_fact": synth,
     "synth_multi_hop": synth,

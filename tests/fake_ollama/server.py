@@ -671,8 +671,8 @@ class FakeOllama:
         if why:
             raise _Refused(why)
         fmt, prompt = call.body.get("format"), rule_input(messages)
-        asked = Asked(prompt, fmt if isinstance(fmt, dict) else {}, self.answer_style, self.answer_sentences)
-        asked.first_answer = self._first_answer
+        schema = fmt if isinstance(fmt, dict) else {}
+        asked = Asked(prompt, schema, self.answer_style, self.answer_sentences, self._first_answer)
         text = self.rules[call.prompt](asked)
         if self.judge_noise and call.prompt in JUDGE_PROMPTS and isinstance(fmt, dict):
             seed = (call.body.get("options") or {}).get("seed")
