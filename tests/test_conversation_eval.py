@@ -200,6 +200,7 @@ def test_the_cli_report_and_json_show_per_turn_and_per_conversation_figures(fake
     assert [c["conversation"] for c in body["conversations"]["conversations"]] == ["transformer"]
 
 
+@pytest.mark.slow
 def test_an_evaluation_without_conversations_reports_none(fake, settings, kb_db, tmp_path):
     run_evaluation(settings, kb_db, load_dataset(golden(tmp_path, SINGLES)), "plain")
     assert report(settings, kb_db, "plain").conversations is None

@@ -171,6 +171,7 @@ def test_evaluating_the_same_file_twice_pins_one_version(fake, kb_db, settings, 
     assert run_evaluation(settings, kb_db, load_dataset(path), "first").progress.skipped == 1
 
 
+@pytest.mark.slow
 def test_an_evaluation_started_over_a_file_before_datasets_were_kept_resumes_over_the_file(
     fake, kb_db, settings, tmp_path, capsys
 ):

@@ -76,6 +76,7 @@ def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db, e
     assert result.eval_run.judge_model == "llama3.2" and result.eval_run.judge_prompt_version == "judge-v1"
 
 
+@pytest.mark.slow
 def test_rerunning_the_same_name_skips_finished_items_and_costs_nothing(fake, settings, kb_db, executor):
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "resume-me", executor=executor)
     before = len(fake.requests)
@@ -96,6 +97,7 @@ def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, set
     assert report(settings, kb_db, "two").usage["cache_hits"] == report(settings, kb_db, "two").usage["calls"]
 
 
+@pytest.mark.slow
 def test_a_changed_configuration_cannot_resume_under_the_same_name(fake, settings, kb_db, executor):
     import dataclasses
 
@@ -116,6 +118,7 @@ def items_being_answered(fake, items=ITEMS) -> set[str]:
     return {i.id for i in items if any(json.dumps(i.question)[1:-1] in b for b in bodies)}
 
 
+@pytest.mark.slow
 def test_items_run_concurrently(fake, settings, kb_db):
     # every model reply waits until all four items are being answered at once: only items that run at once get there
     gate = fake.hold(until=lambda f: len(items_being_answered(f)) == 4)

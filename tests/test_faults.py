@@ -123,6 +123,7 @@ def opens_recorded(monkeypatch) -> list[tuple[float, str]]:
     return opened
 
 
+@pytest.mark.slow
 def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_next_open(kb_db, settings, monkeypatch):
     settings = dataclasses.replace(settings, store_save_wait_s=0.3)
     run = QuestionRun(settings, kb_db, QUESTION, "chat")
@@ -170,6 +171,7 @@ def test_replay_is_idempotent_by_entry_id_also_from_two_processes_at_once(kb_db,
     assert journal.pending(settings.store_path) == []
 
 
+@pytest.mark.slow
 def test_an_evaluation_item_is_kept_when_the_store_is_locked_at_its_save(kb_db, settings, monkeypatch, executor):
     from pipeline.evaluation import runner
 
@@ -280,6 +282,7 @@ def test_doctor_says_whether_the_store_is_writable(kb_db, settings, state_dir):
         assert "writable" in checks["store"].fix
 
 
+@pytest.mark.slow
 def test_ollama_killed_mid_evaluation_is_not_plain_finished_and_the_cli_says_why(
     fake, kb_db, settings, capsys, monkeypatch, executor
 ):
@@ -383,6 +386,7 @@ def test_every_page_browses_a_read_only_store_with_a_banner(kb_db, settings, sta
             )
 
 
+@pytest.mark.slow
 def test_a_file_whose_splitting_hangs_or_raises_is_skipped_and_the_rest_ingested(
     fake, db, tmp_path, monkeypatch, capsys
 ):
@@ -515,6 +519,7 @@ def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db,
     con.close()
 
 
+@pytest.mark.slow
 def test_a_cache_read_that_finds_the_store_locked_is_a_miss_and_the_answer_is_kept(kb_db, settings, monkeypatch):
     """Issue 27, item 2: another process takes the store from the moment retrieval ends. The response cache's
     reads wait a short bound, then miss; they never wait the lock timeout nor fail the run."""
@@ -537,6 +542,7 @@ def test_a_cache_read_that_finds_the_store_locked_is_a_miss_and_the_answer_is_ke
     assert replay_journal(kb_db) == 1
 
 
+@pytest.mark.slow
 def test_an_answer_nothing_can_keep_is_printed_with_exactly_that_said(kb_db, settings, tmp_path, monkeypatch, capsys):
     """Issue 27, item 1: a read-only store and no writable journal folder (beside the store nor the state
     directory): `ask` still prints the answer and its --json, says it could not be kept anywhere and why, exits

@@ -145,6 +145,7 @@ def answer(kb_db, settings, question):
 
 
 @pytest.mark.parametrize("chain", CHAINS)
+@pytest.mark.slow
 def test_every_prompt_a_question_run_sends_is_recorded_with_its_version(fake, settings, kb_db, sent, chain):
     chained = dataclasses.replace(settings, verifier_chain=chain, retrieval_floor=0.0)
     used = set()
@@ -169,6 +170,7 @@ def test_every_prompt_a_question_run_sends_is_recorded_with_its_version(fake, se
 
 
 @pytest.mark.parametrize("chain", [DEFAULT_CHAIN, "llm", "precheck,llm"])
+@pytest.mark.slow
 def test_every_prompt_an_evaluation_sends_is_recorded_with_its_version(fake, settings, kb_db, sent, chain):
     chained = dataclasses.replace(settings, verifier_chain=chain)
     fake.enqueue(INVENTED, model="llama3.2", match=is_generation)

@@ -164,6 +164,7 @@ def test_two_processes_browse_the_parquet_export_while_the_writer_keeps_the_stor
 
 
 @pytest.mark.parametrize("source", ["snapshot", "export-parquet"])
+@pytest.mark.slow
 def test_the_app_browses_a_read_only_view_and_says_writing_is_off(kb_db, settings, tmp_path, monkeypatch, source):
     filled(settings, kb_db)
     target = tmp_path / "view"

@@ -196,6 +196,7 @@ def test_the_store_errors_are_the_pipelines_error_family():
     assert issubclass(StoreLocked, pipeline.errors.WorkbenchError)
 
 
+@pytest.mark.slow
 def test_an_optional_read_gives_up_after_a_short_wait_and_skips_for_a_while(tmp_path, monkeypatch):
     """A read the caller can do without (a response-cache lookup) waits OPTIONAL_READ_WAIT_S for a store another
     process holds, not the lock timeout; the next ones, for OPTIONAL_READ_BACKOFF_S, give up at once; and it does

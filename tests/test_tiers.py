@@ -14,6 +14,7 @@ def test_every_test_browser_file_is_a_browser_file():
     assert not tiers.is_browser_file(ROOT / "tests" / "test_store.py")
 
 
+@pytest.mark.slow
 def test_collection_marks_a_browser_files_tests_and_a_test_marked_so_elsewhere():
     files = ["tests/test_browser_safety.py", "tests/test_faults_more.py"]
     listed = subprocess.run(
