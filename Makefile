@@ -1,11 +1,12 @@
-# `make run` sets up and starts the app; `make test` sets up and runs the tests.
+# `make run` sets up and starts the app; `make test` sets up and runs every test (what CI runs); `make test-fast`
+# runs ruff and the tests that are neither browser nor slow (pytest.ini's markers, docs/testing.md).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8501
 STREAMLIT_FLAGS := --server.headless true --browser.gatherUsageStats false --server.address 127.0.0.1 --server.port $(PORT)
 
-.PHONY: run test bench doctor clean-venv
+.PHONY: run test test-fast bench doctor clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,11 @@ test: $(VENV)/.dev-installed
 	$(PY) -m ruff format --check .
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -d .docs-site  # not --quiet: it hides the warnings strict counts
 	$(PY) -m pytest
+
+test-fast: $(VENV)/.dev-installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest -m "not browser and not slow"
 
 bench: $(VENV)/.dev-installed
 	$(PY) -m bench

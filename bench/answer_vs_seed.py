@@ -8,7 +8,7 @@
     python -m bench.answer_vs_seed --unfaithful-share 1   # every first answer unfaithful (before issue 48)
 
 Both pipelines answer the first golden questions, each question on its own simulated server, the fake Ollama
-(tests/fake_ollama.py), under four profiles in turn (PROFILES): "GPU-like", 4 slots, 25 ms per output token,
+(tests/fake_ollama/), under four profiles in turn (PROFILES): "GPU-like", 4 slots, 25 ms per output token,
 0.5 ms per prompt token; "CPU-like", 4 slots, 25 ms and 5 ms; "laptop", 1 slot, 60 ms and 5 ms; "laptop, prompt
 cache", the same with the fake's per-slot prompt cache on (a request is charged prompt time only for the words
 after the longest common prefix with its slot's previous prompt for that model). The engine is told the server's

@@ -4,7 +4,7 @@
     python -m bench.hosts --items 20           # fewer items
     python -m bench.hosts --hosts 1,2          # other host counts
 
-Each host is a fake Ollama (tests/fake_ollama.py) served by threads of this process: 4 parallel slots,
+Each host is a fake Ollama (tests/fake_ollama/) served by threads of this process: 4 parallel slots,
 25 ms per output token, 0.5 ms per prompt token (embeddings are instant). The evaluation is the product's
 own runner (pipeline.evaluation.runner.run_evaluation) over the golden set's items, cycled to the
 requested number, at concurrency 4 × hosts, with `ollama_hosts` listing the servers and
@@ -39,7 +39,7 @@ from store.db import close_all, get_database
 SECONDS_PER_TOKEN, SECONDS_PER_PROMPT_TOKEN, SLOTS = 0.025, 0.0005, 4
 HOST_COUNTS, N_ITEMS = (1, 2, 4), 100
 TWO_HOST_TARGET = 0.6
-fake_ollama = sys.modules[FakeOllama.__module__]  # tests/fake_ollama.py, on the path bench.common sets
+fake_ollama = sys.modules[FakeOllama.__module__]  # tests/fake_ollama/server.py, on the path bench.common sets
 
 
 @dataclass

@@ -4,7 +4,7 @@
     python -m bench.synth --n 20 --profile laptop
 
 The sample knowledge base (data/kb, 10 documents, 30 chunks) is ingested into a scratch store, then `synth` writes
-`--n` candidates (default 50) in the default kinds and shares against the fake Ollama (tests/fake_ollama.py) under a
+`--n` candidates (default 50) in the default kinds and shares against the fake Ollama (tests/fake_ollama/) under a
 latency profile: "GPU-like" (4 slots, 25 ms per output token, 0.5 ms per prompt token; default) or "laptop" (1 slot,
 60 ms and 5 ms). The workbench is told the server's slots, and writes `eval_concurrency` (4) candidates at a time.
 Calls and prompt tokens are counted from the fake's own request log (chat and generate requests; prompt tokens are

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+import tiers
 from conftest import ROOT, TEST_ENV
 
 from pipeline.config import Settings, load_settings
@@ -187,6 +188,7 @@ def serving(env: dict[str, str], idle_release_s: str | None = "0.2", script: str
 
 @contextmanager
 def chromium() -> Iterator:
+    tiers.require_browser_marker()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import tiers  # noqa: E402
 from fake_ollama import FakeOllama  # noqa: E402
 
 from pipeline.answering import retriever  # noqa: E402
@@ -41,6 +42,17 @@ def reset_process_state() -> None:
 
     st.cache_resource.clear()
     st.cache_data.clear()
+
+
+def pytest_collection_modifyitems(items):
+    """Every test in a test_browser*.py file is a browser test (tiers.py)."""
+    for item in items:
+        if tiers.is_browser_file(item.path):
+            item.add_marker(pytest.mark.browser)
+
+
+def pytest_runtest_setup(item):
+    tiers.running(item.nodeid, item.get_closest_marker("browser") is not None)
 
 
 @pytest.fixture(autouse=True)
@@ -112,9 +124,9 @@ def ray_session():
     ray_executor.stop()
 
 
-@pytest.fixture(params=["local", "ray"])
+@pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.slow)])
 def executor(request):
-    """The evaluation executor a test runs under: each such test runs for both."""
+    """The evaluation executor a test runs under: each such test runs for both (on Ray in the slow tier)."""
     if request.param == "ray":
         request.getfixturevalue("ray_session")
     return request.param

@@ -55,6 +55,7 @@ def test_a_page_missing_from_pages_is_named_with_where_to_add_it():
         declared_page("pages/new.py")
 
 
+@pytest.mark.slow
 def test_chat_answers_with_claims_marked(kb_db):
     at = app()
     assert at.title[0].value == "Chat"
@@ -70,6 +71,7 @@ def test_chat_answers_with_claims_marked(kb_db):
     assert at.session_state["conversation"][0]["result"].status == "accepted"
 
 
+@pytest.mark.slow
 def test_chat_keeps_the_conversation(kb_db):
     at = app()
     at.chat_input[0].set_value(QUESTION).run()
@@ -78,6 +80,7 @@ def test_chat_keeps_the_conversation(kb_db):
     assert len(at.chat_message) == 4
 
 
+@pytest.mark.slow
 def test_chat_shows_model_output_escaped(fake, kb_db):
     fake.enqueue(
         "<script>alert(1)</script> The RAG index held **21 million passages** [1].",
@@ -141,6 +144,7 @@ def test_knowledge_base_page_lists_documents(kb_db):
     assert "rag.md" in set(frame["path"]) and len(frame) >= 8
 
 
+@pytest.mark.slow
 def test_knowledge_base_page_offers_ingest_when_empty(db):
     at = app("pages/knowledge_base.py")
     assert any("No documents yet" in i.value for i in at.info)
@@ -187,6 +191,7 @@ def wait_for_jobs(seconds: float = 60) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
     at = app("pages/evaluate.py")
     assert at.title[0].value == "Evaluate"
@@ -207,6 +212,7 @@ def test_evaluate_page_starts_a_small_run_and_shows_its_results(kb_db):
     assert results["link"].str.startswith("/runs?run_id=").all()
 
 
+@pytest.mark.slow
 def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
     from pipeline.evaluation.dataset import load_dataset
     from pipeline.evaluation.runner import run_evaluation
@@ -223,6 +229,7 @@ def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
     assert list(filtered["judge_correctness"]) == sorted(filtered["judge_correctness"])
 
 
+@pytest.mark.slow
 def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
 
@@ -330,6 +337,7 @@ def test_detector_page_compares_runs(fake, settings, db, tmp_path):
     assert len(at.get("vega_lite_chart")) == 2
 
 
+@pytest.mark.slow
 def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     import numpy as np
     from test_regression import store_run
@@ -366,6 +374,7 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     assert len(acked) == 1 and acked[0]["comment"] == "known: top_k lowered"
 
 
+@pytest.mark.slow
 def test_trends_page_shows_the_pinned_baseline_and_keeps_other_datasets_apart(db):
     import numpy as np
     from test_regression import store_run
@@ -408,6 +417,7 @@ def test_trends_page_shows_the_pinned_baseline_and_keeps_other_datasets_apart(db
     assert star["mark"]["shape"] == STAR and {"filter": "isValid(datum.baseline)"} in star["transform"]
 
 
+@pytest.mark.slow
 def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings, kb_db):
     from test_evaluation import ITEMS, dataset
 
@@ -436,6 +446,7 @@ def test_annotate_page_saves_a_rating_and_then_reveals_the_judge(fake, settings,
     assert "1 rated of 2" in at.get("progress")[0].proto.text
 
 
+@pytest.mark.slow
 def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
     from test_evaluation import ITEMS, dataset
 
@@ -450,6 +461,7 @@ def test_annotate_page_refuses_an_incomplete_rating(fake, settings, kb_db):
     )
 
 
+@pytest.mark.slow
 def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, settings, kb_db):
     from test_evaluation import dataset
 
@@ -484,6 +496,7 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     assert cells[cells["row"] == "unsupported"]["count"].sum() == expected["n"]  # every rating said unsupported
 
 
+@pytest.mark.slow
 def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_included(fake, settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
 
@@ -514,6 +527,7 @@ def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_incl
     assert any("<b>bold</b> The RAG index held" in c for c in codes)  # shown as code: text, never HTML
 
 
+@pytest.mark.slow
 def test_detector_page_runs_the_shipped_sample_and_shows_verdicts_as_a_table(fake, db):
     at = app("pages/detector.py")
     assert "No detector benchmarks yet." in [i.value for i in at.info]
@@ -529,6 +543,7 @@ def test_detector_page_runs_the_shipped_sample_and_shows_verdicts_as_a_table(fak
     assert not [r for r in fake.requests if r["path"] == "/api/chat"]
 
 
+@pytest.mark.slow
 def test_settings_page_shows_every_setting_with_its_source_and_hides_keys(fake, db, monkeypatch):
     import pandas as pd
 
@@ -553,6 +568,7 @@ def test_settings_page_shows_every_setting_with_its_source_and_hides_keys(fake, 
     assert "sk-do-not-show" not in frame.to_string()
 
 
+@pytest.mark.slow
 def test_knowledge_base_page_previews_a_document_shows_its_chunks_and_deletes_it(kb_db):
     at = app("pages/knowledge_base.py")
     from pipeline.knowledge.documents import list_documents
@@ -571,6 +587,7 @@ def test_knowledge_base_page_previews_a_document_shows_its_chunks_and_deletes_it
     assert (ROOT / "data" / "kb" / "rag.md").exists()  # a file outside the uploads folder is left alone
 
 
+@pytest.mark.slow
 def test_annotate_page_shows_the_rubric_and_hides_the_verifier_until_saved(fake, settings, kb_db):
     from test_evaluation import ITEMS, dataset
 
@@ -599,6 +616,7 @@ def test_annotate_page_shows_the_rubric_and_hides_the_verifier_until_saved(fake,
     assert "-background[" in markdown_text(at)  # revealed once saved
 
 
+@pytest.mark.slow
 def test_annotate_page_shows_the_verifier_when_the_rater_asks(fake, settings, kb_db):
     from test_evaluation import ITEMS, dataset
 
@@ -612,6 +630,7 @@ def test_annotate_page_shows_the_verifier_when_the_rater_asks(fake, settings, kb
     assert all(s.value is not None for s in at.selectbox if s.label.startswith("Claim "))
 
 
+@pytest.mark.slow
 def test_an_empty_chat_offers_example_questions_and_clicking_one_asks_it(kb_db):
     from pipeline.evaluation.example_questions import example_questions
 
@@ -627,6 +646,7 @@ def test_an_empty_chat_offers_example_questions_and_clicking_one_asks_it(kb_db):
     assert not [b for b in at.button if b.key and b.key.startswith("example-")]  # gone once the chat has begun
 
 
+@pytest.mark.slow
 def test_pinning_a_baseline_says_so_with_the_run_name_as_text(db):
     import numpy as np
     from test_regression import store_run
@@ -639,6 +659,7 @@ def test_pinning_a_baseline_says_so_with_the_run_name_as_text(db):
     assert "\\*bold\\*" in message and "\\[log in\\]" in message
 
 
+@pytest.mark.slow
 def test_evaluate_report_says_what_drop_the_comparison_with_its_baseline_could_have_detected(db):
     import numpy as np
     from test_regression import store_run
@@ -655,6 +676,7 @@ def test_evaluate_report_says_what_drop_the_comparison_with_its_baseline_could_h
     assert "(80% power, 40 items)" in captions[0] and "context_recall 0." in captions[0]
 
 
+@pytest.mark.slow
 def test_a_drop_alert_on_trends_says_the_smallest_drop_its_test_could_detect(db):
     import numpy as np
     from test_regression import store_run
@@ -673,6 +695,7 @@ def test_a_drop_alert_on_trends_says_the_smallest_drop_its_test_could_detect(db)
     assert "the smallest drop it could detect: 0." in message and "(80% power)" in message
 
 
+@pytest.mark.slow
 def test_an_abstention_shows_the_withheld_answer_with_its_verdicts_and_why_in_chat_and_the_drilldown(fake, kb_db):
     withheld = "<img src=x onerror=alert(1)> The RAG paper won the best paper award at ICML 2019 [1]."
     fake.enqueue(withheld, model="llama3.2", match=lambda body: not body.get("format"), times=3)

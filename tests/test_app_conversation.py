@@ -4,6 +4,7 @@ side and says earlier turns are not evidence; Annotate shows the earlier turns a
 
 from __future__ import annotations
 
+import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 from test_app import app, fresh_streamlit_caches, markdown_text  # noqa: F401 (autouse: fresh caches per test)
@@ -43,6 +44,7 @@ def texts(at) -> str:
     return "\n".join(t.value for t in at.text)
 
 
+@pytest.mark.slow
 def test_chat_reads_a_follow_up_with_the_conversation_until_a_new_one_is_started(kb_db):
     at = app()
     assert not [b for b in at.button if b.label == "New conversation"]  # nothing to start afresh from yet
@@ -65,6 +67,7 @@ def test_chat_reads_a_follow_up_with_the_conversation_until_a_new_one_is_started
     assert fresh.conversation_id == at.session_state["conversation_id"]
 
 
+@pytest.mark.slow
 def test_the_runs_page_shows_a_conversation_and_the_drilldown_links_its_turns(fake, settings, kb_db):
     first, second = two_turns(settings, kb_db)
     at = open_page("pages/runs.py", conversation="talk")
@@ -88,6 +91,7 @@ def test_the_runs_page_shows_a_conversation_and_the_drilldown_links_its_turns(fa
     assert escape_markdown(NOT_EVIDENCE) not in captions(at)  # the first turn has no earlier one
 
 
+@pytest.mark.slow
 def test_a_single_question_has_no_conversation_in_its_drilldown(fake, settings, kb_db):
     run = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(FIRST))
     at = open_page("pages/runs.py", run_id=str(run.run_id))
@@ -95,6 +99,7 @@ def test_a_single_question_has_no_conversation_in_its_drilldown(fake, settings, 
     assert "Conversation" not in text and "conversation" not in at.markdown[0].value and "turn **" not in text
 
 
+@pytest.mark.slow
 def test_the_runs_page_opens_a_conversation_from_its_list(fake, settings, kb_db):
     two_turns(settings, kb_db, "<b>notes</b>")
     at = open_page("pages/runs.py")
@@ -107,6 +112,7 @@ def test_the_runs_page_opens_a_conversation_from_its_list(fake, settings, kb_db)
     assert "There is no conversation" in at.error[0].value
 
 
+@pytest.mark.slow
 def test_annotate_shows_the_earlier_turns_of_a_conversation_as_context(fake, settings, kb_db):
     first, second = two_turns(settings, kb_db)
     at = open_page("pages/annotate.py", run_id=str(second.run_id))

@@ -82,6 +82,7 @@ def successes(at) -> list[str]:
     return [s.value for s in at.main.success]  # not the sidebar's Ollama line
 
 
+@pytest.mark.slow
 def test_the_list_shows_each_dataset_with_its_versions_and_item_counts(golden):
     at = app(PAGE)
     assert at.title[0].value == "Datasets"
@@ -100,6 +101,7 @@ def test_the_list_shows_each_dataset_with_its_versions_and_item_counts(golden):
     assert any("Nothing to review" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_accepting_a_pending_item_saves_a_new_version_and_says_which(golden):
     at = app(PAGE)
     assert "What does chunk 1 say?" in texts(at) and "Chunk 1 says 1." in texts(at)
@@ -112,6 +114,7 @@ def test_accepting_a_pending_item_saves_a_new_version_and_says_which(golden):
     assert "What does chunk 2 say?" in texts(at)  # the next pending item
 
 
+@pytest.mark.slow
 def test_the_next_and_previous_keys_move_through_the_pending_items(golden):
     at = app(PAGE)
     widget(at.button, "Next").click().run()
@@ -124,6 +127,7 @@ def test_the_next_and_previous_keys_move_through_the_pending_items(golden):
     assert "What does chunk 1 say?" in texts(at)
 
 
+@pytest.mark.slow
 def test_an_edit_saves_a_new_version_and_the_diff_shows_it(golden):
     at = app(PAGE)
     widget(at.button, "Edit").click().run()
@@ -150,6 +154,7 @@ def test_an_edit_saves_a_new_version_and_the_diff_shows_it(golden):
     assert set(changed["field"]) == {"question", "reference", "tags", "provenance"}
 
 
+@pytest.mark.slow
 def test_an_edit_that_empties_the_question_is_refused_with_why_and_saves_nothing(golden):
     at = app(PAGE)
     widget(at.button, "Edit").click().run()
@@ -163,6 +168,7 @@ def test_an_edit_that_empties_the_question_is_refused_with_why_and_saves_nothing
     assert widget(at.text_area, "Question").value == "   "  # still editing, the text kept to fix
 
 
+@pytest.mark.slow
 def test_the_export_gives_the_versions_items_as_jsonl_and_csv(golden, monkeypatch):
     from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
@@ -187,6 +193,7 @@ def test_the_export_gives_the_versions_items_as_jsonl_and_csv(golden, monkeypatc
     assert len(offered["alpha-v1.csv"].decode("utf-8").splitlines()) == 3  # the heading and two items
 
 
+@pytest.mark.slow
 def test_a_run_added_from_the_runs_page_and_the_drilldown_joins_the_next_version_pending_review(db):
     first, second, third = make_runs(db, 3)  # runs 1 and 2 are chat runs
     at = app("pages/runs.py")
@@ -220,6 +227,7 @@ def test_a_run_added_from_the_runs_page_and_the_drilldown_joins_the_next_version
     assert any(f"From run {first}; its answer is the draft reference" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_adding_with_no_dataset_chosen_says_what_to_do(db):
     [run_id] = make_runs(db, 1)
     at = app("pages/runs.py")
@@ -228,6 +236,7 @@ def test_adding_with_no_dataset_chosen_says_what_to_do(db):
     assert versions(db, "anything") == [] and not successes(at)
 
 
+@pytest.mark.slow
 def test_untrusted_text_renders_as_text(db):
     save(
         db,
@@ -244,6 +253,7 @@ def test_untrusted_text_renders_as_text(db):
     assert list(frame(at, "datasets_items")["question"]) == [UNTRUSTED]  # a table cell is text
 
 
+@pytest.mark.slow
 def test_the_page_writes_questions_from_the_knowledge_base_and_saves_them_as_a_version(kb_db, fake):
     at = app(PAGE)
     assert any("No datasets yet" in i.value for i in at.info)  # the form is offered on an empty page
@@ -261,6 +271,7 @@ def test_the_page_writes_questions_from_the_knowledge_base_and_saves_them_as_a_v
     assert list(frame(at, "datasets_list")["name"]) == ["mine"]  # the list shows the version just saved
 
 
+@pytest.mark.slow
 def test_writing_questions_from_an_empty_knowledge_base_is_refused_before_any_model_call(db, fake):
     at = app(PAGE)
     fake.clear()

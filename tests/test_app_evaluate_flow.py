@@ -1,6 +1,7 @@
 """AppTests of the Evaluate page's start-up failures and deep links, and the Calibration corrections form."""
 
 import numpy as np
+import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 from test_app import app, fresh_streamlit_caches, start_evaluation, wait_for_jobs  # noqa: F401 - the fixture
@@ -29,6 +30,7 @@ def start(at: AppTest, name: str, limit: int, wait: bool = True) -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_an_evaluation_that_cannot_start_says_why_and_keeps_the_form(fake, kb_db):
     from pipeline.evaluation import datasets
     from pipeline.history.evaluations import list_eval_runs
@@ -44,6 +46,7 @@ def test_an_evaluation_that_cannot_start_says_why_and_keeps_the_form(fake, kb_db
     assert datasets.listing(kb_db) == []  # not even the file as a dataset version
 
 
+@pytest.mark.slow
 def test_an_evaluation_stopped_after_it_started_says_why_until_dismissed(kb_db, monkeypatch):
     from pipeline.errors import StoreLocked
     from pipeline.evaluation import jobs
@@ -65,6 +68,7 @@ def test_an_evaluation_stopped_after_it_started_says_why_until_dismissed(kb_db, 
     assert not any(e.value.startswith("Evaluation tiny stopped") for e in at.error)
 
 
+@pytest.mark.slow
 def test_a_finished_evaluation_is_announced_and_selected(kb_db):
     at = app("pages/evaluate.py")
     at.text_input(key="eval_name").set_value("tiny")
@@ -79,6 +83,7 @@ def test_a_finished_evaluation_is_announced_and_selected(kb_db):
     assert at.query_params["eval"] == "tiny"
 
 
+@pytest.mark.slow
 def test_a_first_evaluation_below_a_floor_says_so_apart_from_regressions(kb_db, monkeypatch):
     """A first evaluation on a fresh store whose answer relevancy (the fake's, well under 0.99) is below its floor:
     the notice, the report and the sidebar show it as below floor, and no regression alert is opened."""
@@ -93,6 +98,7 @@ def test_a_first_evaluation_below_a_floor_says_so_apart_from_regressions(kb_db, 
     assert [link.value for link in at.sidebar.page_link if "floor" in link.value] == ["1 metric below floor"]
 
 
+@pytest.mark.slow
 def test_evaluate_opens_the_evaluation_a_link_names_and_explains_an_unknown_one(db):
     base = np.linspace(0.8, 1.0, 10)
     store_run(db, "monday", {"faithfulness": base})
@@ -109,6 +115,7 @@ def test_evaluate_opens_the_evaluation_a_link_names_and_explains_an_unknown_one(
     assert at.selectbox(key="eval_selected").value == "tuesday"
 
 
+@pytest.mark.slow
 def test_corrections_form_names_the_annotator_and_clears_after_adding(fake, settings, kb_db):
     from test_evaluation import dataset
 
@@ -143,6 +150,7 @@ def test_corrections_form_names_the_annotator_and_clears_after_adding(fake, sett
     assert chooser.value == [] and not [o for o in chooser.options if o.startswith(f"correctness · run {run_id} ")]
 
 
+@pytest.mark.slow
 def test_chat_answer_links_to_its_run(kb_db):
     from test_app import QUESTION, markdown_text
 
@@ -154,6 +162,7 @@ def test_chat_answer_links_to_its_run(kb_db):
     assert f" {counted} · [run {run_id}](/runs?run_id={run_id})" in markdown_text(at)
 
 
+@pytest.mark.slow
 def test_runs_grid_has_the_drilldown_link_first(fake, settings, kb_db):
     from test_app import QUESTION
 
@@ -165,6 +174,7 @@ def test_runs_grid_has_the_drilldown_link_first(fake, settings, kb_db):
     assert grid.iloc[0]["open"] == f"/runs?run_id={run.run_id}"
 
 
+@pytest.mark.slow
 def test_once_an_evaluation_exists_a_primary_button_opens_the_start_form(db):
     store_run(db, "monday", {"faithfulness": np.linspace(0.8, 1.0, 10)})
     at = evaluate_page()

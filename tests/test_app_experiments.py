@@ -97,6 +97,7 @@ def interval(i) -> str:
     return f"{i.mean:.2f} [{i.low:.2f}, {i.high:.2f}]"
 
 
+@pytest.mark.slow
 def test_with_no_sweep_the_page_says_how_to_run_one(db):
     at = app(PAGE)
     assert at.title[0].value == "Experiments"
@@ -108,6 +109,7 @@ def test_with_no_sweep_the_page_says_how_to_run_one(db):
     assert not [s for s in at.selectbox if s.label == "Sweep"]
 
 
+@pytest.mark.slow
 def test_the_leaderboard_shows_each_combination_with_its_interval_calls_tokens_and_latency(settings, swept):
     at = app(PAGE)
     assert widget(at.selectbox, "Sweep").value == SWEEP
@@ -135,6 +137,7 @@ def test_the_leaderboard_shows_each_combination_with_its_interval_calls_tokens_a
     assert any("reference top\\_k\\=3" in c.value and "4 paired tests" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_the_best_combination_per_metric_is_the_domains(settings, swept):
     at = app(PAGE)
     board = leaderboard(settings, swept, SWEEP)
@@ -148,6 +151,7 @@ def test_the_best_combination_per_metric_is_the_domains(settings, swept):
     assert best["mean [95% interval]"].iloc[0] == interval(row.metrics["context_recall"])
 
 
+@pytest.mark.slow
 def test_the_tests_against_the_reference_carry_the_domains_holm_adjusted_p_values(settings, swept):
     at = app(PAGE)
     board = leaderboard(settings, swept, SWEEP)
@@ -171,6 +175,7 @@ def test_the_tests_against_the_reference_carry_the_domains_holm_adjusted_p_value
     assert set(tests[tests["metric"] == "context recall"]["verdict"]) == {"worse"}
 
 
+@pytest.mark.slow
 def test_the_chart_puts_each_combination_at_its_quality_and_latency_and_marks_the_pareto_front(settings, swept):
     at = app(PAGE)
     board = leaderboard(settings, swept, SWEEP)
@@ -199,6 +204,7 @@ def test_the_chart_puts_each_combination_at_its_quality_and_latency_and_marks_th
     assert list(points["quality"]) == pytest.approx([r.metrics["judge_correctness"].mean for r in judged.rows])
 
 
+@pytest.mark.slow
 def test_open_in_compare_links_the_reference_and_the_combination_and_compare_opens_with_them(swept):
     at = app(PAGE)
     shown = frame_with(at, "Pareto front")
@@ -233,6 +239,7 @@ def wait_for_sweeps(seconds: float = 120) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_the_form_runs_a_two_combination_sweep_and_shows_its_leaderboard(kb_db):
     name = "form <b>sweep</b> **x**"  # untrusted text: shown as written
     at = app(PAGE)
@@ -252,6 +259,7 @@ def test_the_form_runs_a_two_combination_sweep_and_shows_its_leaderboard(kb_db):
     assert not any(m.allow_html for m in at.markdown) and not any("<b>" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_the_form_refuses_an_unknown_setting_with_the_valid_names_and_stores_nothing(kb_db):
     at = app(PAGE)
     run_form(at, "topk=3,5")
@@ -292,6 +300,7 @@ def click_run(at, axis: str, name: str):
     assert not at.exception, at.exception
 
 
+@pytest.mark.slow
 def test_a_sweep_runs_in_the_background_and_a_session_that_left_the_page_does_not_stop_it(kb_db, held):
     at = app(PAGE)
     click_run(at, "top_k=3,5", "bg")
@@ -317,6 +326,7 @@ def test_a_sweep_runs_in_the_background_and_a_session_that_left_the_page_does_no
     assert list(frame_with(at, "Pareto front")["status"]) == ["finished"] * 2
 
 
+@pytest.mark.slow
 def test_cancel_stops_a_running_sweep_and_the_same_name_continues_it(kb_db, held):
     at = app(PAGE)
     click_run(at, "top_k=3,5", "stop")

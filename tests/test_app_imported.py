@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import app, fresh_streamlit_caches, open_runs_page, show_tab, wait_for_jobs  # noqa: F401 - the fixture
 from test_imported import ROWS, TOWER, ours, ragas
@@ -39,6 +40,7 @@ def start_button(at: AppTest):
     return next((b for b in at.button if b.label == "Start evaluation"), None)
 
 
+@pytest.mark.slow
 def test_an_uploaded_ragas_file_shows_its_mapping_and_is_scored_as_given_under_the_pipeline_named(db):
     rows = [{**r, "latency_ms": "12"} for r in ragas()]
     rows.append(
@@ -84,6 +86,7 @@ def test_a_golden_set_upload_has_no_pipeline_field(db):
     assert not [t for t in at.text_input if t.label == "Pipeline"] and start_button(at) is not None
 
 
+@pytest.mark.slow
 def test_a_file_without_a_question_column_says_what_it_looked_for_and_offers_no_start(db):
     at = upload(app("pages/evaluate.py"), "odd.csv", b"prompt,response\nWhat is RAG?,Retrieval.\n")
     errors = [e.value for e in at.error]
@@ -106,6 +109,7 @@ def imported_run(settings, db, name: str = "v1", pipeline: str = "bot", metrics=
     return next(i["run_id"] for i in report(settings, db, name).items if i["item_id"] == "tower")
 
 
+@pytest.mark.slow
 def test_the_runs_page_lists_imported_runs_with_their_pipeline_and_the_drilldown_says_who_wrote_them(
     fake, settings, db
 ):
@@ -137,6 +141,7 @@ def test_a_chat_run_drilldown_keeps_its_header_and_heading(fake, settings, kb_db
     assert not any("written by pipeline" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_an_imported_run_rated_on_annotate_is_paired_with_the_judge_for_calibration(fake, settings, db):
     imported_run(settings, db, metrics=("judge_correctness", "faithfulness"))
     at = app("pages/annotate.py")

@@ -24,6 +24,7 @@ def listed_ids(at):
     return list(at.dataframe[-1].value["id"])
 
 
+@pytest.mark.slow
 def test_runs_page_filters_groups_and_saves_views(settings, db):
     ids = explored(db)
     at = app("pages/runs.py")

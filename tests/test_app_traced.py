@@ -1,6 +1,7 @@
 """Traced runs in the app: the drilldown of a verified trace says where its answer came from and shows the
 application's spans beside the check's; one kept without verdicts says why, and untrusted text stays text."""
 
+import pytest
 from conftest import ROOT
 from otlp_traces import TOWER, protobuf_body, rag_trace, span
 from starlette.testclient import TestClient
@@ -25,6 +26,7 @@ def receive(settings, db, *traces) -> list[int]:
     return [r["id"] for r in find_runs(db, RunFilter(kinds=["traced"])).rows]
 
 
+@pytest.mark.slow
 def test_a_traced_runs_drilldown_shows_its_service_contexts_and_both_traces(fake, settings, db):
     (run_id,) = receive(
         settings, db, rag_trace("How tall is the Eiffel Tower?", "It is 330 metres tall.", [(TOWER, "tower.md", 0.8)])

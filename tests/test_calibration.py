@@ -92,6 +92,7 @@ def test_the_kappa_standard_error_matches_the_spread_of_kappa_over_samples():
     assert np.median(ses) == pytest.approx(np.std(kappas), rel=0.1)
 
 
+@pytest.mark.slow
 def test_the_kappa_interval_covers_the_true_kappa_about_95_percent_of_the_time():
     from bench.kappa import coverage
 
@@ -106,6 +107,7 @@ def evaluated(fake, settings, kb_db):
     return run_ids_of(kb_db, 1)
 
 
+@pytest.mark.slow
 def test_ratings_outside_1_to_5_are_refused_and_rating_again_updates(db, evaluated, kb_db):
     run_id = evaluated[0]
     for bad in (0, 6, 2.5, None, True, "3"):
@@ -132,6 +134,7 @@ def test_ratings_outside_1_to_5_are_refused_and_rating_again_updates(db, evaluat
     ]
 
 
+@pytest.mark.slow
 def test_judge_pairs_and_claim_agreement(evaluated, kb_db):
     for run_id in evaluated:
         save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 1, "faithfulness": 5})
@@ -169,6 +172,7 @@ def test_relevant_corrections_leave_the_items_own_out():
     assert [c.id for c in relevant_corrections(corrections, "correctness", "RAG passages", 3, exclude_run=10)] == [2]
 
 
+@pytest.mark.slow
 def test_rejudge_uses_corrections_but_never_an_items_own(fake, settings, evaluated, kb_db):
     for run_id in evaluated:
         save_rating(kb_db, run_id, "ana", {"correctness": 1, "helpfulness": 2, "faithfulness": 5})
@@ -218,6 +222,7 @@ def test_rejudge_uses_corrections_but_never_an_items_own(fake, settings, evaluat
     assert origins == {f"judge_{c}": len(pairs) for c in criteria}
 
 
+@pytest.mark.slow
 def test_a_correction_set_version_enters_the_evaluation_judge_pin(fake, settings, evaluated, kb_db):
     add_corrections(
         kb_db,
@@ -266,6 +271,7 @@ def judge_prompts(fake, since: int, criterion: str = "Correctness:") -> list[tup
     ]
 
 
+@pytest.mark.slow
 def test_leave_one_out_is_by_question_across_runs_when_rejudging_and_when_evaluating(fake, settings, evaluated, kb_db):
     """Two evaluations rated the same questions: a correction of a question in one run is never shown to the
     judge scoring that question in the other, neither when re-judging nor in a new evaluation."""
@@ -308,6 +314,7 @@ def test_leave_one_out_is_by_question_across_runs_when_rejudging_and_when_evalua
     assert others and all("MARKER-RAG" in system for system in others)
 
 
+@pytest.mark.slow
 def test_each_leave_one_out_filter_keeps_its_own_case_out_end_to_end(fake, settings, evaluated, kb_db):
     """An item comes back in another evaluation in two ways that only one filter each recognises: under its golden
     id with its question reworded (only the id says it is the same item), and under a new id with its question

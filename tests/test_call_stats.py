@@ -85,6 +85,7 @@ def test_prices_are_settings_and_must_not_be_negative(monkeypatch, fake):
         load_settings()
 
 
+@pytest.mark.slow
 def test_an_evaluation_counts_its_items_runs_and_judge_calls(fake, settings, kb_db):
     outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "analytics", concurrency=1)
     run_evaluation(settings, kb_db, dataset(ITEMS[2:3]), "other", concurrency=1)  # not counted
@@ -104,6 +105,7 @@ def test_an_evaluation_counts_its_items_runs_and_judge_calls(fake, settings, kb_
     assert by_stage["judge_correctness"].calls == 2
 
 
+@pytest.mark.slow
 def test_a_retried_items_earlier_attempt_still_counts_for_its_evaluation(fake, settings, kb_db):
     """Retrying an item replaces its question run; the calls the failed attempt made were still made for the
     evaluation (they keep its id) and count in its analytics."""
@@ -125,6 +127,7 @@ def stage_table(at):
     return next(d.value for d in at.dataframe if "p95_ms" in d.value.columns)
 
 
+@pytest.mark.slow
 def test_the_evaluate_report_and_the_drilldown_show_the_analytics(fake, settings, kb_db, monkeypatch):
     from test_app import app, open_runs_page
 

@@ -2,6 +2,7 @@
 moved (context recall is scored with the verifier model), not from the metrics' levels."""
 
 import numpy as np
+import pytest
 from test_regression import store_run
 
 from pipeline.evaluation import regression
@@ -31,6 +32,7 @@ def test_the_part_that_changed_and_explains_every_drop_is_named():
     assert nothing.parts == () and nothing.sentence.startswith("Nothing in the configuration changed")
 
 
+@pytest.mark.slow
 def test_a_verifier_only_change_is_attributed_to_the_verifier_in_the_alert_and_the_report(db, settings):
     rng = np.random.default_rng(3)
     base = rng.uniform(0.85, 1.0, 30)

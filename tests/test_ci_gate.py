@@ -73,6 +73,7 @@ def cases(xml: JUnitXml) -> list:
     return [case for suite in xml for case in suite]
 
 
+@pytest.mark.slow
 def test_the_junit_file_of_a_degraded_run_names_the_failing_metric(three_runs, tmp_path, capsys):
     code, text = gate_junit(tmp_path, "degraded", "base")
     assert code == 1  # the exit code is the gate's
@@ -181,6 +182,7 @@ def test_equal(workbench):
 """
 
 
+@pytest.mark.slow
 def test_the_plugin_fails_a_users_test_on_a_degraded_run_with_the_gates_table(three_runs, settings, pytester):
     pytester.makepyfile(test_user=USER_TESTS)
     result = run_user_tests(pytester, "--workbench-store", settings.store_path)
@@ -224,6 +226,7 @@ def test_the_plugin_reads_the_store_from_the_environment_and_fails_below_a_floor
     )
 
 
+@pytest.mark.slow
 def test_the_plugin_runs_an_evaluation_through_the_runner_and_gates_an_equal_rerun(kb_db, pytester):
     """The file is kept as a version of the dataset `golden`, as `eval` keeps it; the rerun names that version."""
     golden = ROOT / "data" / "eval" / "golden.jsonl"

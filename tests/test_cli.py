@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from conftest import KB, ROOT
 
 from pipeline.cli.main import main
@@ -79,6 +80,7 @@ def test_ingest_reports_each_file_and_skips_bad_ones(settings, db, tmp_path, cap
     assert "nothing to do" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_python_dash_m_pipeline_runs(fake, db):
     done = subprocess.run(
         [sys.executable, "-m", "pipeline", "doctor"], cwd=ROOT, capture_output=True, text=True, timeout=120

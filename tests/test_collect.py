@@ -146,6 +146,7 @@ def test_a_bearer_token_guards_the_receiver(fake, settings, db):
     assert received_counts(db)["spans"] == 3
 
 
+@pytest.mark.slow
 def test_spans_arriving_while_the_store_is_held_are_journaled_and_acknowledged(fake, settings, db, tmp_path):
     from test_faults import holding  # another process holds the store's lock
 
@@ -201,6 +202,7 @@ def test_a_model_outage_leaves_traces_waiting_and_stores_no_failed_run(fake, set
     assert traced_runs(db) == []
 
 
+@pytest.mark.slow
 def test_sampling_chooses_by_trace_id_and_keeps_the_rest_unevaluated(fake, monkeypatch, db):
     monkeypatch.setenv("WORKBENCH_COLLECT_SAMPLE_RATE", "0.5")
     settings = load_settings()
@@ -261,6 +263,7 @@ def test_a_traced_run_saved_twice_is_stored_once(fake, settings, db):
     assert first == again and len(traced_runs(db)) == 1
 
 
+@pytest.mark.slow
 def test_chosen_metrics_are_scored_online_with_the_run_and_kept_through_the_journal(fake, monkeypatch, db):
     from test_faults import holding
 

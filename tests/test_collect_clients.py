@@ -139,6 +139,7 @@ def assert_run_is_what_the_app_did(stored, question: str, answer: str, contexts:
     assert len(stored.spans) > 3 and result.trace_id
 
 
+@pytest.mark.slow
 def test_a_llamaindex_query_engine_is_traced_to_collect_and_its_answers_verified(fake, settings, db):
     from llama_index.core import Document, PromptTemplate, VectorStoreIndex
     from llama_index.embeddings.ollama import OllamaEmbedding
@@ -174,6 +175,7 @@ def test_a_llamaindex_query_engine_is_traced_to_collect_and_its_answers_verified
     assert {c["model"] for c in app_side} == {"llama3.2"}
 
 
+@pytest.mark.slow
 def test_a_langchain_chain_is_traced_to_collect_and_its_answers_verified(fake, settings, db):
     pytest.importorskip("openinference.instrumentation.langchain")
     from langchain_core.documents import Document
@@ -225,6 +227,7 @@ def test_a_langchain_chain_is_traced_to_collect_and_its_answers_verified(fake, s
     assert len(app_side) == app_calls == len(questions)
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_collector_under_load_loses_no_acknowledged_span(fake, settings, db):
     """A client sends traces one request at a time while the collector is killed; every span of every request
     answered 200 is in the store afterwards, and a restarted collector evaluates what was left, none twice."""
@@ -264,6 +267,7 @@ def test_kill_9_of_the_collector_under_load_loses_no_acknowledged_span(fake, set
     assert len(trace_ids) == len(set(trace_ids))  # none twice
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_collector_mid_verification_then_a_restart_verifies_each_trace_once(fake, settings, db):
     """The collector is killed while its worker waits on the model for the first trace: nothing of it is stored
     half-way; the restarted worker verifies all five, and no trace has two runs."""

@@ -122,6 +122,7 @@ def two_real_runs(fake, settings, db) -> None:
     run_evaluation(changed, db, dataset(ITEMS[:2]), "after", concurrency=1)
 
 
+@pytest.mark.slow
 def test_two_real_runs_show_the_worse_item_with_both_answers_and_claims(fake, settings, kb_db):
     two_real_runs(fake, settings, kb_db)
     result = compare_runs(settings, kb_db, "before", "after")
@@ -147,6 +148,7 @@ def open_compare(**params):
     return at
 
 
+@pytest.mark.slow
 def test_the_compare_page_defaults_to_the_newest_run_and_its_baseline(fake, settings, kb_db):
     two_real_runs(fake, settings, kb_db)
     at = open_compare()
@@ -163,6 +165,7 @@ def test_the_compare_page_defaults_to_the_newest_run_and_its_baseline(fake, sett
     assert not at.warning  # same dataset, same judge pin
 
 
+@pytest.mark.slow
 def test_the_compare_page_explains_unknown_names_as_text_and_marks_other_pins(db):
     store_run(db, "before", {"faithfulness": A_FAITH, "judge_correctness": A_JUDGE})
     store_run(
@@ -216,6 +219,7 @@ def test_a_judge_criterion_under_another_prompt_version_of_its_own_is_not_compar
     assert {c.metric for c in result.changes} == {"judge_correctness"}
 
 
+@pytest.mark.slow
 def test_compare_lists_the_settings_two_runs_differ_in_such_as_the_context_budget(fake, settings, kb_db):
     from test_evaluation import ITEMS, dataset
 

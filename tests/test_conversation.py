@@ -227,6 +227,7 @@ def test_turns_are_read_back_in_order_with_their_neighbours(fake, settings, kb_d
 # -- the CLI -------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ask_conversation_continues_the_named_conversation_across_two_calls(fake, kb_db, capsys):
     assert main(["ask", "--json", "--quiet", "--conversation", "notes", FIRST]) == 0
     first = json.loads(capsys.readouterr().out)

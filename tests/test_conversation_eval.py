@@ -84,6 +84,7 @@ def test_bad_conversation_rows_are_reported_by_line_and_the_rest_is_read():
     ]
 
 
+@pytest.mark.slow
 def test_a_three_turn_conversation_evaluates_turn_by_turn_with_the_history_it_produced(fake, settings, kb_db, tmp_path):
     outcome = run_evaluation(settings, kb_db, load_dataset(golden(tmp_path)), "talk", concurrency=3)
     assert outcome.status == "finished" and outcome.progress.done == 5
@@ -126,6 +127,7 @@ def test_a_three_turn_conversation_evaluates_turn_by_turn_with_the_history_it_pr
     assert run.config["prompts"]["judge_question_rewrite"] == "judge-question-rewrite-v1"
 
 
+@pytest.mark.slow
 def test_a_rewrite_judged_invalid_is_stored_invalid_with_its_reason(fake, settings, kb_db, tmp_path):
     fake.enqueue("not json at all", match=lambda body: "Standalone question:" in json.dumps(body), times=10)
     outcome = run_evaluation(settings, kb_db, load_dataset(golden(tmp_path, [CONVERSATION])), "bad-judge")
@@ -135,6 +137,7 @@ def test_a_rewrite_judged_invalid_is_stored_invalid_with_its_reason(fake, settin
     assert scores[("transformer#1", "judge_question_rewrite")][1] == "not_applicable"
 
 
+@pytest.mark.slow
 def test_per_turn_and_per_conversation_figures_match_the_stored_scores(fake, settings, kb_db, tmp_path):
     other = {
         "id": "bpe",
@@ -184,6 +187,7 @@ def test_per_turn_and_per_conversation_figures_match_the_stored_scores(fake, set
     assert figures.all_faithful_share == pytest.approx(sum(r["all_faithful"] for r in each.values()) / 2)
 
 
+@pytest.mark.slow
 def test_the_cli_report_and_json_show_per_turn_and_per_conversation_figures(fake, settings, kb_db, tmp_path, capsys):
     path = golden(tmp_path)
     assert main(["eval", str(path), "--name", "cli-talk"]) == 0
@@ -196,11 +200,13 @@ def test_the_cli_report_and_json_show_per_turn_and_per_conversation_figures(fake
     assert [c["conversation"] for c in body["conversations"]["conversations"]] == ["transformer"]
 
 
+@pytest.mark.slow
 def test_an_evaluation_without_conversations_reports_none(fake, settings, kb_db, tmp_path):
     run_evaluation(settings, kb_db, load_dataset(golden(tmp_path, SINGLES)), "plain")
     assert report(settings, kb_db, "plain").conversations is None
 
 
+@pytest.mark.slow
 def test_a_resume_after_a_stop_mid_conversation_continues_with_the_stored_history(fake, settings, kb_db, tmp_path):
     dataset = load_dataset(golden(tmp_path))
     cancel = threading.Event()
@@ -262,6 +268,7 @@ def test_given_answers_with_conversation_and_turn_columns_store_them_on_the_runs
     assert all(scores[(i.id, "judge_question_rewrite")][1] == "not_applicable" for i in dataset.items)
 
 
+@pytest.mark.slow
 def test_the_evaluate_page_shows_the_conversation_section_only_for_an_evaluation_with_conversations(
     fake, settings, kb_db, tmp_path
 ):

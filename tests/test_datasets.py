@@ -139,6 +139,7 @@ def evaluate(*argv) -> int:
     return main(["eval", *argv, "--metrics", "faithfulness", "--concurrency", "1"])
 
 
+@pytest.mark.slow
 def test_eval_of_a_stored_version_pins_it(fake, kb_db, settings, tmp_path, capsys):
     assert main(["datasets", "import", str(golden_file(tmp_path / "golden.jsonl"))]) == 0
     assert main(["datasets", "edit", "golden", "rrf", "--tags", "fusion"]) == 0
@@ -156,6 +157,7 @@ def test_eval_of_a_stored_version_pins_it(fake, kb_db, settings, tmp_path, capsy
     assert eval_run(kb_db, "latest").dataset_version == 3
 
 
+@pytest.mark.slow
 def test_evaluating_the_same_file_twice_pins_one_version(fake, kb_db, settings, tmp_path, capsys):
     path = golden_file(tmp_path / "golden.jsonl", TWO[:1])
     assert evaluate(str(path), "--name", "first") == 0
@@ -169,6 +171,7 @@ def test_evaluating_the_same_file_twice_pins_one_version(fake, kb_db, settings, 
     assert run_evaluation(settings, kb_db, load_dataset(path), "first").progress.skipped == 1
 
 
+@pytest.mark.slow
 def test_an_evaluation_started_over_a_file_before_datasets_were_kept_resumes_over_the_file(
     fake, kb_db, settings, tmp_path, capsys
 ):
@@ -179,6 +182,7 @@ def test_an_evaluation_started_over_a_file_before_datasets_were_kept_resumes_ove
     assert eval_run(kb_db, "old").dataset_version is None and datasets.versions(kb_db, "golden") == []
 
 
+@pytest.mark.slow
 def test_a_version_is_compared_only_with_runs_of_the_same_version(fake, kb_db, settings, tmp_path, capsys):
     assert main(["datasets", "import", str(golden_file(tmp_path / "golden.jsonl", TWO[:1]))]) == 0
     assert main(["datasets", "edit", "golden", "rag-passages", "--tags", "rag"]) == 0  # version 2
@@ -218,6 +222,7 @@ def test_unknown_datasets_and_versions_are_explained(db, tmp_path, capsys):
     assert evals.get_eval_run(db, "x") is None
 
 
+@pytest.mark.slow
 def test_the_evaluate_page_runs_a_stored_version_and_keeps_an_uploaded_file_as_one(fake, kb_db, tmp_path, capsys):
     from pages.views.markup import escape_markdown
 

@@ -1,5 +1,7 @@
 """The diagnosis knows what it does not know (issue 11): constructed metric means, no model."""
 
+import pytest
+
 from pipeline.evaluation.diagnosis import diagnose
 
 ALL_HIGH = {"faithfulness": 0.9, "answer_relevancy": 0.85, "context_precision": 0.8, "context_recall": 0.95}
@@ -47,6 +49,7 @@ def test_the_grid_still_reads_its_patterns_first():
     assert diagnose(means).component == "generator"
 
 
+@pytest.mark.slow
 def test_an_evaluation_whose_judge_never_answers_in_json_is_not_called_healthy(fake, settings, kb_db):
     from pipeline.evaluation.dataset import Dataset, GoldenItem
     from pipeline.evaluation.runner import report, run_evaluation

@@ -46,6 +46,7 @@ def dataset(items=ITEMS):
     return Dataset("golden-test.jsonl", list(items), [], "hash")
 
 
+@pytest.mark.slow
 def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db, executor):
     outcome = run_evaluation(settings, kb_db, dataset(), "first", concurrency=2, executor=executor)
     assert outcome.status == "finished" and outcome.progress.done == 4 and outcome.progress.failed == 0
@@ -80,6 +81,7 @@ def test_an_evaluation_scores_every_item_and_summarises(fake, settings, kb_db, e
     assert result.eval_run.judge_model == "llama3.2" and result.eval_run.judge_prompt_version == "judge-v1"
 
 
+@pytest.mark.slow
 def test_rerunning_the_same_name_skips_finished_items_and_costs_nothing(fake, settings, kb_db, executor):
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "resume-me", executor=executor)
     before = len(fake.requests)
@@ -91,6 +93,7 @@ def test_rerunning_the_same_name_skips_finished_items_and_costs_nothing(fake, se
     assert len(evals.item_statuses(kb_db, outcome.eval_run_id)) == 4
 
 
+@pytest.mark.slow
 def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, settings, kb_db):
     run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "one")
     before = len([r for r in fake.requests if r["path"] == "/api/chat"])
@@ -130,6 +133,7 @@ def test_a_second_evaluation_of_the_same_set_reports_the_first_ones_latencies_an
     assert replays == (3, 3)  # each run says it was answered wholly from the cache, and when first computed
 
 
+@pytest.mark.slow
 def test_a_changed_configuration_cannot_resume_under_the_same_name(fake, settings, kb_db, executor):
     import dataclasses
 
@@ -150,6 +154,7 @@ def items_being_answered(fake, items=ITEMS) -> set[str]:
     return {i.id for i in items if any(json.dumps(i.question)[1:-1] in b for b in bodies)}
 
 
+@pytest.mark.slow
 def test_items_run_concurrently(fake, settings, kb_db):
     # every model reply waits until all four items are being answered at once: only items that run at once get there
     gate = fake.hold(until=lambda f: len(items_being_answered(f)) == 4)
@@ -162,6 +167,7 @@ def test_items_run_concurrently(fake, settings, kb_db):
     assert outcome.progress.done == 4 and fake.max_in_flight >= 4
 
 
+@pytest.mark.slow
 def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db, executor):
     fake.enqueue("The RAG index held 21 million passages [1].", match=lambda b: not b.get("format"))
     fake.inject("timeout", model="llama3.2", path="/api/chat")
@@ -179,6 +185,7 @@ def test_a_slow_item_times_out_and_the_others_finish(fake, settings, kb_db, exec
     assert outcome.progress.failed == 1
 
 
+@pytest.mark.slow
 def test_a_failed_item_is_recorded_and_retried_on_resume(fake, settings, kb_db, executor):
     fake.remove_model("bespoke-minicheck")
     outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "flaky", executor=executor)
@@ -209,6 +216,7 @@ def test_cancel_stops_before_the_next_item(fake, settings, kb_db, executor):
     assert evals.get_eval_run(kb_db, "cancelled").status == "cancelled"
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_leaves_a_valid_store_that_resumes(fake, settings, kb_db, tmp_path):
     kb_db.close()
     golden = tmp_path / "golden.jsonl"

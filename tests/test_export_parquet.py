@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
+import pytest
 from test_faults import ask
 
 from bench.scale import sample_log
@@ -102,6 +103,7 @@ def mismatches(store_path: str, folder: Path) -> dict[str, str]:
     return bad
 
 
+@pytest.mark.slow
 def test_every_table_round_trips_through_parquet_partitioned_by_day(kb_db, settings, tmp_path, capsys):
     fill(settings, kb_db)
     folder = tmp_path / "export"

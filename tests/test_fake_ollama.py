@@ -9,7 +9,30 @@ import fake_ollama
 import httpx
 import ollama
 import pytest
-from fake_ollama import FakeOllama, VirtualClock
+from fake_ollama import FakeOllama, VirtualClock, rules
+
+from pipeline.answering.prompts import (
+    GENERATE,
+    GENERATE_STRICT,
+    GRADE_CONTEXT,
+    REWRITE_QUERY,
+    STANDALONE_QUESTION,
+    generate_input,
+    grade_input,
+    rewrite_input,
+    standalone_input,
+)
+from pipeline.evaluation.judge_prompts import judge_input, judge_prompt
+from pipeline.prompt_registry import all_prompts
+from pipeline.verification.prompts import (
+    EXTRACT_CLAIMS,
+    EXTRACT_CLAIMS_IN_CONTEXT,
+    NLI_JUDGE,
+    claims_in_context_input,
+    claims_input,
+    nli_claim,
+    nli_input,
+)
 
 LLM, VERIFIER, EMBEDDER = "llama3.2", "bespoke-minicheck", "nomic-embed-text"
 
@@ -26,25 +49,7 @@ RAG_PROMPT = (
     f"Cite sources.\nContext:\n{CONTEXT}"
 )
 
-CLAIMS_SCHEMA = {
-    "type": "object",
-    "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
-    "required": ["claims"],
-}
-RELEVANT_SCHEMA = {
-    "type": "object",
-    "properties": {"relevant": {"type": "boolean"}, "reason": {"type": "string"}},
-    "required": ["relevant", "reason"],
-}
-VERDICT_SCHEMA = {
-    "type": "object",
-    "required": ["verdict", "quote", "reason"],
-    "properties": {
-        "verdict": {"enum": ["supported", "unsupported", "contradicted"]},
-        "quote": {"type": "string"},
-        "reason": {"type": "string"},
-    },
-}
+RAG_QUESTION = "How does retrieval augmented generation ground the answer?"
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +80,13 @@ def own():
 def ask(client, content, model=LLM, **kwargs):
     """Content of a non-streamed single-message chat."""
     return client.chat(model=model, messages=[{"role": "user", "content": content}], **kwargs).message.content
+
+
+def ask_as(client, prompt, user, last="", model=LLM, **kwargs):
+    """Content of a non-streamed chat built from the registered `prompt` as the pipeline builds it: its messages
+    and its output schema as the format."""
+    kwargs.setdefault("format", prompt.schema())
+    return client.chat(model=model, messages=prompt.messages(user, last), **kwargs).message.content
 
 
 def cosine(a, b):
@@ -124,10 +136,9 @@ def test_ps_lists_models_after_use(own):
 # ---------------------------------------------------------------- chat and generate
 
 
-def test_chat_answers_from_context_with_citations(client):
-    response = client.chat(
-        model=LLM, messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": RAG_PROMPT}]
-    )
+def test_chat_answers_from_context_with_citations(fake, client):
+    messages = GENERATE.messages(generate_input(RAG_QUESTION, CONTEXT))
+    response = client.chat(model=LLM, messages=messages)
     reply = response.message.content
     assert reply == (
         "Retrieval augmented generation retrieves chunks from a knowledge base. [1] "
@@ -135,8 +146,9 @@ def test_chat_answers_from_context_with_citations(client):
     )
     assert response.message.role == "assistant" and response.done and response.done_reason == "stop"
     assert response.eval_count == len(reply.split())
-    assert response.prompt_eval_count == len(RAG_PROMPT.split()) + 2
+    assert response.prompt_eval_count == sum(len(m["content"].split()) for m in messages)
     assert response.total_duration > 0 and response.created_at
+    assert fake.requests[-1]["prompt"] == "generate"
 
 
 def test_chat_without_matching_context_declines(client):
@@ -206,73 +218,70 @@ def test_verifier_checks_claim_against_document(client, claim, expected):
 
 
 def test_structured_claims(client):
-    prompt = (
-        "Split the answer into claims.\nQuestion: q\nAnswer:\n"
-        "Chunks are 512 tokens long [1]. The score was 28.4 percent [1, 2]! Short one. Overlap is 64 tokens."
-    )
-    claims = json.loads(ask(client, prompt, format=CLAIMS_SCHEMA))["claims"]
+    answer = "Chunks are 512 tokens long [1]. The score was 28.4 percent [1, 2]! Short one. Overlap is 64 tokens."
+    claims = json.loads(ask_as(client, EXTRACT_CLAIMS, claims_input("q", answer)))["claims"]
     assert claims == ["Chunks are 512 tokens long.", "The score was 28.4 percent!", "Overlap is 64 tokens."]
-    declined = "Answer:\nThe knowledge base does not cover this question."
-    assert json.loads(ask(client, declined, format=CLAIMS_SCHEMA)) == {"claims": []}
+    declined = claims_input("q", "The knowledge base does not cover this question.")
+    assert json.loads(ask_as(client, EXTRACT_CLAIMS, declined)) == {"claims": []}
 
 
 def test_structured_claims_after_the_context_stop_at_the_examples_and_the_task(client):
-    from pipeline.verification.prompts import EXTRACT_CLAIMS_IN_CONTEXT, claims_in_context_input
-
     lead = "Context:\n[1] source: a.md\nChunks are 512 tokens long.\n\nQuestion: How long are chunks?"
-    (_, user) = EXTRACT_CLAIMS_IN_CONTEXT.messages(claims_in_context_input(lead, "Chunks are 512 tokens long [1]."))
-    assert json.loads(ask(client, user["content"], format=CLAIMS_SCHEMA))["claims"] == ["Chunks are 512 tokens long."]
+    user = claims_in_context_input(lead, "Chunks are 512 tokens long [1].")
+    assert json.loads(ask_as(client, EXTRACT_CLAIMS_IN_CONTEXT, user))["claims"] == ["Chunks are 512 tokens long."]
 
 
 def test_structured_retry_follow_up_keeps_the_original_task(client):
-    task = "Answer:\nChunk size is 512 tokens with an overlap of 64 tokens."
-    messages = [
-        {"role": "user", "content": task},
+    messages = EXTRACT_CLAIMS.messages(claims_input("q", "Chunk size is 512 tokens with an overlap of 64 tokens."))
+    messages += [
         {"role": "assistant", "content": '{"claims": ['},
         {"role": "user", "content": "That reply is not valid JSON. Reply again with only the JSON object."},
     ]
-    reply = client.chat(model=LLM, messages=messages, format=CLAIMS_SCHEMA).message.content
+    reply = client.chat(model=LLM, messages=messages, format=EXTRACT_CLAIMS.schema()).message.content
     assert json.loads(reply) == {"claims": ["Chunk size is 512 tokens with an overlap of 64 tokens."]}
 
 
 def test_structured_relevance(client):
-    relevant = json.loads(
-        ask(client, "Question: What chunk size is used?\nContext:\n" + CONTEXT, format=RELEVANT_SCHEMA)
-    )
-    assert relevant == {"relevant": True, "reason": "2 of 3 question terms found in the context"}
-    other = json.loads(
-        ask(client, "Question: Who painted the Mona Lisa?\nContext:\n" + CONTEXT, format=RELEVANT_SCHEMA)
-    )
+    relevant = json.loads(ask_as(client, GRADE_CONTEXT, grade_input("What chunk size is used?", CONTEXT)))
+    assert relevant == {"relevant": True, "reason": "2 of 3 question terms found in the context", "passages": [1]}
+    other = json.loads(ask_as(client, GRADE_CONTEXT, grade_input("Who painted the Mona Lisa?", CONTEXT)))
     assert other["relevant"] is False
 
 
 def test_structured_verdict(client):
-    claim = "Claim: The baseline faithfulness score was 31.2 percent."
-    contradicted = json.loads(ask(client, f"Context:\n{CONTEXT}\n{claim}", format=VERDICT_SCHEMA))
+    claim = nli_claim("The baseline faithfulness score was 31.2 percent.")
+    contradicted = json.loads(ask_as(client, NLI_JUDGE, nli_input(CONTEXT), claim))
     assert contradicted["verdict"] == "contradicted"
     assert contradicted["quote"] == "The faithfulness score of the baseline was 28.4 percent in March."
     assert contradicted["quote"] in CONTEXT
-    unsupported = json.loads(ask(client, f"Context:\n{CONTEXT}\nClaim: Bananas cure colds.", format=VERDICT_SCHEMA))
+    unsupported = json.loads(ask_as(client, NLI_JUDGE, nli_input(CONTEXT), nli_claim("Bananas cure colds.")))
     assert unsupported == {"verdict": "unsupported", "quote": "", "reason": unsupported["reason"]}
 
 
-def test_structured_query_score_and_other_schemas(client):
-    query = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
-    assert json.loads(ask(client, "Question: What are the chunk sizes?", format=query)) == {"query": "chunk size"}
+def test_structured_query_score_and_replies_fitted_to_the_requested_schema(client):
+    assert json.loads(ask_as(client, REWRITE_QUERY, rewrite_input("What are the chunk sizes?"))) == {
+        "query": "chunk size"
+    }
+    correctness = judge_prompt("correctness")
+    judged = json.loads(
+        ask_as(client, correctness, judge_input("q", "chunks are 512 tokens", CONTEXT, "chunks are 512"))
+    )
+    assert judged["score"] == 5 and judged["reasoning"]
+    assert json.loads(ask_as(client, correctness, judge_input("q", "Rate this.", CONTEXT, None)))["score"] == 3
+    # the rule's object is fitted to whatever schema the request asks for: extra required fields get empty values
     score = {
         "type": "object",
         "required": ["score", "reasoning", "passed"],
         "properties": {"score": {"type": "integer"}, "reasoning": {"type": "string"}, "passed": {"type": "boolean"}},
     }
-    judged = json.loads(ask(client, "Reference: chunks are 512 tokens\nAnswer: chunks are 512 tokens", format=score))
+    judged = json.loads(ask_as(client, correctness, judge_input("q", "chunks are 512", CONTEXT, "512"), format=score))
     assert judged["score"] == 5 and judged["passed"] is False and judged["reasoning"]
-    assert json.loads(ask(client, "Rate this.", format=score))["score"] == 3
     other = {
         "type": "object",
         "properties": {"items": {"type": "array"}, "n": {"type": "integer"}},
         "required": ["items", "n"],
     }
-    assert json.loads(ask(client, "anything", format=other)) == {"items": [], "n": 0}
+    assert json.loads(ask_as(client, REWRITE_QUERY, rewrite_input("anything"), format=other)) == {"items": [], "n": 0}
 
 
 @pytest.mark.parametrize(
@@ -288,12 +297,131 @@ def test_structured_query_score_and_other_schemas(client):
 def test_structured_standalone_question_resolves_the_reference_from_the_latest_turn(
     client, earlier, question, standalone
 ):
-    schema = {"type": "object", "properties": {"standalone": {"type": "string"}}, "required": ["standalone"]}
-    prompt = "Conversation so far:\nTurn 1 question: What is chunking?\nTurn 1 answer: Splitting text.\n"
-    prompt += f"Turn 2 question: {earlier}\nTurn 2 answer: An answer.\n\nQuestion: {question}"
-    assert json.loads(ask(client, prompt, format=schema)) == {"standalone": standalone}
-    alone = json.loads(ask(client, f"Question: {question}", format=schema))
+    history = "Turn 1 question: What is chunking?\nTurn 1 answer: Splitting text.\n"
+    history += f"Turn 2 question: {earlier}\nTurn 2 answer: An answer."
+    assert json.loads(ask_as(client, STANDALONE_QUESTION, standalone_input(history, question))) == {
+        "standalone": standalone
+    }
+    alone = json.loads(ask_as(client, STANDALONE_QUESTION, standalone_input("", question)))
     assert alone == {"standalone": question}  # no earlier turn: nothing to resolve it from
+
+
+# ---------------------------------------------------------------- which registered prompt built a request
+
+REGISTERED = all_prompts()
+SOME_DATA = "Context:\n[1] source: a.md\nChunks are 512 tokens long.\n\nQuestion: How long are chunks?"
+
+
+@pytest.mark.parametrize("name", sorted(REGISTERED))
+def test_every_registered_prompt_is_recognised_from_its_messages_and_has_a_rule(name):
+    prompt = REGISTERED[name]
+    assert fake_ollama.prompt_name(prompt.messages(SOME_DATA, "Claim: Chunks are long.")) == name
+    assert name in rules.RULES, f"the fake has no rule for {name!r}: add one to RULES in tests/fake_ollama/rules.py"
+
+
+def test_a_judge_prompt_with_corrections_after_its_rubric_is_still_recognised():
+    corrected = judge_prompt("grounding", ("Question: q\nAnswer excerpt: a\nCorrect score: 2. Why: w",))
+    assert corrected.messages(SOME_DATA)[0]["content"] != judge_prompt("grounding").system
+    assert fake_ollama.prompt_name(corrected.messages(SOME_DATA)) == "judge_grounding"
+
+
+def test_prompts_that_share_a_system_text_are_told_apart_by_their_task(fake, client):
+    lead = generate_input(RAG_QUESTION, CONTEXT)
+    sent = [
+        (GENERATE, lead, ""),
+        (GENERATE_STRICT, lead, ""),
+        (EXTRACT_CLAIMS_IN_CONTEXT, claims_in_context_input(lead, "Chunks are 512 tokens [1]."), ""),
+        (NLI_JUDGE, nli_input(CONTEXT), nli_claim("Chunks are 9 tokens.")),
+    ]
+    assert len({prompt.system for prompt, _, _ in sent}) == 1
+    for prompt, user, last in sent:
+        ask_as(client, prompt, user, last)
+    assert [r["prompt"] for r in fake.requests] == [prompt.name for prompt, _, _ in sent]
+
+
+def test_the_reply_follows_the_prompts_name_not_the_fields_of_its_schema(fake, client):
+    # rewrite_query's messages with grade_context's schema get rewrite_query's reply, fitted to that schema (its
+    # fields empty), and the other way round
+    rewrite = json.loads(
+        ask_as(client, REWRITE_QUERY, rewrite_input("What chunk size?"), format=GRADE_CONTEXT.schema())
+    )
+    assert rewrite == {"relevant": False, "reason": ""}  # its required fields, empty
+    grade = grade_input("What chunk size is used?", CONTEXT)
+    assert json.loads(ask_as(client, GRADE_CONTEXT, grade, format=REWRITE_QUERY.schema())) == {"query": ""}
+    assert [r["prompt"] for r in fake.requests] == ["rewrite_query", "grade_context"]
+
+
+def test_a_tests_own_rule_answers_only_the_prompt_it_is_set_for(own):
+    fake, client = own
+    from pipeline.verification.verifiers.llm_yes_no import LLM_VERIFIER
+    from pipeline.verification.yes_no import verifier_input
+
+    user = verifier_input(CONTEXT, "The faithfulness score of the baseline was 28.4 percent.")
+    assert ask_as(client, LLM_VERIFIER, user) == fake_ollama.NO_ANSWER  # the generator's prose, by default
+    fake.rules["llm_verifier"] = rules.yes_no
+    assert ask_as(client, LLM_VERIFIER, user) == "Yes"
+    assert ask_as(client, GENERATE, generate_input(RAG_QUESTION, CONTEXT)).endswith("[1]")  # others unchanged
+
+
+def test_a_script_can_match_the_registered_prompt_a_request_was_built_from(fake, client):
+    fake.enqueue("Scripted answer [1].", match=fake_ollama.built_from("generate_strict"))
+    lead = generate_input(RAG_QUESTION, CONTEXT)
+    assert ask_as(client, GENERATE, lead) != "Scripted answer [1]."
+    system, user = (m["content"] for m in GENERATE.messages(lead))
+    assert client.generate(model=LLM, system=system, prompt=user).response != "Scripted answer [1]."
+    assert ask_as(client, GENERATE_STRICT, lead) == "Scripted answer [1]."
+
+
+def test_a_request_no_registered_prompt_built_is_refused_with_the_reason(fake, client):
+    briefly = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": RAG_PROMPT}]
+    with pytest.raises(ollama.ResponseError) as refused:
+        client.chat(model=LLM, messages=briefly)
+    assert refused.value.status_code == 400
+    assert "no registered prompt" in refused.value.error and "'Be brief.'" in refused.value.error
+    assert (fake.requests[-1]["prompt"], fake.max_in_flight) == (None, 0)  # refused before it took a slot
+    with pytest.raises(ollama.ResponseError) as refused:
+        ask(client, rewrite_input("What chunk size?"), format=REWRITE_QUERY.schema())  # the data without the prompt
+    assert "asks for a JSON format" in refused.value.error and fake.requests[-1]["refused"] == refused.value.error
+    fake.enqueue("Scripted.")
+    assert client.chat(model=LLM, messages=briefly).message.content == "Scripted."  # a script needs no rule
+    assert ask(client, RAG_PROMPT).endswith("[1]") and fake.requests[-1]["prompt"] == fake_ollama.PLAIN
+
+
+def test_a_registered_prompt_without_a_rule_is_refused_by_its_name(own):
+    fake, client = own
+    del fake.rules["rewrite_query"]
+    with pytest.raises(ollama.ResponseError) as refused:
+        ask_as(client, REWRITE_QUERY, rewrite_input("What chunk size?"))
+    assert "'rewrite_query'" in refused.value.error and "RULES in tests/fake_ollama/rules.py" in refused.value.error
+
+
+def test_a_prompt_registered_after_the_first_look_is_recognised(fake, client):
+    from pipeline.answering.prompts import Prompt
+    from pipeline.evaluation.registry import register_metric, unregister_metric
+
+    ask_as(client, REWRITE_QUERY, rewrite_input("What chunk size?"))  # the registry has been read
+    late = Prompt(name="late_metric_prompt", version="1", system="You count the words of the answer. Reply with JSON.")
+    register_metric("late_metric", component="generator", prompts=(late,))(lambda inputs: None)
+    try:
+        with pytest.raises(ollama.ResponseError) as refused:
+            ask_as(client, late, "Answer:\nChunks are 512 tokens.")
+    finally:
+        unregister_metric("late_metric")
+        fake_ollama.prompts.registered(refresh=True)
+    assert "no rule for the registered prompt 'late_metric_prompt'" in refused.value.error
+
+
+def test_a_verifier_model_answers_yes_or_no_whatever_it_is_sent(fake, client):
+    claim = "The faithfulness score of the baseline was 28.4 percent."
+    assert ask(client, f"Document: {CONTEXT}\nClaim: {claim}", model=VERIFIER) == "Yes"
+    assert ask_as(client, REWRITE_QUERY, f"Document: {CONTEXT}\nClaim: {claim}", model=VERIFIER, format=None) == "Yes"
+    assert [r["prompt"] for r in fake.requests] == [fake_ollama.VERIFIER_MODEL] * 2
+
+
+def test_generate_with_a_system_text_is_recognised_as_chat_is(fake, client):
+    system, user = (m["content"] for m in GRADE_CONTEXT.messages(grade_input("What chunk size is used?", CONTEXT)))
+    reply = client.generate(model=LLM, system=system, prompt=user, format=GRADE_CONTEXT.schema()).response
+    assert json.loads(reply)["relevant"] is True and fake.requests[-1]["prompt"] == "grade_context"
 
 
 # ---------------------------------------------------------------- embeddings
@@ -399,14 +527,14 @@ def test_faults_delay_then_answer_normally():
 
 
 def test_content_faults_break_json(fake, client):
-    prompt = "Answer:\nChunk size is 512 tokens with an overlap of 64 tokens."
+    user = claims_input("q", "Chunk size is 512 tokens with an overlap of 64 tokens.")
     fake.inject("malformed_json")
     fake.inject("truncated_json")
     client.list()  # content faults only hit chat/generate
     for _ in range(2):
         with pytest.raises(json.JSONDecodeError):
-            json.loads(ask(client, prompt, format=CLAIMS_SCHEMA))
-    assert json.loads(ask(client, prompt, format=CLAIMS_SCHEMA))["claims"]
+            json.loads(ask_as(client, EXTRACT_CLAIMS, user))
+    assert json.loads(ask_as(client, EXTRACT_CLAIMS, user))["claims"]
 
 
 def test_inject_rejects_unknown_fault(fake):
@@ -541,7 +669,7 @@ PARAPHRASE_PROMPT = (
 
 
 def extract(client, answer):
-    reply = ask(client, f"Question: x\n\nAnswer:\n{answer}", format=CLAIMS_SCHEMA)
+    reply = ask_as(client, EXTRACT_CLAIMS, claims_input("x", answer))
     return json.loads(reply)["claims"]
 
 

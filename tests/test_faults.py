@@ -125,6 +125,7 @@ def opens_recorded(monkeypatch) -> list[tuple[float, str]]:
     return opened
 
 
+@pytest.mark.slow
 def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_next_open(kb_db, settings, monkeypatch):
     settings = dataclasses.replace(settings, store_save_wait_s=0.3)
     run = QuestionRun(settings, kb_db, QUESTION, "chat")
@@ -149,6 +150,7 @@ def test_an_answer_whose_save_finds_the_store_locked_is_kept_and_saved_on_the_ne
     assert not Path(result.journal).exists() and kb_db.replayed == 1
 
 
+@pytest.mark.slow
 def test_replay_is_idempotent_by_entry_id_also_from_two_processes_at_once(kb_db, settings, tmp_path):
     log = QuestionRun(settings, kb_db, QUESTION, "chat", persist=False)
     final_result(log.events())
@@ -171,6 +173,7 @@ def test_replay_is_idempotent_by_entry_id_also_from_two_processes_at_once(kb_db,
     assert journal.pending(settings.store_path) == []
 
 
+@pytest.mark.slow
 def test_an_evaluation_item_is_kept_when_the_store_is_locked_at_its_save(kb_db, settings, monkeypatch, executor):
     from pipeline.evaluation import runner
 
@@ -281,6 +284,7 @@ def test_doctor_says_whether_the_store_is_writable(kb_db, settings, state_dir):
         assert "writable" in checks["store"].fix
 
 
+@pytest.mark.slow
 def test_ollama_killed_mid_evaluation_is_not_plain_finished_and_the_cli_says_why(
     fake, kb_db, settings, capsys, monkeypatch, executor
 ):
@@ -311,6 +315,7 @@ def test_ollama_killed_mid_evaluation_is_not_plain_finished_and_the_cli_says_why
         )
 
 
+@pytest.mark.slow
 def test_a_retried_item_leaves_no_superseded_run(fake, kb_db, settings, executor):
     items = [GoldenItem(id="rag", question=QUESTION, reference="21 million passages")]
     fake.inject("500", model="llama3.2", path="/api/chat", times=1000)
@@ -344,6 +349,7 @@ def _page(page):
     return at
 
 
+@pytest.mark.slow
 def test_every_page_says_the_store_is_locked_and_keeps_its_navigation(kb_db, settings, monkeypatch):
     monkeypatch.setenv("WORKBENCH_STORE_LOCK_TIMEOUT_S", "0.3")
     kb_db.close()
@@ -355,6 +361,7 @@ def test_every_page_says_the_store_is_locked_and_keeps_its_navigation(kb_db, set
             assert len(at.sidebar.get("page_link")) == len(PAGES), page
 
 
+@pytest.mark.slow
 def test_every_page_browses_a_read_only_store_with_a_banner(kb_db, settings, state_dir):
     ask(settings, kb_db)
     kb_db.close()
@@ -369,6 +376,7 @@ def test_every_page_browses_a_read_only_store_with_a_banner(kb_db, settings, sta
             )
 
 
+@pytest.mark.slow
 def test_a_file_whose_splitting_hangs_or_raises_is_skipped_and_the_rest_ingested(
     fake, db, tmp_path, monkeypatch, capsys
 ):
@@ -453,6 +461,7 @@ def _interruptible_children():
 
 
 @pytest.mark.parametrize("executor", ["local", "ray"])
+@pytest.mark.slow
 def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db, settings, executor):
     import time
 
@@ -500,6 +509,7 @@ def test_ctrl_c_stops_an_evaluation_at_once_and_keeps_what_finished(fake, kb_db,
     con.close()
 
 
+@pytest.mark.slow
 def test_a_cache_read_that_finds_the_store_locked_is_a_miss_and_the_answer_is_kept(kb_db, settings, monkeypatch):
     """Issue 27, item 2: another process takes the store from the moment retrieval ends. The response cache's
     reads wait a short bound, then miss; they never wait the lock timeout nor fail the run."""
@@ -522,6 +532,7 @@ def test_a_cache_read_that_finds_the_store_locked_is_a_miss_and_the_answer_is_ke
     assert replay_journal(kb_db) == 1
 
 
+@pytest.mark.slow
 def test_an_answer_nothing_can_keep_is_printed_with_exactly_that_said(kb_db, settings, tmp_path, monkeypatch, capsys):
     """Issue 27, item 1: a read-only store and no writable journal folder (beside the store nor the state
     directory): `ask` still prints the answer and its --json, says it could not be kept anywhere and why, exits
@@ -553,6 +564,7 @@ def test_an_answer_nothing_can_keep_is_printed_with_exactly_that_said(kb_db, set
     assert journal.pending(str(folder / path.name)) == []
 
 
+@pytest.mark.slow
 def test_asks_and_an_evaluation_under_contention_all_exit_0(kb_db, settings, tmp_path):
     """Issue 27, items 3 and 4: three `ask` processes and a two-item evaluation while another process takes the
     store for 1 s of every 2 s: every process exits 0 (none aborts at exit, none fails for the lock) and every

@@ -102,6 +102,7 @@ def fill(folder: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_save_keeps_the_answer_names_the_disk_and_damages_nothing(
     ingested_store, fake, small_disk, tmp_path, monkeypatch, capsys
 ):
@@ -164,6 +165,7 @@ def ratings_count(db) -> int:
 
 
 @pytest.mark.parametrize("value", OUT_OF_RANGE, ids=repr)
+@pytest.mark.slow
 def test_an_out_of_range_score_is_refused_by_the_store_and_by_the_pipeline_and_nothing_is_stored(
     kb_db, settings, value
 ):
@@ -224,6 +226,7 @@ def forged_radio(monkeypatch, key: str, posted: str):
 
 
 @pytest.mark.parametrize("posted", ["9", "0", "-1", "4.5", "<b>5</b>"])
+@pytest.mark.slow
 def test_an_out_of_range_score_posted_to_the_annotate_page_is_refused_with_a_message(
     kb_db, settings, monkeypatch, posted
 ):
@@ -317,6 +320,7 @@ def start_cli(args: list[str], store: Path, ollama_url: str, tmp_path: Path) -> 
     )
 
 
+@pytest.mark.slow
 def test_ollama_killed_mid_answer_ask_says_so_and_keeps_the_failed_run(ingested_store, tmp_path):
     store = tmp_path / "workbench.duckdb"
     shutil.copy(ingested_store, store)
@@ -332,6 +336,7 @@ def test_ollama_killed_mid_answer_ask_says_so_and_keeps_the_failed_run(ingested_
     assert journal.pending(str(store)) == []
 
 
+@pytest.mark.slow
 def test_ollama_killed_mid_answer_in_the_app_chat_says_so_without_a_traceback(kb_db, settings, monkeypatch):
     with ollama_to_kill("Wikipedia index") as (url, kill_mid_answer):
         monkeypatch.setenv("OLLAMA_HOST", url)
@@ -349,6 +354,7 @@ def test_ollama_killed_mid_answer_in_the_app_chat_says_so_without_a_traceback(kb
     assert [(r[1], r[2]) for r in rows_of(Path(settings.store_path))["runs"]] == [(QUESTION, "failed")]
 
 
+@pytest.mark.slow
 def test_ollama_killed_mid_evaluation_then_resume_completes_it_exactly(ingested_store, fake, tmp_path):
     store = tmp_path / "workbench.duckdb"
     shutil.copy(ingested_store, store)
@@ -477,6 +483,7 @@ def whole_run(ingested_store, tmp_path_factory):
 
 
 @pytest.mark.parametrize("point", ["inside", "committed", "journal-part", "journal-whole"])
+@pytest.mark.slow
 def test_kill_9_of_ask_during_its_save_leaves_the_run_whole_or_absent(ingested_store, fake, tmp_path, whole_run, point):
     store = tmp_path / "workbench.duckdb"
     shutil.copy(ingested_store, store)
@@ -518,6 +525,7 @@ def test_kill_9_of_ask_during_its_save_leaves_the_run_whole_or_absent(ingested_s
     assert journal.pending(str(store)) == []
 
 
+@pytest.mark.browser
 def test_kill_9_of_the_app_during_a_save_leaves_the_store_whole_and_no_half_run(kb_db, settings, tmp_path):
     from browser_server import CHROMIUM, app_env, chromium, new_page, serving
 
@@ -607,6 +615,7 @@ def held_once_answering(fake, path: str, needle: str):
         holder.stop()
 
 
+@pytest.mark.slow
 def test_chat_in_the_app_while_another_process_holds_the_store_shows_the_answer_and_keeps_the_run(
     fake, kb_db, settings, monkeypatch
 ):
@@ -629,6 +638,7 @@ def test_chat_in_the_app_while_another_process_holds_the_store_shows_the_answer_
     assert [(r[1], r[2]) for r in rows_of(Path(settings.store_path))["runs"]] == [(QUESTION, "accepted")]
 
 
+@pytest.mark.slow
 def test_an_evaluation_in_the_app_while_another_process_holds_the_store_keeps_every_item_and_says_so(
     fake, kb_db, settings, monkeypatch
 ):
@@ -726,6 +736,7 @@ def page_text(at) -> str:
 
 
 @pytest.mark.parametrize("name", HOSTILE_DOCS, ids=lambda n: repr(n)[:40])
+@pytest.mark.slow
 def test_a_document_uploaded_under_a_hostile_name_is_kept_inside_the_uploads_folder_and_shown_as_text(
     kb_db, settings, tmp_path, monkeypatch, name
 ):
@@ -770,6 +781,7 @@ def test_a_document_uploaded_under_a_hostile_name_is_kept_inside_the_uploads_fol
     ["../../etc/escape.jsonl", "..\\..\\escape.jsonl", "/etc/escape.jsonl", "<b>**x**</b>.jsonl", "nul\x00byte.jsonl"],
     ids=lambda n: repr(n)[:30],
 )
+@pytest.mark.slow
 def test_a_dataset_uploaded_under_a_hostile_name_writes_no_file_and_is_shown_as_text(kb_db, settings, tmp_path, name):
     from pages.views.markup import escape_markdown
 

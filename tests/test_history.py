@@ -57,6 +57,7 @@ def expected(ids, keep):
         (RunFilter(text="'; DROP TABLE runs; --"), lambda i: False),
     ],
 )
+@pytest.mark.slow
 def test_filters_return_exactly_the_right_rows(db, run_filter, keep):
     ids = make_runs(db)
     want = expected(ids, keep)
@@ -64,6 +65,7 @@ def test_filters_return_exactly_the_right_rows(db, run_filter, keep):
     assert got == want and count_runs(db, run_filter) == len(want)
 
 
+@pytest.mark.slow
 def test_pages_partition_the_runs_newest_first(db):
     ids = make_runs(db)
     pages = [[r["id"] for r in query_runs(db, RunFilter(), p, 7)] for p in range(1, 6)]
@@ -84,6 +86,7 @@ def test_tag_filter_uses_evaluation_items(db):
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet", "jsonl"])
+@pytest.mark.slow
 def test_exports_round_trip(db, tmp_path, fmt):
     ids = make_runs(db, 10)
     path = tmp_path / f"runs.{fmt}"

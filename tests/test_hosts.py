@@ -282,6 +282,7 @@ def test_one_host_is_never_skipped_even_after_a_failure(fake, db):
     assert [s.host for s in statuses] == [fake.url] and not [c for c in checks if c.name.startswith("host ")]
 
 
+@pytest.mark.slow
 def test_an_evaluation_finishes_on_the_other_host_when_one_is_killed(two, kb_db):
     from test_app import QUESTION
 

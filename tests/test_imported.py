@@ -90,6 +90,7 @@ def stages(db, eval_run_id):
         ("DeepEval", deepeval(), write_parquet, "parquet"),
     ],
 )
+@pytest.mark.slow
 def test_each_convention_is_scored_as_given_end_to_end(fake, settings, db, tmp_path, convention, rows, write, suffix):
     dataset = load_dataset(write(tmp_path / f"answers.{suffix}", rows))
     assert dataset.mapping.convention == convention and dataset.given_answers and not dataset.bad_rows
@@ -111,6 +112,7 @@ def test_each_convention_is_scored_as_given_end_to_end(fake, settings, db, tmp_p
     assert [p.text for p in run.passages] == [next(c for _, q, _, c in ROWS if q == run.question)]
 
 
+@pytest.mark.slow
 def test_the_drilldown_of_an_imported_answer_has_its_claims_evidence_and_calls(fake, settings, db, tmp_path):
     rows = ours(invent=True)
     rows[0]["contexts"] = [{"text": TOWER, "source": "tower.md", "score": 0.9}, BRIDGE]
@@ -132,6 +134,7 @@ def test_the_drilldown_of_an_imported_answer_has_its_claims_evidence_and_calls(f
     assert calls > 0  # the judging's model calls belong to the run
 
 
+@pytest.mark.slow
 def test_a_row_with_an_answer_but_no_contexts_is_scored_by_the_metrics_that_apply(fake, settings, db, tmp_path):
     rows = [{"question": q, "answer": a, "reference": a} for _, q, a, _ in ROWS]
     dataset = load_dataset(write_jsonl(tmp_path / "bare.jsonl", rows))
@@ -206,6 +209,7 @@ MANY = [
 ]
 
 
+@pytest.mark.slow
 def test_two_runs_of_one_pipeline_alert_when_the_answers_get_worse_and_not_when_equal(fake, settings, db, tmp_path):
     metrics = ["faithfulness"]
     first = load_dataset(write_jsonl(tmp_path / "week1.jsonl", ours(MANY)))
@@ -221,6 +225,7 @@ def test_two_runs_of_one_pipeline_alert_when_the_answers_get_worse_and_not_when_
     assert drops and drops[0].kind == "drop" and drops[0].metric == "faithfulness" and drops[0].delta < -0.3
 
 
+@pytest.mark.slow
 def test_another_pipeline_is_never_the_baseline_but_compare_and_gate_put_them_side_by_side(
     fake, settings, db, tmp_path
 ):
@@ -246,6 +251,7 @@ def test_another_pipeline_is_never_the_baseline_but_compare_and_gate_put_them_si
     assert any(c.metric == "faithfulness" and c.regression and c.kind == "drop" for c in gated)
 
 
+@pytest.mark.slow
 def test_a_large_file_skips_bad_rows_resumes_after_kill_9_and_is_answered_from_the_cache(fake, settings, db, tmp_path):
     import os
     import signal
@@ -310,6 +316,7 @@ def test_a_large_file_skips_bad_rows_resumes_after_kill_9_and_is_answered_from_t
     assert fresh[0] == 0 and fresh[1] >= len(MANY)
 
 
+@pytest.mark.slow
 def test_the_cli_shows_the_mapping_and_gates_one_pipeline_against_another(fake, settings, db, tmp_path, capsys):
     from pipeline.cli.main import main
 
@@ -343,6 +350,7 @@ def test_given_answers_are_scored_the_same_on_either_executor(fake, settings, db
         assert cur.execute("SELECT DISTINCT kind, pipeline FROM runs").fetchall() == [("imported", "answers")]
 
 
+@pytest.mark.slow
 def test_trends_draws_one_series_per_pipeline_over_the_same_dataset(db):
     from test_app import app
     from test_charts import frame_with

@@ -87,6 +87,7 @@ def test_documents_ingested_before_the_flags_get_them_on_the_next_ingest(fake, k
     assert [r["flags"] for r in flagged_chunks(kb_db)] == [["ignore_instructions", "dictated_answer"]]
 
 
+@pytest.mark.slow
 def test_the_knowledge_base_page_and_the_drilldown_show_the_flag(fake, kb_db, tmp_path, capsys):
     import streamlit as st
     from streamlit.testing.v1 import AppTest

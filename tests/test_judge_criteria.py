@@ -105,6 +105,7 @@ def test_each_score_carries_its_criterions_version_and_the_correction_sets_suffi
     assert recorded_version("judge_correctness", "judge-v1", config) == "judge-v1"
 
 
+@pytest.mark.slow
 def test_an_evaluation_scores_and_stores_the_new_criteria_under_their_own_version(fake, settings, kb_db):
     outcome = run_evaluation(uncached(settings), kb_db, dataset(ITEMS[:2]), "five")
     run = evals.get_eval_run(kb_db, "five")
@@ -170,6 +171,7 @@ def test_a_chosen_subset_of_metrics_is_all_that_runs(fake, settings, kb_db):
     assert "faithfulness (not chosen for this evaluation)" in result.diagnosis.sentence
 
 
+@pytest.mark.slow
 def test_a_resumed_evaluation_keeps_its_metrics_and_refuses_others(fake, settings, kb_db):
     run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "resumable", metrics=["judge_grounding"])
     with pytest.raises(InputError, match="measures judge_grounding; resuming it with judge_correctness"):
@@ -183,6 +185,7 @@ def test_a_resumed_evaluation_keeps_its_metrics_and_refuses_others(fake, setting
     assert stored == [("judge_grounding",)]
 
 
+@pytest.mark.slow
 def test_a_run_from_before_the_choice_resumes_with_the_metrics_it_has_scores_of(fake, settings, kb_db):
     outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "older")
     legacy = ["faithfulness", "answer_relevancy", "context_precision", "context_recall"] + [
@@ -200,6 +203,7 @@ def test_a_run_from_before_the_choice_resumes_with_the_metrics_it_has_scores_of(
     assert second == set(legacy)
 
 
+@pytest.mark.slow
 def test_a_run_from_before_the_choice_with_no_item_done_resumes_with_that_times_metrics(fake, settings, kb_db):
     outcome = run_evaluation(settings, kb_db, dataset(ITEMS[:1]), "older-empty")
     with kb_db.cursor() as cur:  # started before this change, killed before its first item was saved
@@ -222,6 +226,7 @@ def test_unknown_or_no_metrics_are_refused_with_the_names_to_choose_from(fake, s
     assert evals.get_eval_run(kb_db, "bad") is None
 
 
+@pytest.mark.slow
 def test_the_cli_chooses_metrics_with_a_comma_list(fake, settings, kb_db, tmp_path, capsys):
     golden = tmp_path / "golden.jsonl"
     golden.write_text(ITEMS[0].model_dump_json() + "\n")
@@ -232,6 +237,7 @@ def test_the_cli_chooses_metrics_with_a_comma_list(fake, settings, kb_db, tmp_pa
     assert "unknown metric 'judge_tone'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_people_rate_the_new_criteria_and_calibration_measures_them(fake, settings, kb_db):
     run_evaluation(settings, kb_db, dataset(), "rated")
     run_ids = evals.run_ids_of(kb_db, 1)
@@ -268,6 +274,7 @@ def test_people_rate_the_new_criteria_and_calibration_measures_them(fake, settin
     assert inter_annotator(kb_db, run_ids, "grounding").exact == 1.0
 
 
+@pytest.mark.slow
 def test_a_rating_without_the_new_criteria_counts_for_the_others_only(fake, settings, kb_db):
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "partly")
     run_ids = evals.run_ids_of(kb_db, 1)
@@ -339,6 +346,7 @@ def test_regression_still_catches_a_grounding_drop_under_one_version(db, setting
     assert ("judge_grounding", "all") in [(c.metric, c.slice) for c in drops]
 
 
+@pytest.mark.slow
 def test_the_evaluate_form_runs_only_the_metrics_chosen_and_refuses_none(fake, kb_db):
     at = app("pages/evaluate.py")
     chooser = at.multiselect(key="eval_metrics")
@@ -366,6 +374,7 @@ def test_the_evaluate_form_runs_only_the_metrics_chosen_and_refuses_none(fake, k
     assert evals.get_eval_run(kb_db, "form-none") is None
 
 
+@pytest.mark.slow
 def test_trends_draws_a_criterion_under_its_own_prompt_version(db):
     values = [4.0, 5.0, 3.0, 4.0, 5.0, 4.0]
     chosen = {"metrics": ["judge_correctness", "judge_grounding"]}
@@ -397,6 +406,7 @@ def test_trends_draws_a_criterion_under_its_own_prompt_version(db):
     assert series() == {"llama3.2@d1 / judge-v1": 3}  # the first three criteria's series as before
 
 
+@pytest.mark.slow
 def test_calibration_shows_the_new_criteria_like_the_others(fake, settings, kb_db):
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "cal-five")
     run_ids = evals.run_ids_of(kb_db, 1)
@@ -418,6 +428,7 @@ def test_calibration_shows_the_new_criteria_like_the_others(fake, settings, kb_d
         assert int(details.loc["judge vs people", "n"]) == n
 
 
+@pytest.mark.slow
 def test_calibration_keeps_the_criterion_shown_while_the_scope_has_it(fake, settings, kb_db):
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "all-rated")
     run_evaluation(settings, kb_db, dataset(ITEMS[:2]), "correctness-rated")

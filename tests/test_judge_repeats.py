@@ -69,6 +69,7 @@ def item_scores(db, name: str) -> dict[str, float]:
     return {r["item_id"]: r[METRIC] for r in evals.item_results(db, run.id, [METRIC])}
 
 
+@pytest.mark.slow
 def test_a_deterministic_judge_has_no_spread_and_agrees_with_itself(fake, settings, db, answers, capsys):
     path = answers(3)
     evaluate(settings, db, path, "once", 1)
@@ -88,6 +89,7 @@ def test_a_deterministic_judge_has_no_spread_and_agrees_with_itself(fake, settin
     assert report(settings, db, "once").judge_variance == []  # judged once: no variance table
 
 
+@pytest.mark.slow
 def test_the_text_report_shows_the_judge_variance_table(fake, settings, db, answers, capsys):
     fake.judge_noise = (3, 4)
     path = answers(4)
@@ -114,6 +116,7 @@ def simulated_self_agreement(rng, n_items: int, k: int, datasets: int = 4000) ->
     return kappa, within.mean(axis=1)
 
 
+@pytest.mark.slow
 def test_a_judge_that_answers_at_random_between_two_scores_matches_its_simulation(fake, settings, db, answers):
     fake.judge_noise = (3, 4)
     n_items, k = 8, 5
@@ -139,6 +142,7 @@ def test_a_judge_that_answers_at_random_between_two_scores_matches_its_simulatio
     assert variance.mean_sd > 0 and variance.max_range == 1
 
 
+@pytest.mark.slow
 def test_repeats_bypass_the_cache_and_a_rerun_asks_only_the_repeats_again(fake, settings, db, answers):
     path = answers(2)
     evaluate(settings, db, path, "first", 3)
@@ -155,6 +159,7 @@ def test_repeats_bypass_the_cache_and_a_rerun_asks_only_the_repeats_again(fake, 
     assert judge_requests(fake, before) == []
 
 
+@pytest.mark.slow
 def test_an_invalid_reply_in_one_repeat_is_kept_invalid_and_the_mean_uses_the_others(fake, settings, db, answers):
     path = answers(2)
     evaluate(settings, db, path, "clean", 1)
@@ -242,6 +247,7 @@ def test_the_sentence_says_whether_the_judge_agrees_more_with_people_or_with_its
     assert self_vs_people(people(None, None, None), itself) is None
 
 
+@pytest.mark.slow
 def test_calibration_shows_self_agreement_beside_agreement_with_people(fake, settings, db, answers):
     from pipeline.calibration.annotations import save_rating
     from pipeline.history.evaluations import run_ids_of
@@ -263,6 +269,7 @@ def test_calibration_shows_self_agreement_beside_agreement_with_people(fake, set
     assert any("judged 3 times" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_the_evaluate_page_shows_the_judge_variance_of_a_run_judged_with_repeats(fake, settings, db, answers):
     fake.judge_noise = (3, 4)
     evaluate(settings, db, answers(5), "page-noisy", 4)

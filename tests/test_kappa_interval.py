@@ -68,6 +68,7 @@ def test_twenty_pairs_with_80_percent_fives_are_withheld_with_the_reason():
     assert interval_withheld(judge, human) == reason
 
 
+@pytest.mark.slow
 def test_at_n_20_with_80_percent_fives_shown_intervals_cover_and_the_rest_are_withheld():
     """The simulated cell of the issue (true kappa 0.7): most data sets are withheld, and the intervals still
     shown cover the true kappa (about 95% at 2,000 data sets, `python -m bench kappa`)."""

@@ -71,6 +71,7 @@ def test_the_built_in_metrics_with_their_components_and_scales():
     assert get_metric("judge_faithfulness").label == "judge faithfulness" != get_metric("faithfulness").label
 
 
+@pytest.mark.slow
 def test_a_registered_metric_flows_through_runner_report_store_and_cli(
     fake, settings, kb_db, length_metric, capsys, tmp_path
 ):
@@ -93,6 +94,7 @@ def test_a_registered_metric_flows_through_runner_report_store_and_cli(
     assert "generator" in table_row
 
 
+@pytest.mark.slow
 def test_a_registered_metric_is_compared_and_gated(db, length_metric, capsys):
     assert regression.parse_floors("answer_length=0.5") == {"answer_length": 0.5}
     base = np.linspace(0.6, 0.9, 20)

@@ -283,6 +283,7 @@ def _page(run_id: int | None = None):
     return at
 
 
+@pytest.mark.slow
 def test_the_chat_shows_each_attempts_check_with_the_models_words_escaped(fake, kb_db):
     fake.enqueue(FAITHFUL_UNSURE, model="llama3.2", match=is_generation)
     fake.enqueue({"addresses": False, "gap": "**the count** <b>of passages</b>"}, model="llama3.2", match=asks_topic)
@@ -297,6 +298,7 @@ def test_the_chat_shows_each_attempts_check_with_the_models_words_escaped(fake, 
     assert escape_markdown("Addresses the question — embedding check: similarity 0.55 ≥ ") in captions
 
 
+@pytest.mark.slow
 def test_an_off_target_answer_is_marked_in_the_chat_and_the_drilldown(fake, settings, kb_db):
     fake.enqueue(FAITHFUL_OFF_TARGET, model="llama3.2", match=is_generation, times=6)
     at = _page()

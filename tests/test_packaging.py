@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -35,6 +37,7 @@ def test_dependencies_come_from_requirements_txt():
     assert document["tool"]["setuptools"]["dynamic"]["dependencies"]["file"] == ["requirements.txt"]
 
 
+@pytest.mark.slow
 def test_installed_workbench_command_runs_the_cli():
     """make test installs the checkout (pip install -e .), so the command sits beside this Python."""
     command = Path(sys.executable).parent / "workbench"

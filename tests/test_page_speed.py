@@ -47,6 +47,7 @@ def timers(monkeypatch) -> list[float]:
         ("pages/experiments.py", "pipeline.experiments.jobs:SWEEPS", "Preparing the sweep"),  # a sweep starting
     ],
 )
+@pytest.mark.slow
 def test_a_page_sets_a_refresh_timer_only_while_its_job_runs(kb_db, monkeypatch, timers, path, registry, running):
     module, name = registry.split(":")
     jobs = getattr(importlib.import_module(module), name)
@@ -116,6 +117,7 @@ def test_a_kappa_interval_is_computed_once_per_table_of_pairs(computed):
     assert computed == [40, 40, 41]
 
 
+@pytest.mark.slow
 def test_the_calibration_page_computes_its_intervals_once_until_a_rating_changes_them(
     fake, settings, kb_db, monkeypatch, computed
 ):
@@ -178,6 +180,7 @@ def reports(monkeypatch) -> list[str]:
     return computed
 
 
+@pytest.mark.slow
 def test_a_finished_evaluations_report_is_computed_once_until_it_or_its_baseline_changes(
     fake, settings, kb_db, reports
 ):
@@ -210,6 +213,7 @@ def test_a_finished_evaluations_report_is_computed_once_until_it_or_its_baseline
     assert not at.exception, at.exception
 
 
+@pytest.mark.slow
 def test_a_comparison_of_two_finished_evaluations_is_computed_once(fake, settings, kb_db, reports):
     from test_evaluation import dataset
 
@@ -229,6 +233,7 @@ def test_a_comparison_of_two_finished_evaluations_is_computed_once(fake, setting
     assert reports == ["a vs b", "b vs c"]
 
 
+@pytest.mark.slow
 def test_a_sweeps_leaderboard_is_computed_once_until_the_sweep_changes(settings, swept, monkeypatch):  # noqa: F811
     import streamlit as st
 

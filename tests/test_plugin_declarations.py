@@ -129,17 +129,10 @@ def sent(monkeypatch):
 
 
 @pytest.fixture
-def fake(fake, monkeypatch):
-    """The fake Ollama, answering the general model's Yes/No question in bespoke-minicheck's format (the llm
-    verifier's) as it answers bespoke-minicheck; its rule brain otherwise answers it in prose, which no verifier
-    can read."""
-    rule_reply = fake_ollama.rule_reply
-
-    def reply(prompt, fmt, verifier, *args, **kwargs):
-        yes_no = not fmt and prompt.startswith("Document: ")
-        return rule_reply(prompt, fmt, verifier or yes_no, *args, **kwargs)
-
-    monkeypatch.setattr(fake_ollama, "rule_reply", reply)
+def fake(fake):
+    """The fake Ollama, answering the llm verifier's Yes/No question to the general model as it answers
+    bespoke-minicheck; by default it answers that prompt in prose, which no verifier can read."""
+    fake.rules["llm_verifier"] = fake_ollama.rules.yes_no
     return fake
 
 
@@ -153,6 +146,7 @@ def answer(kb_db, settings, question):
 
 
 @pytest.mark.parametrize("chain", CHAINS)
+@pytest.mark.slow
 def test_every_prompt_a_question_run_sends_is_recorded_with_its_version(fake, settings, kb_db, sent, chain):
     chained = dataclasses.replace(settings, verifier_chain=chain, retrieval_floor=0.0)
     used = set()
@@ -177,6 +171,7 @@ def test_every_prompt_a_question_run_sends_is_recorded_with_its_version(fake, se
 
 
 @pytest.mark.parametrize("chain", [DEFAULT_CHAIN, "llm", "precheck,llm"])
+@pytest.mark.slow
 def test_every_prompt_an_evaluation_sends_is_recorded_with_its_version(fake, settings, kb_db, sent, chain):
     chained = dataclasses.replace(settings, verifier_chain=chain)
     fake.enqueue(INVENTED, model="llama3.2", match=is_generation)

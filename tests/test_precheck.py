@@ -158,6 +158,7 @@ def _rows(name):
 
 
 @pytest.mark.parametrize("name", ["ragtruth_qa_dev.jsonl", "ragtruth_summary_dev.jsonl", "ragtruth_data2txt_dev.jsonl"])
+@pytest.mark.slow
 def test_decisive_flags_hold_on_real_prose(name):
     """The issue's target on each RAGTruth development set with the answer's own sentences as claims: the
     pre-check's own verdicts hold precision >= 0.90 (whole set; bench/precheck_cv.py holds each style out)."""

@@ -86,6 +86,7 @@ def stored_item(settings, db, name: str) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_an_item_on_ray_is_answered_and_scored_as_on_the_local_executor(fake, settings, kb_db, ray_session):
     run_evaluation(settings, kb_db, Dataset("g.jsonl", [ITEM], [], "h"), "here", executor="local")
     run_evaluation(settings, kb_db, Dataset("g.jsonl", [ITEM], [], "h"), "there", executor="ray")
@@ -97,6 +98,7 @@ def test_an_item_on_ray_is_answered_and_scored_as_on_the_local_executor(fake, se
     assert ("context_recall", 1.0, "ok") in here["scores"]
 
 
+@pytest.mark.slow
 def test_a_conversation_on_ray_is_answered_turn_by_turn_as_on_the_local_executor(
     fake, settings, kb_db, ray_session, tmp_path
 ):
@@ -122,6 +124,7 @@ def test_a_conversation_on_ray_is_answered_turn_by_turn_as_on_the_local_executor
     assert values[("transformer#2", "judge_question_rewrite")][1] == "ok"
 
 
+@pytest.mark.slow
 def test_the_workers_never_open_the_store(fake, settings, kb_db, ray_session):
     # a store a worker opened would stay open (and one it could not open, held by the driver, fails the item)
     settings = dataclasses.replace(settings, store_idle_release_s=60)
@@ -144,6 +147,7 @@ def items_at_the_model(fake, n: int, waiting_only: bool = True) -> set[int]:
     return {i for i in range(n) if any(f"(item {i})" in b for b in bodies)}
 
 
+@pytest.mark.slow
 def test_items_run_concurrently_up_to_the_concurrency(fake, settings, kb_db, ray_session):
     # no reply leaves the fake before two items wait on it at once (Ray's workers import the workbench first)
     gate = fake.hold(until=lambda f: len(items_at_the_model(f, 4)) == 2, timeout_s=120)
@@ -170,6 +174,7 @@ def test_items_run_concurrently_up_to_the_concurrency(fake, settings, kb_db, ray
     assert peak == 2
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_tasks_in_flight_and_keeps_nothing_of_them(fake, settings, kb_db, ray_session):
     gate = fake.hold(timeout_s=180)  # no reply leaves the fake: both items are mid-call when the cancel comes
     cancel = threading.Event()
@@ -198,6 +203,7 @@ def test_cancel_stops_the_tasks_in_flight_and_keeps_nothing_of_them(fake, settin
     assert resumed.status == "finished" and resumed.progress.skipped == 0 and resumed.progress.done == 4
 
 
+@pytest.mark.slow
 def test_an_item_whose_worker_dies_runs_again_on_another(fake, settings, kb_db, ray_session):
     gate = fake.hold(timeout_s=180)  # the item is mid-call when its worker is killed
     killed = []
@@ -226,6 +232,7 @@ def test_an_item_whose_worker_dies_runs_again_on_another(fake, settings, kb_db, 
     assert report(settings, kb_db, "dies").items[0]["item_status"] == "done"
 
 
+@pytest.mark.slow
 def test_progress_reaches_the_callback_as_each_item_is_saved(fake, settings, kb_db, ray_session):
     first = run_evaluation(settings, kb_db, items(1), "progress", executor="ray")
     seen = []
@@ -245,6 +252,7 @@ def test_a_local_ray_listens_on_loopback_only(ray_session):
     assert ray.cluster_resources()["CPU"] == 2
 
 
+@pytest.mark.slow
 def test_the_default_local_ray_ignores_a_cluster_recorded_by_ray_start(fake, settings, kb_db, tmp_path):
     """`ray start` records its cluster in Ray's temp folder (/tmp/ray/ray_current_cluster), and ray.init() without
     an address joins it, even one long gone: the default executor starts a Ray of its own all the same."""
@@ -305,6 +313,7 @@ def test_without_ray_the_ray_executor_says_how_to_install_it(fake, settings, kb_
     assert evals.get_eval_run(kb_db, "no-ray") is None  # refused before anything was stored
 
 
+@pytest.mark.slow
 def test_the_cli_runs_an_evaluation_on_ray(fake, settings, kb_db, ray_session, capsys):
     golden = Path(settings.store_path).parent / "g.jsonl"
     golden.write_text("".join(i.model_dump_json() + "\n" for i in items(2).items))
@@ -314,6 +323,7 @@ def test_the_cli_runs_an_evaluation_on_ray(fake, settings, kb_db, ray_session, c
     assert set(evals.item_statuses(kb_db, evals.get_eval_run(kb_db, "cli").id).values()) == {"done"}
 
 
+@pytest.mark.slow
 def test_the_cli_runs_an_evaluation_on_an_existing_cluster(fake, settings, kb_db):
     """A head started apart (`ray start --head`, token authentication on: Ray's default), bound to 127.0.0.1,
     and `eval --ray-address` in another process: the job brings the workbench's code to the cluster."""
@@ -366,6 +376,7 @@ def test_the_cli_runs_an_evaluation_on_an_existing_cluster(fake, settings, kb_db
     con.close()
 
 
+@pytest.mark.slow
 def test_nothing_but_the_ray_executor_imports_ray():
     allowed = {ROOT / "pipeline" / "evaluation" / "ray_executor.py"}
     offenders = []

@@ -134,6 +134,7 @@ def browse_at_once_while_the_writer_writes(view: Path, store: Path, tmp_path: Pa
     return seen, int(lines[-1]) if lines else 1
 
 
+@pytest.mark.slow
 def test_two_processes_browse_a_snapshot_at_once_while_the_writer_keeps_the_store(kb_db, settings, tmp_path):
     answers = filled(settings, kb_db)
     snapshot = tmp_path / "snapshots" / "workbench.duckdb"
@@ -149,6 +150,7 @@ def test_two_processes_browse_a_snapshot_at_once_while_the_writer_keeps_the_stor
     assert count_runs(snapshot) == len(answers)
 
 
+@pytest.mark.slow
 def test_two_processes_browse_the_parquet_export_while_the_writer_keeps_the_store(kb_db, settings, tmp_path):
     answers = filled(settings, kb_db)
     folder = tmp_path / "export"
@@ -162,6 +164,7 @@ def test_two_processes_browse_the_parquet_export_while_the_writer_keeps_the_stor
 
 
 @pytest.mark.parametrize("source", ["snapshot", "export-parquet"])
+@pytest.mark.slow
 def test_the_app_browses_a_read_only_view_and_says_writing_is_off(kb_db, settings, tmp_path, monkeypatch, source):
     filled(settings, kb_db)
     target = tmp_path / "view"

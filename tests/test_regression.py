@@ -150,6 +150,7 @@ def store_run(db, name, values_by_metric, judge_digest="d1", config=None, tags=(
     return run_id
 
 
+@pytest.mark.slow
 def test_gate_exit_codes_and_stored_alerts(db, capsys):
     rng = np.random.default_rng(7)
     base = rng.uniform(0.8, 1.0, 30)
@@ -176,6 +177,7 @@ def test_gate_exit_codes_and_stored_alerts(db, capsys):
     assert (alert_store.count_open_alerts(db), alert_store.count_below_floor(db)) == (1, 1)
 
 
+@pytest.mark.slow
 def test_gate_exits_0_on_a_pass_1_on_a_regression_and_3_below_a_floor_only(db, capsys):
     rng = np.random.default_rng(11)
     low = rng.uniform(0.55, 0.65, 30)  # faithfulness about 0.60: below its floor of 0.70
@@ -219,6 +221,7 @@ def test_an_empty_floors_variable_turns_floors_off_and_an_unset_one_keeps_the_de
     assert below == ["faithfulness", "context_recall"]  # the default floors
 
 
+@pytest.mark.slow
 def test_a_first_evaluation_on_a_fresh_store_is_below_floor_not_a_regression_and_still_the_baseline(
     fake, settings, kb_db
 ):
@@ -257,6 +260,7 @@ def test_gate_refuses_runs_under_different_judge_pins(db, capsys):
     assert main(["gate", "--run", "nope"]) == 2
 
 
+@pytest.mark.slow
 def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
     first = store_run(db, "first", {"faithfulness": [0.9] * 10})
     store_run(db, "second", {"faithfulness": [0.9] * 10})
@@ -270,6 +274,7 @@ def test_the_default_baseline_is_the_pinned_run_else_the_previous_one(db):
     assert resolve(db, "third", None)[1].name == "second"
 
 
+@pytest.mark.slow
 def test_one_baseline_rule_pinned_else_the_newest_comparable_clean_run(db):
     """Same dataset hash and size, same judge pin, no failed item (read from the items), no open regression
     alert; a metric below its floor is no reason to skip a run."""
@@ -312,6 +317,7 @@ def test_the_configuration_diff_names_the_cache_setting_the_judge_pin_and_the_da
     }
 
 
+@pytest.mark.slow
 def test_resuming_a_name_over_another_dataset_is_refused_a_cache_change_is_not(fake, settings, kb_db):
     import dataclasses
 

@@ -201,6 +201,7 @@ def test_primary_metrics_are_registered_metric_names():
         parse_primary("faithfulness,recall")
 
 
+@pytest.mark.slow
 def test_equal_runs_raise_any_alert_in_at_most_five_percent_of_comparisons_under_every_noise_model():
     """300 equal pairs on the golden set's shape (the bench runs 2,000 per model): the family-wise rate of any
     rejection (min_effect aside) stays within sampling error of 5% (0.08: about 2 standard errors above)."""
@@ -219,6 +220,7 @@ def test_a_true_drop_of_a_tenth_in_faithfulness_is_caught_with_the_power_the_ben
     assert simulate("claims", 0.1, 100)["faithfulness_overall_alert"]["rate"] >= 0.75  # the bench: 0.88
 
 
+@pytest.mark.slow
 def test_gate_and_eval_text_and_the_alert_say_what_drop_the_run_could_have_detected(db, settings, capsys):
     """The minimum detectable drop is where a person reads the result: the gate's text, the report of eval (and
     the Evaluate page, test_app), and each comparison's message, so an alert on Trends carries it too."""
@@ -245,6 +247,7 @@ def test_gate_and_eval_text_and_the_alert_say_what_drop_the_run_could_have_detec
     assert "the smallest drop it could detect: 0." in drop["message"] and "(80% power)" in drop["message"]
 
 
+@pytest.mark.slow
 def test_eval_prints_the_drop_its_comparison_could_have_detected(fake, kb_db, tmp_path, capsys):
     from conftest import ROOT
 

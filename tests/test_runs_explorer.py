@@ -116,6 +116,7 @@ def test_saved_views_round_trip_replace_and_delete(db, settings):
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet", "jsonl"])
+@pytest.mark.slow
 def test_export_has_evaluation_tags_judge_scores_tokens_and_cost(db, tmp_path, fmt):
     ids = explored(db)
     with db.cursor() as cur:  # a tag a spreadsheet would run as a formula

@@ -63,6 +63,7 @@ def test_jsonl_and_parquet_exports_keep_the_text_as_stored(db, tmp_path):
     assert pq.read_table(tmp_path / "runs.parquet").column("question").to_pylist() == [PAYLOADS[0]]
 
 
+@pytest.mark.slow
 def test_runs_takes_the_runs_pages_filters_and_export_writes_every_match_unpaged(db, tmp_path, capsys):
     store_runs(db, [], n_plain=30)
     assert main(["runs", "--kind", "eval", "--status", "accepted", "--json", "--limit", "100"]) == 0

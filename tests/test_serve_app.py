@@ -7,6 +7,7 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 from test_app import app, fresh_streamlit_caches  # noqa: F401 - the autouse fixture: the caches start empty
 
@@ -23,6 +24,7 @@ serve_app.main(["--server.port", "8600"])
 """
 
 
+@pytest.mark.slow
 def test_the_app_starts_with_every_view_module_imported_the_precompute_waiting_and_streamlit_run_on_chat():
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -34,6 +36,7 @@ def test_the_app_starts_with_every_view_module_imported_the_precompute_waiting_a
     assert "precompute" in seen["threads"]  # waiting for the server, to compute what Evaluate and Calibration show
 
 
+@pytest.mark.slow
 def test_precompute_leaves_evaluate_and_calibration_nothing_to_compute_on_their_first_visit(
     fake, settings, db, tmp_path, monkeypatch
 ):

@@ -84,6 +84,7 @@ def ask(settings, db, question: str):
     return final_result(QuestionRun(settings, db, question, "chat").events())
 
 
+@pytest.mark.slow
 def test_the_scale_is_measured_stored_with_the_digest_and_its_median_differs(scaled):
     scale_name, fake, settings, db = scaled
     llm = LLM(settings, db)
@@ -127,6 +128,7 @@ def test_on_topic_decisions_are_the_same_on_both_scales(templates, monkeypatch, 
     assert raw["bag"].on_topic is False and raw["dense"].on_topic is True
 
 
+@pytest.mark.slow
 def test_the_floor_answers_a_golden_question_and_abstains_on_mars_before_generating(scaled):
     scale_name, fake, settings, db = scaled
     golden = ask(settings, db, GOLDEN)
@@ -185,6 +187,7 @@ def test_answer_relevancy_reads_similarities_on_the_calibrated_scale(templates, 
     assert values["bag"][0] == pytest.approx(1.0) and values["bag"][2] == 0.0
 
 
+@pytest.mark.slow
 def test_an_ingest_that_changes_the_knowledge_base_measures_the_scale_again(scaled, tmp_path):
     _, fake, settings, db = scaled
     first = similarity_scale.scale_for(db, LLM(settings, db))
@@ -216,6 +219,7 @@ def test_too_small_a_knowledge_base_reads_similarities_raw_with_the_reason(templ
         assert "raw cosine; the scale is not measured" in topic.reason
 
 
+@pytest.mark.slow
 def test_settings_page_and_doctor_show_the_scale(scaled):
     scale_name, fake, settings, db = scaled
     scale = similarity_scale.scale_for(db, LLM(settings, db))

@@ -196,18 +196,31 @@ def test_the_store_errors_are_the_pipelines_error_family():
     assert issubclass(StoreLocked, pipeline.errors.WorkbenchError)
 
 
-def test_an_optional_read_gives_up_after_a_short_wait_and_skips_for_a_while(tmp_path):
+@pytest.mark.slow
+def test_an_optional_read_gives_up_after_a_short_wait_and_skips_for_a_while(tmp_path, monkeypatch):
     """A read the caller can do without (a response-cache lookup) waits OPTIONAL_READ_WAIT_S for a store another
     process holds, not the lock timeout; the next ones, for OPTIONAL_READ_BACKOFF_S, give up at once; and it does
-    not wait behind this process's own thread that is waiting to open the store."""
+    not wait behind this process's own thread that is waiting to open the store. Each wait is read from what the
+    code did (the limit its StoreLocked names, its attempts to open the file, which thread finished first), not
+    from a clock."""
     import threading
-    import time
 
     from store import db as store_db
     from store.llm_log import cache_get
 
     path = str(tmp_path / "held.duckdb")
     Database(path, idle_release_s=0).close()
+    attempts = []  # the thread of each attempt to open the store
+    tried = threading.Condition()
+    connect = duckdb.connect
+
+    def counted(*args, **kwargs):
+        with tried:
+            attempts.append(threading.current_thread().name)
+            tried.notify_all()
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(store_db.duckdb, "connect", counted)
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -221,28 +234,38 @@ def test_an_optional_read_gives_up_after_a_short_wait_and_skips_for_a_while(tmp_
     try:
         assert holder.stdout.readline().strip() == "locked"
         db = Database(path, lock_timeout_s=30, idle_release_s=0)
-        start = time.monotonic()
-        with pytest.raises(StoreLocked):
+        with pytest.raises(StoreLocked) as waited:
             cache_get(db, "some key")
-        assert time.monotonic() - start < store_db.OPTIONAL_READ_WAIT_S + 1.0
-        start = time.monotonic()
-        with pytest.raises(StoreLocked):
+        assert f"for {store_db.OPTIONAL_READ_WAIT_S:g} s" in str(waited.value) and attempts  # not the lock's 30 s
+        tries = len(attempts)
+        with pytest.raises(StoreLocked) as skipped:
             cache_get(db, "some key")
-        assert time.monotonic() - start < 0.05  # skipped: it found the store locked a moment ago
+        assert "for 0 s" in str(skipped.value) and len(attempts) == tries  # skipped: it found the store locked
         db._skip_optional_until = 0.0
-        writer = threading.Thread(target=lambda: pytest.raises(StoreLocked, db.transaction(2).__enter__))
-        writer.start()  # a save of this process waits for the lock, holding the handle's guard
-        time.sleep(0.3)
-        start = time.monotonic()
-        with pytest.raises(StoreLocked):
+        saved = []
+
+        def save():  # a save of this process waits for the lock, holding the handle's guard
+            with db.transaction(30):
+                saved.append(True)
+
+        writer = threading.Thread(target=save, name="writer")
+        writer.start()
+        with tried:
+            assert tried.wait_for(lambda: "writer" in attempts, timeout=30)
+        tries = len(attempts)
+        with pytest.raises(StoreLocked) as behind:
             cache_get(db, "some key")
-        assert time.monotonic() - start < store_db.OPTIONAL_READ_WAIT_S + 0.5  # not behind the save's 2 s
-        writer.join()
+        assert f"for {store_db.OPTIONAL_READ_WAIT_S:g} s" in str(behind.value)
+        assert writer.is_alive() and not saved  # it gave up while the save still waited: not behind it
+        assert "MainThread" not in attempts[tries:]  # nor did it try the file the save is waiting for
     finally:
         holder.kill()
         holder.communicate()
+    writer.join(30)
+    assert saved == [True]  # the save went on once the other process let go
 
 
+@pytest.mark.slow
 def test_a_connection_closing_in_the_idle_timer_at_exit_does_not_abort_the_process(tmp_path):
     """Issue 27, item 4: the idle release's timer thread (a daemon) inside DuckDB's close (here a checkpoint of a
     large write-ahead log) when the interpreter finalizes made Python end it with pthread_exit, which aborted the

@@ -258,6 +258,7 @@ def test_a_runs_cache_entries_are_written_with_its_texts_and_never_taken_for_a_t
     assert [t for t, _ in stored_texts(db)] == ["p", "c", cache_text(entry), text] and "llm_cache" not in tables
 
 
+@pytest.mark.slow
 def test_the_trends_series_means_counts_and_failed_items(db):
     def evaluation(name, values, statuses, finished=True):
         eval_run_id = create_eval_run(db, name, "golden.jsonl", "h", {"top_k": 5}, "llama3.2", "d", "v1", 3, 1)
@@ -289,6 +290,7 @@ def test_the_trends_series_means_counts_and_failed_items(db):
     assert metric_series(db)[0]["config"] == {"top_k": 5}
 
 
+@pytest.mark.slow
 def test_the_scale_bench_store_has_the_products_shape(tmp_path):
     from bench.scale import parse_runs
     from bench.scale_data import fill

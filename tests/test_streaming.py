@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 from fake_ollama import _pieces
 from test_engine import RAG_QUESTION, is_generation, schema_has
 
@@ -169,6 +170,7 @@ def test_the_live_view_colours_finished_sentences_and_escapes_the_text(fake, set
     assert "Attempt 2" in live.markdown() and "orange" not in live.markdown()
 
 
+@pytest.mark.slow
 def test_the_chat_page_shows_the_answer_and_closes_its_step_list(fake, settings, kb_db):
     from streamlit.testing.v1 import AppTest
     from test_app import QUESTION, ROOT, markdown_text
@@ -184,6 +186,7 @@ def test_the_chat_page_shows_the_answer_and_closes_its_step_list(fake, settings,
     assert "21 million passages" in markdown_text(at) and "withdrawn" not in markdown_text(at)
 
 
+@pytest.mark.slow
 def test_precheck_off_still_gets_three_way_verdicts_on_a_streamed_sentence(fake, settings, kb_db):
     fake.enqueue("The RAG index was split into 50 million passages [1].", match=is_generation, times=3)
     events = engine_events(dataclasses.replace(settings, precheck_enabled=False), kb_db)
@@ -192,6 +195,7 @@ def test_precheck_off_still_gets_three_way_verdicts_on_a_streamed_sentence(fake,
     assert "21 million" in first.claims[0].evidence
 
 
+@pytest.mark.slow
 def test_the_retry_starts_while_a_rejected_claim_is_still_being_classified(fake, settings, kb_db):
     fake.enqueue("The RAG index was split into 50 million passages [1].", match=is_generation)
     fake.enqueue("The RAG index held 21 million passages [1].", match=is_generation)

@@ -103,6 +103,7 @@ def test_a_sweep_continued_with_another_grid_or_items_is_refused_with_the_fix(se
 # -- a 2x2 sweep on the golden set --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_2x2_sweep_on_the_golden_set_finishes_and_prints_its_leaderboard(fake, settings, kb_db, capsys):
     fake.add_model("qwen2.5:3b")
     argv = ["sweep", str(GOLDEN), "--name", "models", *MODELS_GRID, "--limit", "4", "--json"]
@@ -145,6 +146,7 @@ def test_a_2x2_sweep_on_the_golden_set_finishes_and_prints_its_leaderboard(fake,
     assert regression.baseline_of(kb_db, evals.get_eval_run(kb_db, "nightly")) is None
 
 
+@pytest.mark.slow
 def test_a_sweep_killed_with_sigkill_continues_without_redoing_finished_combinations(
     fake, settings, kb_db, monkeypatch
 ):
@@ -213,6 +215,7 @@ def test_a_sweep_killed_with_sigkill_continues_without_redoing_finished_combinat
 # -- the leaderboard's statistics ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_leaderboards_intervals_and_holm_adjusted_p_values_match_scipy_and_statsmodels(
     fake, settings, kb_db, capsys
 ):
@@ -343,6 +346,7 @@ def _knowledge_base(con):
     )
 
 
+@pytest.mark.slow
 def test_a_chunk_size_sweep_leaves_the_knowledge_base_alone_and_shows_its_own_chunks(settings, kb_db, tmp_path):
     with kb_db.cursor() as cur:
         before = _knowledge_base(cur)

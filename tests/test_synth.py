@@ -85,6 +85,7 @@ def one_candidate(rows, position: int) -> stored.CandidateRow:
 
 
 # -- the whole job on the shipped knowledge base ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_synth_keeps_every_kind_and_drops_with_reasons(fake, settings, kb_db):
     result = run_synth(settings, kb_db, "kb-questions", 40, parse_shares(None), seed=0)
     assert result.written == 40 and result.planned == 40 and result.version == 1 and result.previous_version is None
@@ -133,6 +134,7 @@ def test_synth_keeps_every_kind_and_drops_with_reasons(fake, settings, kb_db):
     assert all(i.provenance.get("false_premise") for i in dataset.items if i.provenance["kind"] == "false_premise")
 
 
+@pytest.mark.slow
 def test_the_same_name_again_is_a_new_version_and_reads_the_response_cache(fake, settings, kb_db):
     first = run_synth(settings, kb_db, "again", 6, {"fact": 1.0}, seed=3)
     fake.clear()
@@ -144,6 +146,7 @@ def test_the_same_name_again_is_a_new_version_and_reads_the_response_cache(fake,
 
 
 # -- each gate drops what it should ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_reference_gate_drops_a_reference_the_verifier_rejects(fake, settings, kb_db):
     slots = planned(settings, kb_db, 2, {"fact": 1.0})
     good, bad = (a_sentence(chunk_of(kb_db, s.chunk_ids[0]).text) for s in slots)
@@ -162,6 +165,7 @@ def test_the_reference_gate_drops_a_reference_the_verifier_rejects(fake, setting
     assert claims[-1]["verdict"] == "unsupported" and all(c["verdict"] == "supported" for c in claims[:-1])
 
 
+@pytest.mark.slow
 def test_a_multi_hop_reference_must_rest_on_both_chunks(fake, settings, kb_db):
     slot = planned(settings, kb_db, 1, {"multi_hop": 1.0})[0]
     one_side = a_sentence(chunk_of(kb_db, slot.chunk_ids[0]).text)
@@ -171,6 +175,7 @@ def test_a_multi_hop_reference_must_rest_on_both_chunks(fake, settings, kb_db):
     assert row.gate == "reference" and "rests on one chunk only" in row.reason
 
 
+@pytest.mark.slow
 def test_the_copy_gate_drops_a_question_copied_from_its_chunk(fake, settings, kb_db):
     slots = planned(settings, kb_db, 2, {"numeric": 1.0})
     copied = a_sentence(chunk_of(kb_db, slots[0].chunk_ids[0]).text, number=True)
@@ -190,6 +195,7 @@ def test_the_copy_gate_drops_a_question_copied_from_its_chunk(fake, settings, kb
     assert not [m for m in sent if "Answer:\n" + copied in m]  # dropped before its reference was verified
 
 
+@pytest.mark.slow
 def test_the_source_gate_rewrites_a_leading_attribution_and_drops_any_other(fake, settings, kb_db):
     slots = planned(settings, kb_db, 2, {"fact": 1.0})
     refs = [a_sentence(chunk_of(kb_db, s.chunk_ids[0]).text) for s in slots]
@@ -206,6 +212,7 @@ def test_the_source_gate_rewrites_a_leading_attribution_and_drops_any_other(fake
     assert result.rewritten == 1 and datasets.load(kb_db, "sources").items[0].provenance["note"] == rewritten.note
 
 
+@pytest.mark.slow
 def test_the_duplicate_gate_drops_a_paraphrase_of_a_kept_question(fake, settings, kb_db):
     slots = planned(settings, kb_db, 3, {"fact": 1.0})
     refs = [a_sentence(chunk_of(kb_db, s.chunk_ids[0]).text) for s in slots]
@@ -223,6 +230,7 @@ def test_the_duplicate_gate_drops_a_paraphrase_of_a_kept_question(fake, settings
     assert result.dropped_per_gate == {"duplicate": 1}
 
 
+@pytest.mark.slow
 def test_the_negative_gate_drops_a_negative_the_knowledge_base_answers(fake, settings, kb_db):
     slots = planned(settings, kb_db, 2, {"negative": 1.0})
     script(fake, slots[0], kb_db, {"question": GOLDEN_QUESTION, "missing": "the score"})
@@ -238,6 +246,7 @@ def test_the_negative_gate_drops_a_negative_the_knowledge_base_answers(fake, set
     assert "no retrieved passage answers it" in kept.details["negative_check"]
 
 
+@pytest.mark.slow
 def test_the_premise_gate_drops_a_false_premise_its_chunk_states(fake, settings, kb_db):
     slots = planned(settings, kb_db, 2, {"false_premise": 1.0})
     true = a_sentence(chunk_of(kb_db, slots[0].chunk_ids[0]).text, number=True)
@@ -252,6 +261,7 @@ def test_the_premise_gate_drops_a_false_premise_its_chunk_states(fake, settings,
     assert datasets.load(kb_db, "premises").items[0].provenance["false_premise"] == changed
 
 
+@pytest.mark.slow
 def test_an_unreadable_reply_is_a_dropped_candidate_never_a_made_up_question(fake, settings, kb_db):
     slot = planned(settings, kb_db, 1, {"fact": 1.0})[0]
     script(fake, slot, kb_db, "Here is a good question about chunking for you!", times=2)  # the reply and its retry
@@ -309,6 +319,7 @@ def dense_store(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_a_job_drops_the_same_duplicates_under_the_dense_embedding_scale(dense_store, monkeypatch, tmp_path):
     with FakeOllama(embed_scale="dense") as server:
         monkeypatch.setenv("OLLAMA_HOST", server.url)
@@ -332,6 +343,7 @@ class Interrupted(Exception):
     pass
 
 
+@pytest.mark.slow
 def test_an_interrupted_job_resumes_and_writes_no_candidate_twice(fake, settings, kb_db):
     def stop_after_five(state):
         if state.written - state.already >= 5:
@@ -361,6 +373,7 @@ def test_an_interrupted_job_resumes_and_writes_no_candidate_twice(fake, settings
     assert again.job_id != job.id and again.resumed == 0 and again.version == 2
 
 
+@pytest.mark.slow
 def test_a_job_killed_with_sigkill_resumes_under_the_same_name(fake, settings, kb_db, capsys):
     kb_db.close()
     child = subprocess.Popen(
@@ -496,6 +509,7 @@ def test_the_copy_and_source_gates_on_their_own():
 
 
 # -- the kept set, end to end ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_kept_set_evaluates_end_to_end(fake, settings, kb_db, capsys):
     assert main(["synth", "--name", "small", "--n", "8", "--seed", "2"]) == 0
     out, err = capsys.readouterr()

@@ -118,6 +118,7 @@ def test_a_prompt_of_chat_messages_reads_as_role_headed_text():
     assert prompt_as_text("plain **text**") == "plain **text**" and prompt_as_text(None) == ""
 
 
+@pytest.mark.slow
 def test_selecting_a_span_in_the_trace_tab_shows_its_calls_prompt_and_completion(fake, settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
     from pipeline.history.runs import load_run

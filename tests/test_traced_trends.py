@@ -79,6 +79,7 @@ def test_the_runs_command_filters_by_pipeline_and_names_the_traced_kind(db, caps
     assert "(chat, eval, imported, traced)" in help_text and "--pipeline NAME" in help_text
 
 
+@pytest.mark.slow
 def test_the_runs_page_filters_by_pipeline_or_service(db):
     ids = mixed_runs(db)
     at = app("pages/runs.py")
@@ -147,6 +148,7 @@ def test_a_day_below_the_floor_opens_a_below_floor_alert_not_a_regression(db, se
     assert check_traced(db, settings, TODAY)[1] == 0 and len(list_alerts(db)) == 2
 
 
+@pytest.mark.slow
 def test_equal_days_and_a_drop_smaller_than_min_effect_open_nothing(db, settings):
     traced(db, "tower-app", BEFORE, SPREAD)
     traced(db, "tower-app", DAY, SPREAD)
@@ -159,6 +161,7 @@ def test_equal_days_and_a_drop_smaller_than_min_effect_open_nothing(db, settings
     assert check_traced(db, replace(settings, min_effect=0.01), TODAY)[1] == 1
 
 
+@pytest.mark.slow
 def test_the_services_of_a_day_are_one_family(db, settings):
     """A drop with p = 0.019 is an alert alone, and not among three services (Holm at the 90% of alpha the
     evaluations' family spends: 3 × 0.019 / 0.9 > 0.05)."""
@@ -178,6 +181,7 @@ def test_the_services_of_a_day_are_one_family(db, settings):
     assert not three["tower-app"].regression
 
 
+@pytest.mark.slow
 def test_the_online_worker_checks_yesterday_when_it_runs(db, settings):
     today = date.today()
     assert latest_complete_day() == today - timedelta(days=1)
@@ -189,6 +193,7 @@ def test_the_online_worker_checks_yesterday_when_it_runs(db, settings):
     assert worker.checked_on == today
 
 
+@pytest.mark.slow
 def test_the_trends_page_draws_each_services_days_with_the_floor_and_lists_their_alerts(db, settings):
     yesterday = latest_complete_day()
     traced(db, "tower-app", yesterday - timedelta(days=1), SPREAD + 0.1)

@@ -184,6 +184,7 @@ def test_a_stored_run_has_its_trace_and_every_call_sits_on_a_step_of_it(fake, se
     assert all(s.latency_ms is not None and s.latency_ms >= 0 for s in stored.spans)
 
 
+@pytest.mark.slow
 def test_cached_calls_are_recorded_with_their_text_and_span(settings, kb_db):
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
     from pipeline.history.runs import load_run
@@ -195,6 +196,7 @@ def test_cached_calls_are_recorded_with_their_text_and_span(settings, kb_db):
     assert cached and all(c["prompt_text"] and c["completion_text"] and c["span_id"] for c in cached)
 
 
+@pytest.mark.slow
 def test_an_evaluation_item_traces_its_question_and_every_metric_and_its_calls_name_the_evaluation(settings, kb_db):
     from pipeline.evaluation.dataset import Dataset, GoldenItem
     from pipeline.evaluation.registry import metric_names

@@ -91,6 +91,7 @@ def priced(monkeypatch):
     return load_settings()
 
 
+@pytest.mark.slow
 def test_run_costs_are_each_runs_latency_tokens_and_cost_per_question(db, monkeypatch):
     mon = evaluation(db, "mon", MON, MON_SCORES)
     tue = evaluation(db, "tue", TUE, TUE_SCORES)
@@ -152,6 +153,7 @@ def lines_of(panel: dict) -> dict:
     return panel["layer"][0] if "layer" in panel else panel
 
 
+@pytest.mark.slow
 def test_trends_draws_two_metrics_on_their_own_scales_with_the_pages_rounding(db, monkeypatch):
     evaluation(db, "mon", MON, MON_SCORES)
     evaluation(db, "tue", TUE, TUE_SCORES)
@@ -186,6 +188,7 @@ def test_trends_draws_two_metrics_on_their_own_scales_with_the_pages_rounding(db
     assert len(spec["vconcat"]) == 1 and set(points["metric"]) == {"faithfulness"}
 
 
+@pytest.mark.slow
 def test_trends_shows_latency_tokens_and_cost_per_question_of_each_run(db, monkeypatch):
     priced(monkeypatch)
     evaluation(db, "mon", MON, MON_SCORES)
@@ -224,6 +227,7 @@ def test_trends_shows_latency_tokens_and_cost_per_question_of_each_run(db, monke
     assert list(table["cost"]) == pytest.approx([0.07, 0.2])
 
 
+@pytest.mark.slow
 def test_trends_has_no_cost_panel_without_prices(db):
     evaluation(db, "mon", MON, MON_SCORES)
     at = app("pages/trends.py")
@@ -234,6 +238,7 @@ def test_trends_has_no_cost_panel_without_prices(db):
     assert "cost" not in table.columns and list(table["tokens"]) == pytest.approx([160 / 3])
 
 
+@pytest.mark.slow
 def test_trends_keeps_each_charts_spec_by_its_inputs(db, monkeypatch):
     """A rerun over the same data sends the kept Vega-Lite spec: no chart is built and validated again (issue 29:
     computed results kept by their inputs, not recomputed per render); other inputs draw anew."""

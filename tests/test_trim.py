@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.answering.events import Token
 from pipeline.answering.status import made_how
@@ -105,6 +107,7 @@ def ask(kb_db, settings):
     return events, events[-1].result
 
 
+@pytest.mark.slow
 def test_one_slot_drops_the_unsupported_sentence_instead_of_regenerating(fake, settings, kb_db):
     fake.enqueue(INVENTED, model="llama3.2", match=is_generation)
     events, result = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=1))
@@ -126,6 +129,7 @@ def test_one_slot_drops_the_unsupported_sentence_instead_of_regenerating(fake, s
     assert made_how(second.record) == "attempt 1 without its 1 unsupported sentence"
 
 
+@pytest.mark.slow
 def test_four_slots_regenerate_and_repair_drop_trims_there_too(fake, settings, kb_db):
     fake.enqueue(INVENTED, model="llama3.2", match=is_generation)
     events, result = ask(kb_db, dataclasses.replace(settings, ollama_slots_per_host=4))
@@ -162,6 +166,7 @@ def test_a_run_with_nothing_to_keep_regenerates_on_one_slot(fake, settings, kb_d
     assert retry.attempt == 2
 
 
+@pytest.mark.slow
 def test_the_chat_shows_the_trimmed_attempt_and_show_names_it(fake, settings, kb_db, capsys):
     from pages.views.answer import LiveAnswer
 
@@ -181,6 +186,7 @@ def test_the_chat_shows_the_trimmed_attempt_and_show_names_it(fake, settings, kb
     assert "dropped: The RAG paper won the best paper award at ICML 2019 [1]." in out
 
 
+@pytest.mark.slow
 def test_the_drilldown_names_the_trimmed_attempt_and_its_dropped_sentence(fake, settings, kb_db):
     from test_app import open_runs_page
 

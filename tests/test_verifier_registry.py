@@ -119,6 +119,7 @@ def test_the_interface_checks_input_and_verdict(settings, db, fruit_guard):
         register_verifier("not_a_class")(lambda: None)
 
 
+@pytest.mark.slow
 def test_the_checker_is_a_llama_index_evaluator(fake, settings, db):
     checker = FaithfulnessChecker(LLM(settings, db), settings)
     assert isinstance(checker, BaseEvaluator) and checker.get_prompts() == {}

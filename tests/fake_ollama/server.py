@@ -1,38 +1,9 @@
-"""A protocol-faithful fake Ollama server for offline tests (standard library only).
-
-    with FakeOllama() as fake:
-        client = ollama.Client(host=fake.url)
-
-Answers come from a deterministic rule brain (see `rule_reply` and `embed_vector`)
-unless a reply was scripted with `enqueue`; `inject` adds transport/content faults.
-
-Latency model (chat and generate only; embeddings are instant): a request waits for one of `slots`
-parallel slots, spends `seconds_per_prompt_token` x its prompt's word count in the prompt phase, then
-`seconds_per_token` per reply word. A streamed reply goes out as one chunk per word at that rate, each
-flushed as it is due; `chunk_log` records when each chunk was sent (the fake's clock: time.perf_counter
-unless `clock` is given), and each chat/generate entry of `requests` gains its prompt_tokens, eval_tokens and
-received/started/done times (started: when it got its slot).
-
-Prompt cache (`prompt_cache=True`), as Ollama's llama.cpp runner keeps one: each slot remembers the prompt it
-processed last for each model (Ollama runs each loaded model in a runner process of its own, with its own slots and
-KV cache, so a call to one model does not evict another's; the slots here are shared by all models as compute is, on
-one machine), a request takes the free slot whose memory for its model shares the longest common prefix with its
-prompt, and only the words after that prefix are charged prompt time. The record's
-`cached_tokens` says how many were reused, and `prompt_eval_count` counts only those processed, as Ollama's does.
-
-Tests that need order, not speed, use events instead of the clock:
-- `in_flight`/`max_in_flight` count chat/generate requests being answered at once (from the start of their
-  generation to their last line), `generating`/`max_generating` those inside a slot; `wait_until(condition)`
-  blocks until condition(fake) holds, woken by each change of the fake's state (a request received, a slot
-  taken, a chunk sent, a reply done), never by polling.
-- `hold(...)` stops matching replies at a chunk until the test releases them (or `until(fake)` holds), so a test
-  can have a request mid-reply for as long as it needs; `VirtualClock` makes the latency model's waits
-  instant and exact (`FakeOllama(clock=vc, sleep=vc.sleep)`) for one request at a time.
+"""The fake Ollama server: the HTTP protocol, the latency model, faults, scripted replies and the events tests wait
+on. What it replies is decided in rules.py (see the package's doc, fake_ollama/__init__.py).
 """
 
 import hashlib
 import json
-import math
 import re
 import socket
 import sys
@@ -41,45 +12,17 @@ import time
 from contextlib import contextmanager, nullcontext
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from .brain import ANSWER_STYLES, noisy_score
+from .embeddings import EMBED_SCALES, scaled_vector
+from .prompts import registered, request_messages, rule_input
+from .rules import JUDGE_PROMPTS, RULES, Asked, classify, refusal
+from .text import _line_value
+
 FAULTS = frozenset({"500", "timeout", "drop", "malformed_json", "truncated_json", "not_found"})
 CONTENT_FAULTS = frozenset({"malformed_json", "truncated_json"})
 GENERATION_PATHS = ("/api/chat", "/api/generate")
 MALFORMED_JSON = '{"claims": ["unterminated'
-NO_ANSWER = "The knowledge base does not cover this question."
 MODIFIED_AT = "2025-01-01T00:00:00Z"
-LABELS = ("Question", "Context", "Reference", "Answer", "Claim", "Document")
-
-STOPWORDS = frozenset(
-    """
-a about above after again against all also am an and any are as at be because been before being below
-between both but by can could did do does doing down during each few for from further had has have
-having he her here hers herself him himself his how i if in into is it its itself just me more most my
-myself no nor not now of off on once only or other our ours ourselves out over own same she should so
-some such than that the their theirs them themselves then there these they this those through to too
-under until up very was we were what when where which while who whom why will with would you your
-yours yourself yourselves
-""".split()
-)
-
-_TOKEN = re.compile(r"[a-z0-9]*[a-z][a-z0-9]*|\d+(?:,\d{3})*(?:\.\d+)?")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*")
-_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
-_BLOCK_HEAD = re.compile(r"^\s*\[(\d+)\]\s*source:.*$", re.M)
-_LABEL_LINE = re.compile(rf"^\s*(?:{'|'.join(LABELS)}):", re.M)
-_EMBED_PREFIX = re.compile(r"^\s*(?:search_query|search_document):\s*")
-_CLAIM_JOINT = re.compile(r",\s+and\s+|;\s+")
-
-ANSWER_STYLES = ("quote", "paraphrase")
-# "bag": the bag-of-words vectors, unrelated texts near 0; "dense": the same bag and one component every text
-# shares, of equal weight, so every cosine is (bag + 1) / 2 and unrelated texts sit near 0.5, as with
-# nomic-embed-text (tests/test_similarity_scale.py)
-EMBED_SCALES = ("bag", "dense")
-PARAPHRASE_SENTENCES = 3  # a paraphrased answer's sentences, each joining two context sentences
-ATTRIBUTION = "According to the sources, "
-# function words swapped to reword a sentence: all stopwords, so content-word overlap is unchanged
-_REWORDINGS = {"the": "this", "this": "the", "is": "was", "was": "is", "are": "were", "were": "are", "a": "the"}
-_FABRICATED_NAMES = ("Smith", "Okafor", "Lindqvist", "Tanaka", "Moreau", "Kowalski")
 
 _LLM_PROFILE = {
     "family": "llama",
@@ -105,558 +48,10 @@ _EMBED_PROFILE = {
 }
 
 
-# ---------------------------------------------------------------- text helpers
-
-
 def normalise_name(name):
     """Ollama model name with an explicit tag: "llama3.2" -> "llama3.2:latest"."""
     name = name.strip().lower()
     return name if ":" in name.rsplit("/", 1)[-1] else name + ":latest"
-
-
-def is_number(word):
-    """True for a numeric content word such as "28.4" or "1000"."""
-    return bool(_NUMBER.fullmatch(word))
-
-
-def content_words(text):
-    """Lowercased content words (stopwords and short non-numbers dropped, plural "s" stripped)."""
-    words = []
-    for token in _TOKEN.findall(text.lower()):
-        number = token.replace(",", "")
-        if is_number(number):
-            words.append(number)
-        elif token not in STOPWORDS and len(token) >= 3:
-            words.append(token[:-1] if len(token) > 3 and token.endswith("s") else token)
-    return words
-
-
-def sentences(text):
-    """Sentences and lines of `text`, each an exact (stripped) substring of it."""
-    return [s.strip() for s in _SENTENCE_BREAK.split(text) if s.strip()]
-
-
-def _squash(text):
-    """Collapse runs of whitespace to single spaces."""
-    return " ".join(text.split())
-
-
-def _line_value(text, label):
-    """Text after "label:" on the first line starting with it, or ""."""
-    for line in text.splitlines():
-        if line.strip().startswith(label + ":"):
-            return line.strip()[len(label) + 1 :].strip()
-    return ""
-
-
-def _section(text, label, stops=()):
-    """Text from the first "label:" line to the next line starting with a stop label; None if absent."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.strip().startswith(label + ":"):
-            body = [line.strip()[len(label) + 1 :]]
-            for rest in lines[i + 1 :]:
-                if any(rest.startswith(stop + ":") for stop in stops):
-                    break
-                body.append(rest)
-            return "\n".join(body).strip()
-    return None
-
-
-def _split_last_claim(text):
-    """(text before the last "Claim:" line, the claim) or (text, None)."""
-    lines = text.splitlines()
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].startswith("Claim:"):
-            return "\n".join(lines[:i]), lines[i][len("Claim:") :].strip()
-    return text, None
-
-
-def _context(prompt):
-    """The passages under "Context:", up to a "Question:" line when the question follows them."""
-    return _section(prompt, "Context", ("Question",)) or ""
-
-
-def _blocks(context):
-    """[(n, text)] for the "[n] source: ..." blocks of a context; one block 1 if unnumbered."""
-    heads = list(_BLOCK_HEAD.finditer(context))
-    if not heads:
-        return [(1, context)]
-    ends = [h.start() for h in heads[1:]] + [len(context)]
-    return [(int(h.group(1)), context[h.end() : end]) for h, end in zip(heads, ends, strict=False)]
-
-
-# ---------------------------------------------------------------- rule brain
-
-
-def verify(prompt):
-    """MiniCheck-style verdict "Yes"/"No" for a "Document: ...\\nClaim: ..." prompt."""
-    before, claim = _split_last_claim(prompt)
-    if claim is None:
-        return "No"
-    document = set(content_words(_section(before, "Document") or ""))
-    words = set(content_words(claim))
-    numbers = {w for w in words if is_number(w)}
-    others = words - numbers
-    supported = numbers <= document and len(others & document) >= 0.8 * len(others)
-    return "Yes" if supported else "No"
-
-
-def _ranked_sentences(prompt):
-    """[(sentence, passage n)] of the context, best question overlap first, sentences without overlap left out."""
-    question = set(content_words(_line_value(prompt, "Question")))
-    ranked = {}
-    for n, block in _blocks(_context(prompt)):
-        for sentence in map(_squash, sentences(block)):
-            overlap = len(question & set(content_words(sentence)))
-            if overlap and sentence not in ranked:
-                ranked[sentence] = (-overlap, len(ranked), n)
-    return [(s, n) for s, (_, _, n) in sorted(ranked.items(), key=lambda item: item[1])]
-
-
-def answer(prompt, n_sentences=2):
-    """Extractive RAG answer: the `n_sentences` context sentences that best overlap the question, cited."""
-    best = _ranked_sentences(prompt)[:n_sentences]
-    return " ".join(f"{s} [{n}]" for s, n in best) or NO_ANSWER
-
-
-def reword(sentence):
-    """`sentence` reworded without touching its content words: its first function word swapped for another
-    (else "also" put after its first word), a capitalised first word lowered, the end mark dropped."""
-    words = sentence.rstrip(".!?").split()
-    swap = next((i for i, w in enumerate(words) if w.lower() in _REWORDINGS), None)
-    if swap is None:
-        words.insert(1, "also")
-    else:
-        words[swap] = _REWORDINGS[words[swap].lower()]
-    first = words[0]
-    if first[:1].isupper() and first[1:2].islower():
-        words[0] = first[0].lower() + first[1:]
-    return " ".join(words)
-
-
-def fabricated(context, n, count=2):
-    """`count` sentences citing passage `n`, each with a year and a name found nowhere in `context`."""
-    present = set(_TOKEN.findall(context.lower()))
-    years = [y for y in range(1971, 2000) if str(y) not in present]
-    names = [m for m in _FABRICATED_NAMES if m.lower() not in present]
-    templates = ("It was first described in {} by {} [{}].", "{1} reported a 41.7 percent gain with it in {0} [{2}].")
-    return [templates[i % 2].format(years[i], names[i % len(names)], n) for i in range(count)]
-
-
-def paraphrase(prompt, fabricate=False):
-    """Abstractive RAG answer: `PARAPHRASE_SENTENCES` sentences, each joining two reworded context
-    sentences (best question overlap first) after an attribution, cited; with `fabricate`, at least two
-    more sentences whose years and names the context does not hold, enough to bring the share of
-    supported claims below 0.8."""
-    best = _ranked_sentences(prompt)[: 2 * PARAPHRASE_SENTENCES]
-    if not best:
-        return NO_ANSWER
-    out = []
-    for pair in (best[i : i + 2] for i in range(0, len(best), 2)):
-        cites = "".join(f"[{n}]" for n in dict.fromkeys(n for _, n in pair))
-        out.append(f"{ATTRIBUTION}{', and '.join(reword(s) for s, _ in pair)} {cites}.")
-    if fabricate:
-        supported = sum(len(split_claim(_CITATION.sub("", s))) for s in out)
-        out += fabricated(_context(prompt), best[0][1], max(2, supported // 4 + 1))
-    return " ".join(out)
-
-
-def split_claim(text):
-    """A sentence as claims: split at ", and " or "; " where both sides have 3 or more words, a leading
-    attribution dropped, each claim capitalised and ending in a full stop."""
-    for joint in _CLAIM_JOINT.finditer(text):
-        left, right = text[: joint.start()], text[joint.end() :]
-        if len(left.split()) >= 3 and len(right.split()) >= 3:
-            return split_claim(left) + split_claim(right)
-    if text.lower().startswith(ATTRIBUTION.lower()):
-        text = text[len(ATTRIBUTION) :]
-    text = text.rstrip(" .!?")
-    return [text[:1].upper() + text[1:] + "."]
-
-
-def extract_claims(prompt, split=False):
-    """{"claims"}: sentences of the text after the "Answer:" line (up to the examples or task after it, if any),
-    citations removed; with `split`, each sentence is split into claims by `split_claim`."""
-    text = _CITATION.sub("", _section(prompt, "Answer", ("Examples", "Task")) or "")
-    if text.startswith("The knowledge base does not cover"):
-        return {"claims": []}
-    claims = [_squash(s) for s in sentences(text) if len(s.split()) >= 3]
-    return {"claims": [c for s in claims for c in split_claim(s)] if split else claims}
-
-
-def judge_relevance(prompt):
-    """{"relevant", "reason", "passages"}: at least half the question terms occur in the context; the passages
-    listed are those holding at least a quarter of them (and one at least)."""
-    question = set(content_words(_line_value(prompt, "Question")))
-    context = _context(prompt)
-    found = len(question & set(content_words(context)))
-    need = max(1, len(question) / 4)
-    return {
-        "relevant": bool(question) and found >= 0.5 * len(question),
-        "reason": f"{found} of {len(question)} question terms found in the context",
-        "passages": [n for n, block in _blocks(context) if len(question & set(content_words(block))) >= need],
-    }
-
-
-def rewrite_query(prompt):
-    """{"query"}: the question's distinct content words."""
-    words = dict.fromkeys(content_words(_line_value(prompt, "Question")))
-    return {"query": " ".join(words)}
-
-
-_TURN_QUESTION = re.compile(r"^\s*Turn \d+ question:\s*(.+?)\s*$", re.M)
-_REFERENCES = {w: "{}" for w in "it they them this that these those he she him her".split()}
-_REFERENCES.update({"its": "{}'s", "their": "{}'s", "his": "{}'s"})
-_REFERENCE = re.compile(r"\b(" + "|".join(sorted(_REFERENCES, key=len, reverse=True)) + r")\b", re.I)
-_WHAT_ABOUT = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\s+(.+?)[?.!]*\s*$", re.I)
-_NAMED = re.compile(r"\b(?:the|a|an)\s+(?:[A-Z][\w-]*)(?:\s+[A-Z][\w-]*)*")
-
-
-def main_subject(question):
-    """The main subject of a question: its first determiner with the capitalised words after it ("the Transformer"
-    of "Who introduced the Transformer?"), else its first run of capitalised words after the first word ("BERT"
-    of "Who introduced BERT?"), else "the" and the word after it, else its content words."""
-    named = _NAMED.search(question)
-    if named:
-        return named.group(0)
-    words = question.rstrip("?.! ").split()
-    for i, word in enumerate(words[1:], start=1):
-        if word[:1].isupper():
-            run = [word]
-            for after in words[i + 1 :]:
-                if not after[:1].isupper():
-                    break
-                run.append(after)
-            return " ".join(run)
-    the = re.search(r"\bthe\s+\w+", question, re.I)
-    return the.group(0) if the else " ".join(content_words(question))
-
-
-def standalone_question(prompt):
-    """{"standalone"}: the question ("Question:") with its first pronoun replaced by the main subject of the latest
-    earlier question ("Turn N question:" lines): "When was it published?" after "Who introduced the Transformer?"
-    is "When was the Transformer published?". "What about X?" is the earlier question with its subject replaced by
-    X; a question with no reference to replace is returned as it is."""
-    question = _line_value(prompt, "Question")
-    earlier = _TURN_QUESTION.findall(prompt)
-    if not earlier:
-        return {"standalone": question}
-    previous = earlier[-1]
-    subject = main_subject(previous)
-    about = _WHAT_ABOUT.match(question)
-    if about and subject and subject in previous:
-        return {"standalone": previous.replace(subject, about.group(1), 1)}
-    reference = _REFERENCE.search(question)
-    if not reference or not subject:
-        return {"standalone": question}
-    replacement = _REFERENCES[reference.group(1).lower()].format(subject)
-    return {"standalone": question[: reference.start()] + replacement + question[reference.end() :]}
-
-
-def judge_claim(prompt):
-    """{"verdict", "quote", "reason"}: contradicted when a claimed number clashes with a close sentence."""
-    before, claim = _split_last_claim(prompt)
-    context = _section(before, "Context", ("Task",)) or ""
-    claimed = set(content_words(claim or ""))
-    best = max(sentences(context), key=lambda s: len(claimed & set(content_words(s))), default="")
-    best_words = set(content_words(best))
-    missing = sorted(w for w in claimed - set(content_words(context)) if is_number(w))
-    if missing and len(claimed & best_words) >= 2 and any(map(is_number, best_words)):
-        reason = f"the context gives a different figure than {', '.join(missing)}"
-        return {"verdict": "contradicted", "quote": best, "reason": reason}
-    return {"verdict": "unsupported", "quote": "", "reason": "the context does not state the claim"}
-
-
-def judge_rewrite(prompt):
-    """{"score" 1-5, "reasoning"} of the question_rewrite criterion ("Standalone question:" in its input): 5 when the
-    standalone question keeps every content word of the question and names the main subject of the latest earlier
-    question, 3 when it keeps the question's words but names nothing of the earlier turns, 2 when it drops one of the
-    question's words."""
-    question = _line_value(prompt, "Question")
-    standalone = _line_value(prompt, "Standalone question")
-    earlier = _TURN_QUESTION.findall(prompt)
-    kept = set(content_words(question)) <= set(content_words(standalone))
-    subject = main_subject(earlier[-1]) if earlier else ""
-    resolved = bool(subject) and set(content_words(subject)) <= set(content_words(standalone))
-    if not kept:
-        score, why = 2, "the standalone question drops words of the question"
-    elif resolved:
-        score, why = 5, f"the standalone question keeps the question and names {subject!r} from the earlier turns"
-    else:
-        score, why = 3, "the standalone question keeps the question but names nothing the earlier turns refer to"
-    return {"score": score, "reasoning": why, "reason": why}
-
-
-def judge_score(prompt):
-    """{"score" 1-5, "reasoning"}: share of reference terms found in the answer (3 without a reference); the
-    question_rewrite criterion's input is scored by judge_rewrite."""
-    if _line_value(prompt, "Standalone question"):
-        return judge_rewrite(prompt)
-    reference = set(content_words(_section(prompt, "Reference", LABELS) or ""))
-    answer_text = _section(prompt, "Answer", LABELS)
-    if not reference or answer_text is None:
-        score, why = 3, "no reference answer to compare against"
-    else:
-        found = len(reference & set(content_words(answer_text)))
-        score = 1 + round(4 * found / len(reference))
-        why = f"{found} of {len(reference)} reference terms appear in the answer"
-    return {"score": score, "reasoning": why, "reason": why}
-
-
-def noisy_score(scores, seed, prompt):
-    """One of `scores`, picked by a hash of the request's seed and its prompt: the same request gets the same score,
-    another seed (a judge's repeat) or another item an independent, uniform pick."""
-    digest = hashlib.sha256(f"{seed}\n{prompt}".encode()).digest()
-    return list(scores)[int.from_bytes(digest[:8], "big") % len(scores)]
-
-
-def answer_questions(prompt):
-    """{"questions", "noncommittal"}: one question per answer sentence; an abstention is noncommittal."""
-    text = _CITATION.sub("", _section(prompt, "Answer") or "")
-    if text.startswith("The knowledge base does not cover"):
-        return {"questions": [], "noncommittal": True}
-    questions = [f"What is known about {_squash(s).rstrip('.!?')}?" for s in sentences(text)][:3]
-    return {"questions": questions, "noncommittal": False}
-
-
-def judge_addresses(prompt):
-    """{"addresses", "gap"}: at least half the question's terms occur in the answer; the gap names the others."""
-    question = list(dict.fromkeys(content_words(_line_value(prompt, "Question"))))
-    answer_words = set(content_words(_section(prompt, "Answer") or ""))
-    missing = [w for w in question if w not in answer_words]
-    addresses = bool(question) and len(missing) <= len(question) / 2
-    return {"addresses": addresses, "gap": "" if addresses else "it does not mention " + ", ".join(missing)}
-
-
-# ---------------------------------------------------------------- synth: test questions written from passages
-# A weak question writer: it builds a question from the key terms of the passage's most informative sentence, and on
-# some prompts (chosen by the prompt's hash, one in SYNTH_MISTAKES for each mistake) makes a mistake that synth's
-# gates must catch by their own logic: it copies the sentence as the question, names its source, adds a sentence the
-# passage does not support to the reference, writes an "unanswerable" question the passage answers, or gives a
-# "false" premise that is the passage's own statement.
-
-SYNTH_MISTAKES = 10
-COPY, LEADING_SOURCE, NAMES_SOURCE, UNSUPPORTED_REFERENCE = 0, 1, 2, 3
-_TERM = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
-
-
-def synth_mistake(prompt):
-    """0 to SYNTH_MISTAKES - 1, from the prompt's hash: the mistake (COPY, ...) made on it, if any."""
-    return int(hashlib.md5(prompt.encode()).hexdigest(), 16) % SYNTH_MISTAKES
-
-
-def informative_sentence(block, number=False, term=None):
-    """The block's sentence with the most distinct content words (headings and lines under 6 words left out); with
-    `number`, one holding a number if any does; with `term`, one naming it if any does."""
-    found = [s for s in map(_squash, sentences(block)) if not s.startswith("#") and len(s.split()) >= 6]
-    if term:
-        found = [s for s in found if term.lower() in s.lower()] or found
-    if number:
-        found = [s for s in found if _NUMBER.search(s)] or found
-    return max(found, key=lambda s: len(set(content_words(s))), default="")
-
-
-def key_terms(sentence, k=4):
-    """Up to `k` of the sentence's words that name things (capitalised ones first, then the longest), in its order."""
-    words = list(dict.fromkeys(w for w in _TERM.findall(sentence) if w.lower() not in STOPWORDS and len(w) > 3))
-    chosen = set(sorted(words, key=lambda w: (not w[0].isupper(), -len(w)))[:k])
-    return " ".join(w for w in words if w in chosen)
-
-
-def changed_number(number):
-    """Another figure than `number`: a year moved on by 3, an integer doubled and one added, a decimal doubled."""
-    value = float(number.replace(",", ""))
-    if "." not in number:
-        return str(int(value) + 3 if 1900 <= value <= 2100 else int(value) * 2 + 1)
-    return f"{value * 2:g}"
-
-
-def false_premise(sentence):
-    """(the sentence with its first number changed, or with a name put in for its second capitalised word; the
-    changed part)."""
-    found = re.search(r"(?<![\w.])\d[\d,]*(?:\.\d+)?", sentence)
-    if found:
-        new = changed_number(found.group())
-        return sentence[: found.start()] + new + sentence[found.end() :], new
-    names = [m for m in re.finditer(r"\b[A-Z][a-z]+\b", sentence) if m.start() > 0]
-    if names:
-        name = _FABRICATED_NAMES[2]
-        return sentence[: names[0].start()] + name + sentence[names[0].end() :], name
-    return sentence.replace(" is ", " is not ", 1), "not"
-
-
-def synth_candidate(prompt):
-    """{"question", "reference", "missing", "false_premise"} for a synth prompt ("Kind:", "Shared:", then the
-    passages under "Context:")."""
-    kind = _line_value(prompt, "Kind")
-    shared = _line_value(prompt, "Shared") or None
-    blocks = [text for _, text in _blocks(_context(prompt))]
-    mistake = synth_mistake(prompt)
-    first = informative_sentence(blocks[0], number=kind in ("numeric", "false_premise"), term=shared)
-    terms = key_terms(first)
-    if kind == "negative":
-        if mistake in (COPY, LEADING_SOURCE, NAMES_SOURCE):  # a question its own passage answers
-            return {"question": f"What is known about {terms}?", "missing": "when it was introduced"}
-        topic = key_terms(first, 2)
-        question = f"Which company sells a commercial licence for {topic}, and at what price?"
-        return {"question": question, "missing": "no vendor or price is named"}
-    if kind == "false_premise":
-        if mistake == UNSUPPORTED_REFERENCE:  # the "false" premise is the passage's own statement
-            number = _NUMBER.search(first)
-            return {
-                "question": f"Why is the figure for {terms} {number.group() if number else 'so'}?",
-                "false_premise": first,
-                "reference": first,
-            }
-        premise, changed = false_premise(first)
-        return {"question": f"Why is the figure for {terms} {changed}?", "false_premise": premise, "reference": first}
-    if kind in ("multi_hop", "comparison") and len(blocks) > 1:
-        second = informative_sentence(blocks[1], term=shared)
-        other = key_terms(second, 3)
-        terms = key_terms(first, 3)
-        if kind == "multi_hop":
-            question = f"How does {shared or 'it'} link {terms} with {other}?"
-        else:
-            question = f"How does {terms} compare with {other}?"
-        reference = f"{first} {second}"
-    elif kind == "numeric":
-        question, reference = f"What figure is given for {terms}?", first
-    else:
-        question, reference = f"What is known about {terms}?", first
-    if mistake == COPY:
-        question = first.rstrip(".!?") + "?"
-    elif mistake == LEADING_SOURCE:
-        question = "According to the passage, " + question[:1].lower() + question[1:]
-    elif mistake == NAMES_SOURCE:
-        question = f"What does the passage say about {terms}?"
-    elif mistake == UNSUPPORTED_REFERENCE:
-        reference += " " + _CITATION.sub("", fabricated(_context(prompt), 1, 1)[0])
-    return {"question": question, "reference": reference}
-
-
-_STRUCTURED_RULES = (
-    ("claims", extract_claims),
-    ("relevant", judge_relevance),
-    ("query", rewrite_query),
-    ("standalone", standalone_question),
-    ("verdict", judge_claim),
-    ("score", judge_score),
-    ("questions", answer_questions),
-    ("addresses", judge_addresses),
-    ("question", synth_candidate),
-)
-
-
-def empty_value(schema, defs):
-    """A type-appropriate empty value for a JSON schema."""
-    if "$ref" in schema:
-        schema = defs.get(schema["$ref"].rsplit("/", 1)[-1], {})
-    if schema.get("enum"):
-        return schema["enum"][0]
-    options = schema.get("anyOf") or schema.get("oneOf") or schema.get("allOf")
-    if options:
-        return empty_value(next((o for o in options if o.get("type") != "null"), options[0]), defs)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object":
-        return fit_schema({}, schema, defs)
-    return {"string": "", "integer": 0, "number": 0.0, "boolean": False, "array": [], "null": None}.get(kind, "")
-
-
-def fit_schema(values, schema, defs=None):
-    """Keep only the schema's properties and add missing required ones as empty values."""
-    defs = schema.get("$defs", {}) if defs is None else defs
-    properties = schema.get("properties") or {}
-    out = {k: v for k, v in values.items() if k in properties}
-    for key in schema.get("required", []):
-        if key not in out:
-            out[key] = empty_value(properties.get(key, {}), defs)
-    return out
-
-
-def structured_reply(schema, prompt, split=False):
-    """The rule object for a `format` schema, dispatched on its top-level property names; `split` is
-    `extract_claims`'s."""
-    properties = schema.get("properties") or {}
-    rule = next((fn for key, fn in _STRUCTURED_RULES if key in properties), None)
-    if rule is extract_claims:
-        return fit_schema(extract_claims(prompt, split), schema)
-    return fit_schema(rule(prompt) if rule else {}, schema)
-
-
-def rule_input(messages):
-    """The latest user message with a labelled line ("Question:", "Context:", ...), else the last one.
-
-    Follow-ups such as "that was not valid JSON, reply again" thus keep the original task in view.
-    """
-    users = [m.get("content") or "" for m in messages if m.get("role") == "user"]
-    labelled = [u for u in users if _LABEL_LINE.search(u)]
-    return (labelled or users or [""])[-1]
-
-
-_RAGAS_INPUT = "\nNow perform the same with the following input\ninput: "
-
-
-def ragas_reply(prompt):
-    """Ragas's Faithfulness prompts (PydanticPrompt: instruction, JSON schema, examples, then "input: {json}
-    Output:"), answered in its schemas: {"statements"} for a question and answer = the answer's sentences of 3 or
-    more words; {"statements": [{statement, reason, verdict}]} for a context and statements = verdict 1 when the
-    statement's numbers and at least 80% of its other content words are in the context (as `verify`). None for
-    any other prompt."""
-    _, marker, rest = prompt.rpartition(_RAGAS_INPUT)
-    if not marker:
-        return None
-    try:
-        given, _ = json.JSONDecoder().raw_decode(rest)
-    except ValueError:
-        return None
-    if not isinstance(given, dict):
-        return None
-    if {"question", "answer"} <= given.keys():
-        said = [_squash(s) for s in sentences(str(given["answer"]))]
-        return {"statements": [s for s in said if len(s.split()) >= 3] or said}
-    if {"context", "statements"} <= given.keys():
-        context = set(content_words(str(given["context"])))
-        verdicts = []
-        for statement in given["statements"]:
-            words = set(content_words(str(statement)))
-            numbers = {w for w in words if is_number(w)}
-            others = words - numbers
-            found = len(others & context)
-            verdict = int(numbers <= context and found >= 0.8 * len(others))
-            shown = len(numbers & context)
-            reason = f"{found} of {len(others)} words and {shown} of {len(numbers)} numbers are in the context"
-            verdicts.append({"statement": statement, "reason": reason, "verdict": verdict})
-        return {"statements": verdicts}
-    return None
-
-
-def rule_reply(prompt, fmt, verifier, answer_sentences=2, style="quote", fabricate=False):
-    """The rule brain's reply text for a chat/generate prompt; `style` "paraphrase" writes paraphrased
-    answers (fabricating with `fabricate`) and splits joined sentences into claims."""
-    if verifier:
-        return verify(prompt)
-    ragas = ragas_reply(prompt)
-    if ragas is not None:
-        return json.dumps(ragas)
-    if fmt:
-        return json.dumps(structured_reply(fmt if isinstance(fmt, dict) else {}, prompt, split=style == "paraphrase"))
-    return paraphrase(prompt, fabricate) if style == "paraphrase" else answer(prompt, answer_sentences)
-
-
-def embed_vector(text, dim):
-    """Feature-hashed bag of content words, L2-normalised; empty text -> unit vector on dim 0."""
-    vector = [0.0] * dim
-    words = content_words(_EMBED_PREFIX.sub("", text))
-    if not words:
-        vector[0] = 1.0
-        return vector
-    for word in words:
-        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % dim] += 1.0
-    norm = math.sqrt(sum(v * v for v in vector))
-    return [v / norm for v in vector]
 
 
 # ---------------------------------------------------------------- HTTP plumbing
@@ -677,12 +72,17 @@ def _pieces(text):
     return [p for p in re.split(r"(?<=\s)(?=\S)", text) if p]
 
 
+class _Refused(Exception):
+    """A chat or generate request the fake has no reply for (rules.refusal says why)."""
+
+
 class _Call:
     """One received request."""
 
     def __init__(self, path, body, model, t0):
         self.path, self.body, self.model = path, body, model
         self.fault = None
+        self.prompt = None  # what it was built from (rules.classify)
         self.index = self.record = None  # position in FakeOllama.requests, and the entry there
         self.t0 = t0  # received, in ns of the fake's clock
 
@@ -912,12 +312,17 @@ class FakeOllama:
         self.prompt_cache = prompt_cache
         self.gpu = gpu  # /api/ps: loaded models in GPU memory (size_vram), else on the CPU (0), as Ollama reports
         self.judge_noise = judge_noise
+        # the reply rule for each registered prompt's name (and rules.VERIFIER_MODEL, RAGAS, PLAIN); a test may
+        # replace one on its own fake, e.g. fake.rules["llm_verifier"] = rules.yes_no
+        self.rules = dict(RULES)
         self.set_latency(seconds_per_token, slots, seconds_per_prompt_token)
 
     # -- lifecycle
 
     def start(self):
-        """Bind a free port and serve in a background thread."""
+        """Read the prompt registry (once per process: importing the pipeline's prompts takes seconds, which a
+        first request must not wait for), bind a free port and serve in a background thread."""
+        registered()
         self._stopping.clear()
         self._server = _Server(self)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -1237,10 +642,9 @@ class FakeOllama:
         messages = call.body.get("messages") or []
         if not messages:
             return self._loaded_reply(call, {"message": {"role": "assistant", "content": ""}})
-        prompt = rule_input(messages)
         call.prompt_words = [w for m in messages for w in (m.get("content") or "").split()]
         prompt_count = len(call.prompt_words)
-        return self._complete(call, prompt, prompt_count, lambda c: {"message": {"role": "assistant", "content": c}})
+        return self._complete(call, messages, prompt_count, lambda c: {"message": {"role": "assistant", "content": c}})
 
     def _generate(self, call):
         error = self._check_model(call, "generate")
@@ -1249,28 +653,40 @@ class FakeOllama:
         prompt = call.body.get("prompt") or ""
         if not prompt:
             return self._loaded_reply(call, {"response": ""})
-        call.prompt_words = (call.body.get("system") or "").split() + prompt.split()
+        system = call.body.get("system") or ""
+        call.prompt_words = system.split() + prompt.split()
         prompt_count = len(call.prompt_words)
-        return self._complete(call, prompt, prompt_count, lambda c: {"response": c})
+        messages = request_messages(call.body)
+        return self._complete(call, messages, prompt_count, lambda c: {"response": c})
 
     def _loaded_reply(self, call, content):
         """Ollama's answer to an empty prompt: the model is loaded, nothing generated."""
         return _json({**self._head(call, content), "done": True, "done_reason": "load"})
 
-    def _reply_text(self, call, prompt):
-        """Fault content, else the next scripted reply, else the rule brain's."""
+    def _reply_text(self, call, messages):
+        """Fault content, else the next scripted reply, else the rule for what the request was built from (rules.py);
+        _Refused when there is none."""
         if call.fault == "malformed_json":
             return MALFORMED_JSON
         scripted = None if call.fault == "truncated_json" else self._take_scripted(call)
         if scripted is not None:
             return scripted
-        fmt, verifier = call.body.get("format"), call.model in self.verifier_models
-        fabricate = not (fmt or verifier) and self._first_answer(prompt) and self.unfaithful_first
-        text = rule_reply(prompt, fmt, verifier, self.answer_sentences, self.answer_style, fabricate)
-        if self.judge_noise and isinstance(fmt, dict) and {"score", "reasoning"} <= set(fmt.get("properties") or {}):
+        why = refusal(call.prompt, messages, self.rules)
+        if why:
+            raise _Refused(why)
+        fmt, prompt = call.body.get("format"), rule_input(messages)
+        schema = fmt if isinstance(fmt, dict) else {}
+        asked = Asked(prompt, schema, self.answer_style, self.answer_sentences, self._fabricates)
+        text = self.rules[call.prompt](asked)
+        if self.judge_noise and call.prompt in JUDGE_PROMPTS and isinstance(fmt, dict):
             seed = (call.body.get("options") or {}).get("seed")
             text = json.dumps({**json.loads(text), "score": noisy_score(self.judge_noise, seed, prompt)})
         return text[: len(text) // 2] if call.fault == "truncated_json" else text
+
+    def _fabricates(self, prompt) -> bool:
+        """Whether this paraphrased answer adds unsupported sentences: the first answer to a question does, unless
+        unfaithful_first is off (then it is faithful, as the later ones are)."""
+        return self._first_answer(prompt) and self.unfaithful_first
 
     def _first_answer(self, prompt):
         """In the paraphrase style: True the first time an answer to this question line is asked for."""
@@ -1282,9 +698,19 @@ class FakeOllama:
             self._answered.add(question)
         return first
 
-    def _complete(self, call, prompt, prompt_count, wrap):
-        """Generate and answer: streamed one paced chunk per token unless stream=false."""
-        reply = self._reply_text(call, prompt)
+    def _complete(self, call, messages, prompt_count, wrap):
+        """Generate and answer: streamed one paced chunk per token unless stream=false; a request the fake cannot
+        answer is refused (400) with the reason, before it takes a slot."""
+        call.prompt = classify(messages, call.body.get("format"), call.model in self.verifier_models)
+        with self._changed:
+            call.record["prompt"] = call.prompt
+        try:
+            reply = self._reply_text(call, messages)
+        except _Refused as refused:
+            with self._changed:
+                call.record["refused"] = str(refused)
+                self._changed.notify_all()
+            return _json({"error": str(refused)}, 400)
         lines = self._generation(call, reply, prompt_count, wrap, call.body.get("stream") is not False)
         if call.body.get("stream") is not False:
             return 200, "application/x-ndjson", lines
@@ -1403,10 +829,4 @@ class FakeOllama:
         return error or _json({"embedding": self._vector(call.body.get("prompt") or "")})
 
     def _vector(self, text):
-        """The text's embedding on this fake's scale (EMBED_SCALES): the bag of words, or with "dense" that bag
-        and a shared last component, each of weight 1/sqrt(2)."""
-        bag = embed_vector(text, self.embed_dim)
-        if self.embed_scale == "bag":
-            return bag
-        half = math.sqrt(0.5)
-        return [v * half for v in bag] + [half]
+        return scaled_vector(text, self.embed_dim, self.embed_scale)
