@@ -199,8 +199,9 @@ class FaithfulnessChecker(BaseEvaluator):
 
     def _down_the_chain(self, items: Sequence[Item], passages: list[Passage], question: str) -> list[tuple]:
         """The chain's (verdict, verifier) for each item; a claim the chain already rejected against these passages
-        takes that rejection again without a call (a failing sentence whose decomposition gives it back unchanged:
-        a rejection tried every passage, so the order it tried them in does not matter)."""
+        takes that rejection again without a call (the same claim checked again against the same passages: a
+        rejection tried every passage, so the order it tried them in does not matter). A sentence's own rejection
+        (verify_sentences: on documents, not passage by passage) is never reused here."""
         key = tuple((p.n, p.chunk_id, p.offset, len(p.text)) for p in passages)
         out: list[tuple | None] = [None] * len(items)
         for at, (claim_no, claim, _) in enumerate(items):
