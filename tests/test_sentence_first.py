@@ -15,6 +15,7 @@ from pipeline.answering.engine import VerifiedQueryEngine, run_config
 from pipeline.evaluation.given import check_given, given_config
 from pipeline.models.llm import LLM
 from pipeline.text import sentences
+from pipeline.verification.claims import Passage, context_block
 from pipeline.verification.sentence_first import sentence_claim
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -84,30 +85,86 @@ def test_a_run_streamed_with_slots_to_spare_decomposes_only_its_failing_sentence
     assert [c.verdict for c in claims[1:]] and all(c.verdict != "supported" for c in claims[1:])
 
 
+def document(*texts: str) -> str:
+    """A verifier document as the context block lays the passages out (numbered 1, 2, ... in rank order)."""
+    return context_block([Passage(n, n, f"context {n}", text, 0.0) for n, text in enumerate(texts, start=1)])
+
+
+def cited_document(answer_passages: list[str], *numbers: int) -> str:
+    """The document of the passages numbered `numbers`, keeping their numbers."""
+    return context_block(
+        [Passage(n, n, f"context {n}", t, 0.0) for n, t in enumerate(answer_passages, start=1) if n in numbers]
+    )
+
+
 @pytest.mark.parametrize("slots, shared", [(1, True), (4, False)])
 def test_one_slot_orders_the_verifier_calls_so_that_consecutive_calls_share_a_passage(
     fake, settings, db, slots, shared
 ):
-    """One answer checked at a time on one slot: its sentences are verified together, each passage asked about
-    every sentence waiting on it in a row, and then the claims of the sentences that failed, the same way. A claim
-    that its sentence's decomposition gives back unchanged keeps the sentence's rejection without a call."""
+    """One answer checked at a time on one slot: its sentences are verified together, those citing the same
+    passages in a row (one call each, on those passages together), then those left on the whole context (one
+    document for all), and then the claims of the sentences that failed there, passage by passage."""
     fake.answer_style = "paraphrase"  # the fake's extraction splits a sentence at ", and "
     answer = (
-        "The Eiffel Tower is 330 metres tall. It was painted green in 1850, and owls nest in its lifts since 1901. "
+        "The Eiffel Tower is 330 metres tall [1]. The Golden Gate Bridge opened in 1937 [2]. "
+        "It was painted green in 1850, and owls nest in its lifts since 1901 [1]. "
         "Its lifts were made by Zorblax in 1888."
     )
+    passages = [TOWER, BRIDGE, WALL]
     checked = lean(settings, ollama_slots_per_host=slots)
-    run = check_given(checked, LLM(checked, db), "How tall?", answer, [TOWER, BRIDGE, WALL], "b", one_at_a_time=True)
+    run = check_given(checked, LLM(checked, db), "How tall?", answer, passages, "b", one_at_a_time=True)
     asked = minicheck_asked(fake)
-    assert len(asked) == 3 + 2 * 2 + 2 * 3  # three sentences on TOWER, two on the others; two claims on all three
-    assert {claim for _, claim in asked[:7]} == {sentence_claim(p.text) for p in sentences(answer)}
-    assert {claim for _, claim in asked[7:]} == {"It was painted green in 1850.", "Owls nest in its lifts since 1901."}
-    by_sentence = [doc for doc, _ in groupby(doc for doc, _ in asked[:7])]
-    by_claim = [doc for doc, _ in groupby(doc for doc, _ in asked[7:])]
-    assert (by_sentence == [TOWER, BRIDGE, WALL] and by_claim == [TOWER, BRIDGE, WALL]) is shared
+    # sentences: 1, 2 on their cited passage; 3 on its cited passage, then the whole context; 4 (no citation) on the
+    # whole context; claims: the two of sentence 3 and sentence 4's one, each on the three passages
+    assert len(asked) == 3 + 2 + 3 * 3
+    claims_of = [sentence_claim(p.text) for p in sentences(answer)]
+    whole = document(*passages)
+    on_sentences = [(cited_document(passages, 1), claims_of[0]), (cited_document(passages, 2), claims_of[1])]
+    on_sentences += [(cited_document(passages, 1), claims_of[2]), (whole, claims_of[2]), (whole, claims_of[3])]
+    assert sorted(asked[:5]) == sorted(on_sentences)
+    by_sentence = [doc for doc, _ in groupby(doc for doc, _ in asked[:5])]
+    assert (by_sentence == [cited_document(passages, 1), cited_document(passages, 2), whole]) is shared
+    if shared:  # a consecutive pair shares its document: the one passage both sentences cite, then the whole context
+        assert asked[0] == (cited_document(passages, 1), claims_of[0]) and asked[1][0] == asked[0][0]
+        assert asked[3][0] == asked[4][0] == whole
+    assert {claim for _, claim in asked[5:]} == {
+        "It was painted green in 1850.",
+        "Owls nest in its lifts since 1901.",
+        "Its lifts were made by Zorblax in 1888.",
+    }
+    by_claim = [doc for doc, _ in groupby(doc for doc, _ in asked[5:])]
+    assert (by_claim == [TOWER, BRIDGE, WALL]) is shared
     claims = run.result.attempts[0].claims
-    assert [c.verdict for c in claims] == ["supported", "unsupported", "unsupported", "unsupported"]
-    assert claims[-1].text == "Its lifts were made by Zorblax in 1888." and claims[-1].claim_no == 4
+    assert [c.verdict for c in claims] == ["supported", "supported", "unsupported", "unsupported", "unsupported"]
+    assert claims[1].passage.text == BRIDGE and claims[1].evidence == "The Golden Gate Bridge opened in 1937."
+    assert claims[-1].text == "Its lifts were made by Zorblax in 1888." and claims[-1].claim_no == 5
+
+
+def test_a_sentence_combining_two_cited_passages_is_supported_in_one_call(fake, settings, db):
+    """No single passage holds the sentence; the two it cites, read together, do: one verifier call, no extraction."""
+    answer = "The Eiffel Tower is 330 metres tall and the Golden Gate Bridge opened in 1937 [1][2]."
+    passages = [TOWER, BRIDGE, WALL]
+    checked = lean(settings)
+    run = check_given(checked, LLM(checked, db), "How tall?", answer, passages, "b")
+    assert minicheck_asked(fake) == [(cited_document(passages, 1, 2), sentence_claim(answer))]
+    assert extractions(run) == []
+    (claim,) = run.result.attempts[0].claims
+    assert claim.verdict == "supported" and claim.passage.n in (1, 2) and claim.evidence in (TOWER + BRIDGE)
+
+
+def test_a_sentence_false_on_its_cited_passages_goes_to_the_whole_context_before_any_decomposition(fake, settings, db):
+    """Miscited: its cited passage does not support it, another does; the whole context is asked next, and the
+    sentence stands supported, its evidence in the passage that holds it, without an extraction call."""
+    answer = "The Golden Gate Bridge opened in 1937 [1]."
+    passages = [TOWER, BRIDGE, WALL]
+    checked = lean(settings)
+    run = check_given(checked, LLM(checked, db), "When?", answer, passages, "b")
+    claim_text = sentence_claim(answer)
+    assert minicheck_asked(fake) == [(cited_document(passages, 1), claim_text), (document(*passages), claim_text)]
+    assert extractions(run) == []
+    (claim,) = run.result.attempts[0].claims
+    assert claim.verdict == "supported" and claim.passage.n == 2
+    assert claim.evidence == "The Golden Gate Bridge opened in 1937."
 
 
 def test_runs_at_different_granularities_are_never_each_others_baseline(db):

@@ -51,6 +51,18 @@ class Verifier(ABC):
         """One verdict per (claim number, claim, cited passage numbers), in order. Given together, a verifier
         that sends calls may order them across the claims (one slot: consecutive calls that share a passage
         let the server's prompt cache hold it)."""
+        return self._checked(self._verify_many, items, passages, question)
+
+    def verify_sentences(
+        self, items: Sequence[Item], passages: list[Passage], question: str = ""
+    ) -> list[CheckedClaim]:
+        """`verify_many` on answer sentences as they stand (pipeline/verification/sentence_first.py). A verifier
+        that reads passages one at a time overrides `_verify_sentences` to read a sentence's cited passages
+        together, then the whole context, in one call each."""
+        return self._checked(self._verify_sentences, items, passages, question)
+
+    def _checked(self, work, items: Sequence[Item], passages: list[Passage], question: str) -> list[CheckedClaim]:
+        """`work(question, items, passages)` on valid input, its verdicts checked."""
         for claim_no, claim, _ in items:
             if not claim or not claim.strip():
                 raise ValueError(f"{self.name}: claim {claim_no} is empty")
@@ -59,7 +71,7 @@ class Verifier(ABC):
                 CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason="there is no passage to check it against")
                 for claim_no, claim, _ in items
             ]
-        checked = self._verify_many(question, list(items), passages) if items else []
+        checked = work(question, list(items), passages) if items else []
         for (claim_no, claim, _), verdict in zip(items, checked, strict=True):
             if verdict.verdict not in VERIFIER_VERDICTS:
                 raise ValueError(
@@ -73,6 +85,10 @@ class Verifier(ABC):
     def _verify_many(self, question: str, items: list[Item], passages: list[Passage]) -> list[CheckedClaim]:
         """`_verify_for` on each claim in turn; a verifier that can share work across claims overrides this."""
         return [self._verify_for(question, claim_no, claim, passages, cited) for claim_no, claim, cited in items]
+
+    def _verify_sentences(self, question: str, items: list[Item], passages: list[Passage]) -> list[CheckedClaim]:
+        """Sentences as any claims are, by default."""
+        return self._verify_many(question, items, passages)
 
     def _verify_for(
         self, question: str, claim_no: int, claim: str, passages: list[Passage], cited: Collection[int] = ()

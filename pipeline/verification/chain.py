@@ -48,9 +48,10 @@ class VerifierChain:
         return self.verify_many([(claim_no, claim, cited)], passages, question)[0]
 
     def verify_many(
-        self, items: Sequence[Item], passages: list[Passage], question: str = ""
+        self, items: Sequence[Item], passages: list[Passage], question: str = "", sentences: bool = False
     ) -> list[tuple[CheckedClaim, Verifier]]:
-        """`verify` on each item, each verifier given at once the claims the ones before it left undecided."""
+        """`verify` on each item, each verifier given at once the claims the ones before it left undecided.
+        `sentences`: the items are answer sentences as they stand (each verifier's `verify_sentences`)."""
         out: list[tuple[CheckedClaim, Verifier] | None] = [None] * len(items)
         last: list[CheckedClaim | None] = [None] * len(items)
         # a hint an earlier verifier passed on (the pre-check's "'X' appears in no retrieved source")
@@ -59,7 +60,8 @@ class VerifierChain:
         for verifier in self.verifiers:
             if not waiting:
                 break
-            verdicts = verifier.verify_many([items[i] for i in waiting], passages, question)
+            ask = verifier.verify_sentences if sentences else verifier.verify_many
+            verdicts = ask([items[i] for i in waiting], passages, question)
             for i, checked in zip(waiting, verdicts, strict=True):
                 if checked.verdict != UNDECIDED:
                     if hints[i] and not checked.hint:

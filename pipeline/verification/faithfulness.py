@@ -182,10 +182,26 @@ class FaithfulnessChecker(BaseEvaluator):
             tracing.annotate(verdicts=[checked.verdict for checked, _ in decided])
         return [self._after_chain(checked, verifier, passages, deferred) for checked, verifier in decided]
 
+    def verify_sentences(
+        self,
+        items: Sequence[Item],
+        passages: list[Passage],
+        question: str = "",
+        deferred: list[CheckedClaim] | None = None,
+    ) -> list[CheckedClaim]:
+        """Answer sentences as they stand down the chain, each verifier's `verify_sentences` (a model verifier: the
+        cited passages together, then the whole context, one call each). A rejection is not kept for the sentence's
+        atomic claims: those are checked passage by passage whatever the sentence's verdict."""
+        with tracing.step("verify sentences against their documents", sentences=len(items)):
+            decided = self.chain.verify_many(items, passages, question, sentences=True)
+            tracing.annotate(verdicts=[checked.verdict for checked, _ in decided])
+        return [self._after_chain(checked, verifier, passages, deferred) for checked, verifier in decided]
+
     def _down_the_chain(self, items: Sequence[Item], passages: list[Passage], question: str) -> list[tuple]:
         """The chain's (verdict, verifier) for each item; a claim the chain already rejected against these passages
-        takes that rejection again without a call (a failing sentence whose decomposition gives it back unchanged:
-        a rejection tried every passage, so the order it tried them in does not matter)."""
+        takes that rejection again without a call (the same claim checked again against the same passages: a
+        rejection tried every passage, so the order it tried them in does not matter). A sentence's own rejection
+        (verify_sentences: on documents, not passage by passage) is never reused here."""
         key = tuple((p.n, p.chunk_id, p.offset, len(p.text)) for p in passages)
         out: list[tuple | None] = [None] * len(items)
         for at, (claim_no, claim, _) in enumerate(items):

@@ -1,10 +1,14 @@
 """Sentences first, atomic claims where one fails (setting `claim_granularity`).
 
 Bespoke-MiniCheck is trained and ranked on a sentence of a model's answer checked against a document, so each
-answer sentence is first verified as it stands (its citations dropped), down the verifier chain, against the
-passages it cites first. A sentence a verifier supports is one claim with its evidence. Only a sentence that
-fails is decomposed into atomic claims, which are then verified and classified as any claim is, so that what is
-false is named exactly.
+answer sentence is first verified as it stands (its citations dropped), down the verifier chain (the pre-check
+first where the chain has it). A model verifier reads it in one call against a document of the passages it cites
+together (in rank order, numbered as in the context block); a sentence that cites none, or that those do not
+support, gets one more call against the whole retrieved context, laid out the same for every sentence so that the
+server's prompt cache holds it. A sentence a verifier supports is one claim with its evidence (the passage of
+that document sharing most words with it). Only a sentence that fails there is decomposed into atomic claims,
+which are then verified passage by passage and classified as any claim is, so that what is false is named
+exactly.
 
 - auto: sentences first, atomic claims only for a sentence that fails;
 - sentence: each sentence is one claim, never split (a failing sentence is classified as a whole);
@@ -73,14 +77,10 @@ def verify_sentences(
     if granularity == SENTENCE and deferred is None:
         rejected = None  # classified now, as verify_claims does without a deferred list
     with tracing.step("verify sentences", sentences=len(items), granularity=granularity):
-        if together:
-            return checker.verify_together(list(items), passages, question, rejected)
-        if len(items) == 1:
-            n, claim, cited = items[0]
-            return [checker.verify_claim(n, claim, passages, question, cited, rejected)]
+        if together or len(items) == 1:
+            return checker.verify_sentences(list(items), passages, question, rejected)
         with ThreadPoolExecutor(max_workers=checker.settings.verify_concurrency) as pool:
             futures = [
-                tracing.submit(pool, checker.verify_claim, n, claim, passages, question, cited, rejected)
-                for n, claim, cited in items
+                tracing.submit(pool, checker.verify_sentences, [item], passages, question, rejected) for item in items
             ]
-            return [future.result() for future in futures]
+            return [verdict for future in futures for verdict in future.result()]

@@ -34,6 +34,69 @@ class YesNoVerifier(Verifier):
         reply = ask_verifier(self.llm, self.model, document, claim, instruction=self.instruction)
         return parse_yes_no(reply.text), reply.text
 
+    def _verify_sentences(self, question: str, items: list[Item], passages: list[Passage]) -> list[CheckedClaim]:
+        """Each answer sentence in at most two calls: against a document of the passages it cites together (in rank
+        order, numbered as in the context block), then, where it cites none or they do not support it, against the
+        whole context. Sentences citing the same passages are asked in a row, and the whole-context calls come last
+        with one document for all, so that consecutive calls begin with the same `Document: ...` (the server's
+        prompt cache). A sentence neither supports is rejected (in auto it is then decomposed into atomic claims,
+        each checked passage by passage)."""
+        documents = [[p for p in passages if p.n in cited] for _, _, cited in items]
+        verdicts: list[CheckedClaim | None] = [None] * len(items)
+        unreadable: list[list[str]] = [[] for _ in items]
+        for i in sorted((i for i, doc in enumerate(documents) if doc), key=lambda i: [p.n for p in documents[i]]):
+            verdicts[i] = self._ask_document(items[i], documents[i], unreadable[i], "its cited passages")
+        whole = [i for i, verdict in enumerate(verdicts) if verdict is None and len(documents[i]) < len(passages)]
+        for i in whole:
+            verdicts[i] = self._ask_document(items[i], passages, unreadable[i], "the retrieved context")
+        asked = [1 + (0 < len(documents[i]) < len(passages)) for i in range(len(items))]
+        return [
+            verdict
+            or self._rejected(
+                claim_no,
+                claim,
+                unreadable[i],
+                asked[i],
+                "neither its cited passages nor the retrieved context support it"
+                if asked[i] == 2
+                else "the retrieved context does not support it",
+            )
+            for i, (verdict, (claim_no, claim, _)) in enumerate(zip(verdicts, items, strict=True))
+        ]
+
+    def _ask_document(self, item: Item, document: list[Passage], unreadable: list[str], what: str):
+        """The sentence supported by the passages of `document` together (its evidence from the passage that shares
+        most words with it), or None."""
+        claim_no, claim, _ = item
+        supported, text = self.ask(context_block(document), claim)
+        if supported is None:
+            unreadable.append(text[:40])
+        if not supported:
+            return None
+        passage, span = evidence_in(document, claim)
+        return CheckedClaim(claim_no, claim, SUPPORTED, self.label, passage, span, f"supported by {what}")
+
+    def _rejected(
+        self, claim_no: int, claim: str, unreadable: list[str], asked: int, why: str = "no passage supports it"
+    ) -> CheckedClaim:
+        if len(unreadable) == asked:
+            return CheckedClaim(
+                claim_no,
+                claim,
+                UNDECIDED,
+                self.label,
+                reason=f"the verifier's replies could not be read as Yes/No: {unreadable[0]!r}",
+            )
+        return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason=why)
+
+
+def evidence_in(passages: list[Passage], claim: str) -> tuple[Passage | None, tuple[int, int] | None]:
+    """(the passage whose closest sentence shares most words with the claim, that sentence's span); the earlier
+    passage on a tie; (None, None) when no passage has a sentence."""
+    scored = [(p, best_sentence(p.text, claim)) for p in passages]
+    passage, sentence = max(scored, key=lambda ps: overlap(claim, ps[1].text) if ps[1] else -1.0)
+    return (passage, (sentence.start, sentence.end)) if sentence else (None, None)
+
 
 @register_verifier("minicheck_chunk", options=("verifier_model",))
 class MiniCheckChunk(YesNoVerifier):
@@ -89,17 +152,6 @@ class MiniCheckChunk(YesNoVerifier):
             f"supported by [{passage.n}] {short_source(passage.source)}",
         )
 
-    def _rejected(self, claim_no: int, claim: str, unreadable: list[str], asked: int) -> CheckedClaim:
-        if len(unreadable) == asked:
-            return CheckedClaim(
-                claim_no,
-                claim,
-                UNDECIDED,
-                self.label,
-                reason=f"the verifier's replies could not be read as Yes/No: {unreadable[0]!r}",
-            )
-        return CheckedClaim(claim_no, claim, UNSUPPORTED, self.label, reason="no passage supports it")
-
 
 @register_verifier("minicheck_context", options=("verifier_model",))
 class MiniCheckContext(YesNoVerifier):
@@ -119,15 +171,5 @@ class MiniCheckContext(YesNoVerifier):
             return CheckedClaim(
                 claim_no, claim, UNSUPPORTED, self.label, reason="the retrieved context does not support it"
             )
-        scored = [(p, best_sentence(p.text, claim)) for p in passages]
-        passage, sentence = max(scored, key=lambda ps: overlap(claim, ps[1].text) if ps[1] else -1.0)
-        span = (sentence.start, sentence.end) if sentence else None
-        return CheckedClaim(
-            claim_no,
-            claim,
-            SUPPORTED,
-            self.label,
-            passage if span else None,
-            span,
-            "supported by the retrieved context",
-        )
+        passage, span = evidence_in(passages, claim)
+        return CheckedClaim(claim_no, claim, SUPPORTED, self.label, passage, span, "supported by the retrieved context")
