@@ -435,14 +435,26 @@ def judge_invalid_rate(db: Database, eval_run_id: int) -> tuple[int, int]:
 
 
 def scores_for_run(db: Database, run_id: int) -> list[dict]:
+    """The run's scores, each with whether it was replayed from the response cache: `replayed` when every model
+    call that produced it was a cache hit, and then `first_computed_at`, when the earliest of those replies was
+    first computed. A score's calls are the run's calls of its stage: a judge criterion's calls are staged as its
+    metric (judge_correctness), another metric's as metric_<name>; a score made without a model call is never
+    replayed."""
     with db.cursor() as cur:
         return fetch_dicts(
             cur,
             """
+            WITH calls AS (
+                SELECT stage, count(*) AS n, count(*) FILTER (WHERE cache_hit) AS hits,
+                       min(first_computed_at) FILTER (WHERE cache_hit) AS first_at
+                FROM llm_calls WHERE run_id = ? GROUP BY stage)
             SELECT e.name AS evaluation, s.metric, s.value, s.status, s.explanation, s.scorer_model,
-                   s.prompt_version FROM scores s LEFT JOIN eval_runs e ON e.id = s.eval_run_id
+                   s.prompt_version, coalesce(c.hits = c.n, false) AS replayed,
+                   CASE WHEN c.hits = c.n THEN c.first_at END AS first_computed_at
+            FROM scores s LEFT JOIN eval_runs e ON e.id = s.eval_run_id
+            LEFT JOIN calls c ON c.stage IN (s.metric, 'metric_' || s.metric)
             WHERE s.run_id = ? ORDER BY s.metric""",
-            [run_id],
+            [run_id, run_id],
         )
 
 

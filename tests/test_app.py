@@ -695,6 +695,27 @@ def test_a_drop_alert_on_trends_says_the_smallest_drop_its_test_could_detect(db)
     assert "the smallest drop it could detect: 0." in message and "(80% power)" in message
 
 
+def test_drilldown_labels_the_judge_scores_a_second_evaluation_replayed_from_the_cache(fake, settings, kb_db):
+    from pipeline.evaluation.dataset import Dataset, GoldenItem
+    from pipeline.evaluation.runner import run_evaluation
+
+    item = GoldenItem(id="rag", question=QUESTION, reference="The Wikipedia index had 21 million passages.")
+    golden = Dataset("golden-test.jsonl", [item], [], "hash")
+    scores = {}
+    for name in ("first", "second"):
+        outcome = run_evaluation(settings, kb_db, golden, name, metrics=["judge_correctness", "faithfulness"])
+        with kb_db.cursor() as cur:
+            (run_id,) = cur.execute(
+                "SELECT run_id FROM eval_items WHERE eval_run_id = ?", [outcome.eval_run_id]
+            ).fetchone()
+        at = open_runs_page(str(run_id), tab="Scores")
+        frame = next(d.value for d in at.dataframe if "metric" in d.value.columns)
+        scores[name] = dict(zip(frame["metric"], frame["replay"], strict=True))
+    assert scores["first"] == {"faithfulness": "", "judge_correctness": ""}  # the judge was asked
+    assert scores["second"]["judge_correctness"].startswith("replayed from the cache (first computed at 20")
+    assert scores["second"]["faithfulness"] == ""  # the verifier's: no model call of its own to replay
+
+
 @pytest.mark.slow
 def test_an_abstention_shows_the_withheld_answer_with_its_verdicts_and_why_in_chat_and_the_drilldown(fake, kb_db):
     withheld = "<img src=x onerror=alert(1)> The RAG paper won the best paper award at ICML 2019 [1]."

@@ -124,6 +124,30 @@ def test_a_store_that_cannot_be_opened_is_an_error_with_its_fix(fake, monkeypatc
     assert f"error: cannot open the store {tmp_path}" in err and "check the path in WORKBENCH_DB" in err
 
 
+def test_show_json_says_which_scores_a_second_evaluation_replayed_from_the_cache(fake, kb_db, capsys, tmp_path):
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text((ROOT / "data" / "eval" / "golden.jsonl").read_text().splitlines(True)[0])
+    argv = ["eval", str(golden), "--metrics", "judge_correctness,faithfulness", "--concurrency", "1", "--json"]
+    shown = {}
+    for name in ("first", "second"):
+        assert main([*argv, "--name", name]) == 0
+        eval_run_id = json.loads(capsys.readouterr().out)["eval_run_id"]
+        with kb_db.cursor() as cur:
+            (run_id,) = cur.execute("SELECT run_id FROM eval_items WHERE eval_run_id = ?", [eval_run_id]).fetchone()
+        assert main(["show", str(run_id), "--json"]) == 0
+        shown[name] = {s["metric"]: s for s in json.loads(capsys.readouterr().out)["scores"]}
+    first, second = shown["first"]["judge_correctness"], shown["second"]["judge_correctness"]
+    assert first["replayed"] is False and first["first_computed_at"] is None  # the judge was asked
+    assert second["replayed"] is True and second["value"] == first["value"]
+    with kb_db.cursor() as cur:
+        (asked_at,) = cur.execute(
+            "SELECT started_at FROM llm_calls WHERE stage = 'judge_correctness' AND NOT cache_hit"
+        ).fetchone()
+    assert second["first_computed_at"] == str(asked_at)  # when the first evaluation's judge call was made
+    # faithfulness is the verifier's, not a model call of its own: nothing links it to a replay
+    assert shown["second"]["faithfulness"]["replayed"] is False
+
+
 def test_fresh_sends_every_call_to_the_model_where_a_rerun_replays_them_all(fake, kb_db, capsys, tmp_path):
     from store.llm_log import calls_for_eval_run
 

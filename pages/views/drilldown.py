@@ -117,7 +117,7 @@ def show_drilldown(stored: StoredRun, db=None) -> None:
             if stored.scores:
                 st.subheader("Scores")
                 table(
-                    pd.DataFrame(stored.scores),
+                    scores_frame(stored.scores),
                     hide_index=True,
                     width="stretch",
                     column_config={
@@ -271,8 +271,16 @@ def show_calls(calls: list[dict]) -> None:
             st.code(call.get("completion_text") or "", language=None, wrap_lines=True)
 
 
+def scores_frame(scores: list[dict]) -> pd.DataFrame:
+    """The Scores tab's table: a score whose every model call was replayed says so, and when it was first computed."""
+    frame = pd.DataFrame(scores).drop(columns=["replayed", "first_computed_at"])
+    frame["replay"] = [call_replay(s) if s["replayed"] else "" for s in scores]
+    return frame
+
+
 def call_replay(call: dict) -> str:
-    """How a replayed call is labelled: when its reply was first computed (unknown for a hit stored before)."""
+    """How a replayed call, or a score made only by replayed calls, is labelled: when its reply was first computed
+    (unknown for a hit stored before)."""
     when = call.get("first_computed_at")
     return (
         f"replayed from the cache (first computed at {when:%Y-%m-%d %H:%M:%S})" if when else "replayed from the cache"
