@@ -364,3 +364,20 @@ def test_concurrent_requests_share_a_transaction_and_each_is_answered_once_its_s
     assert (writer.requests, writer.groups) == (6, 2)  # the five that waited: one transaction
     assert received_counts(db)["spans"] == 18
     assert all(spans_then >= 3 * (1 if n == 0 else 6) for n, spans_then in answered)
+
+
+def test_a_write_mixing_stored_new_and_repeated_spans_keeps_each_span_once(fake, settings, db):
+    """Spans are written with a plain INSERT (no conflict check); one already stored, or sent twice in one group
+    (two exporters' retries), makes the write run again with the check: nothing new is lost, nothing doubled."""
+    from datetime import datetime, timezone
+
+    from store.journal import save_received
+
+    stored, new = rag_trace(QUESTION, ANSWER, DOCS), rag_trace("When did the bridge open?", "In 1937.", DOCS)
+    assert post(client(db), protobuf_body(stored)).status_code == 200
+    group = decode(protobuf_body(stored), PROTOBUF) + decode(protobuf_body(new), PROTOBUF)
+    twice = decode(protobuf_body(new[:1]), PROTOBUF)
+    twice[0].name = "sent again"
+    assert save_received(db, group + twice, datetime.now(timezone.utc), 0.5) == (None, None)  # stored, not journaled
+    assert received_counts(db) == {"spans": 6, "traces": 2, "ended": 2, "runs": 0}
+    assert trace_spans(db, new[0].trace_id.hex())[0].name == new[0].name  # the first of the two kept
