@@ -9,6 +9,9 @@ share a store transaction (pipeline/collect/ingest.py). The figures are spans pe
 acknowledge one request (p50, p95), requests per store transaction, the receiver's CPU time per request (from
 /proc: what the rate would need on a machine of its own) and the load average when it started.
 
+Floor: the same clients against bench/collect_floor.py, uvicorn and Starlette as `collect` serves them, reading
+each body and answering 200 with nothing else: what no receiver on this HTTP stack and machine can pass.
+
 Worker: 40 received question-and-answer traces verified by the online worker against the fake Ollama with its
 latency model (2 ms per generated token, 0.2 ms per prompt token, 4 slots), in this process, with the response
 cache off (each trace's claims verified afresh).
@@ -92,17 +95,19 @@ def _wait_up(port: int, process: subprocess.Popen) -> None:
     raise RuntimeError("collect did not start in 120 s")
 
 
-def ingest(per_request: int) -> dict:
+def ingest(per_request: int, floor: bool = False) -> dict:
+    """`collect` receiving TRACES traces, per_request in each request; with `floor`, the bare server of
+    bench/collect_floor.py instead (nothing is stored)."""
     with tempfile.TemporaryDirectory(prefix="workbench-bench-") as folder:
         store = str(Path(folder) / "bench.duckdb")
         port = _free_port()
         env = {**os.environ, "WORKBENCH_DB": store, "WORKBENCH_CONFIG": "", "OLLAMA_HOST": "http://127.0.0.1:9"}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "collect", "--no-evaluate", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stderr=subprocess.DEVNULL,
+        server = (
+            ["bench.collect_floor", str(port)]
+            if floor
+            else ["pipeline", "collect", "--no-evaluate", "--port", str(port)]
         )
+        process = subprocess.Popen([sys.executable, "-m", *server], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
         try:
             _wait_up(port, process)
             bodies, client = _bodies(TRACES, per_request), _Client()
@@ -117,12 +122,18 @@ def ingest(per_request: int) -> dict:
         finally:
             process.terminate()
             process.wait(60)
+        if floor:
+            return _figures(waits, wall, len(bodies), cpu, load, grouped)
         os.environ["WORKBENCH_DB"] = store
         close_all()
         counts = received_counts(get_database(load_settings(environ={"WORKBENCH_DB": store, "WORKBENCH_CONFIG": ""})))
         close_all()
     if counts["spans"] != 3 * TRACES:
         raise RuntimeError(f"{counts['spans']} spans stored of {3 * TRACES} acknowledged")
+    return _figures(waits, wall, len(bodies), cpu, load, grouped)
+
+
+def _figures(waits: list[float], wall: float, requests: int, cpu: float, load: float, grouped: dict) -> dict:
     waits.sort()
     return {
         "spans_per_s": 3 * TRACES / wall,
@@ -130,7 +141,7 @@ def ingest(per_request: int) -> dict:
         "p95_ms": 1000 * waits[int(0.95 * (len(waits) - 1))],
         "wall_s": wall,
         "requests_per_transaction": grouped["requests"] / max(1, grouped["transactions"]),
-        "server_cpu_ms_per_request": 1000 * cpu / len(bodies),
+        "server_cpu_ms_per_request": 1000 * cpu / requests,
         "load": load,
     }
 
@@ -177,7 +188,7 @@ def worker() -> dict:
 
 
 def run() -> list[Figure]:
-    single, batched, online = ingest(1), ingest(100), worker()
+    floor, single, batched, online = ingest(1, floor=True), ingest(1), ingest(100), worker()
     note = f"{TRACES:,} traces × 3 spans, {CLIENTS} clients, kept-alive connections"
 
     def grouped(result: dict) -> str:
@@ -187,6 +198,16 @@ def run() -> list[Figure]:
         )
 
     return [
+        Figure(
+            "floor: bare server, 1 trace/request",
+            floor["spans_per_s"],
+            "spans/s",
+            None,
+            False,
+            f"{note}; uvicorn and Starlette reading the body and answering 200 (bench/collect_floor.py), server CPU "
+            f"{floor['server_cpu_ms_per_request']:.2f} ms per request, p50 {floor['p50_ms']:.1f} ms; "
+            f"load average {floor['load']:.1f} at the start",
+        ),
         Figure("collect ingest, 1 trace/request", single["spans_per_s"], "spans/s", 2000, False, grouped(single)),
         Figure(
             "collect ack p95, 1 trace/request", single["p95_ms"], "ms", None, True, f"p50 {single['p50_ms']:.1f} ms"

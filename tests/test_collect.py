@@ -364,3 +364,43 @@ def test_concurrent_requests_share_a_transaction_and_each_is_answered_once_its_s
     assert (writer.requests, writer.groups) == (6, 2)  # the five that waited: one transaction
     assert received_counts(db)["spans"] == 18
     assert all(spans_then >= 3 * (1 if n == 0 else 6) for n, spans_then in answered)
+
+
+def test_a_write_mixing_stored_new_and_repeated_spans_keeps_each_span_once(fake, settings, db):
+    """Spans are written with a plain INSERT (no conflict check); one already stored, or sent twice in one group
+    (two exporters' retries), makes the write run again with the check: nothing new is lost, nothing doubled."""
+    from datetime import datetime, timezone
+
+    from store.journal import save_received
+
+    stored, new = rag_trace(QUESTION, ANSWER, DOCS), rag_trace("When did the bridge open?", "In 1937.", DOCS)
+    assert post(client(db), protobuf_body(stored)).status_code == 200
+    group = decode(protobuf_body(stored), PROTOBUF) + decode(protobuf_body(new), PROTOBUF)
+    twice = decode(protobuf_body(new[:1]), PROTOBUF)
+    twice[0].name = "sent again"
+    assert save_received(db, group + twice, datetime.now(timezone.utc), 0.5) == (None, None)  # stored, not journaled
+    assert received_counts(db) == {"spans": 6, "traces": 2, "ended": 2, "runs": 0}
+    assert trace_spans(db, new[0].trace_id.hex())[0].name == new[0].name  # the first of the two kept
+
+
+def test_a_lone_request_waits_for_others_no_longer_than_the_gathering_bound(fake, settings, db, monkeypatch):
+    """After a transaction of several requests, the next write waits a moment for as many to join; a request
+    that stays alone is written once that bound has passed, not held for company that never comes."""
+    from pipeline.collect import ingest
+
+    monkeypatch.setattr(ingest, "GATHER_S", 0.3)
+    writer = ingest.GroupWriter(db, 1.0)
+    writer.last_group = 4  # the last transaction carried four requests
+    done = threading.Event()
+    start = time.monotonic()
+
+    def send():
+        writer.save(decode(protobuf_body(rag_trace(QUESTION, ANSWER, DOCS)), PROTOBUF))
+        done.set()
+
+    threading.Thread(target=send, daemon=True).start()
+    assert done.wait(5), "a lone request was held past the gathering bound"
+    waited = time.monotonic() - start
+    assert 0.3 <= waited < 3  # it waited for company, then was written alone
+    assert (writer.requests, writer.groups, writer.last_group) == (1, 1, 1)
+    assert received_counts(db)["spans"] == 3
