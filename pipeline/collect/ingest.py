@@ -10,9 +10,9 @@ queue, so it holds for any server (and for two test clients of one app)."""
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from time import monotonic, sleep
 
 from store.journal import save_received
 from store.records import ReceivedSpan
@@ -62,9 +62,9 @@ class GroupWriter:
             raise mine.error
 
     def _group(self) -> list[_Waiting]:
-        deadline = time.monotonic() + GATHER_S
-        while len(self.queue) < self.last_group and time.monotonic() < deadline:
-            time.sleep(GATHER_S / 8)
+        deadline = monotonic() + GATHER_S
+        while len(self.queue) < self.last_group and monotonic() < deadline:
+            sleep(GATHER_S / 8)
         with self.turn:
             group, size = [], 0
             while self.queue and (not group or size + len(self.queue[0].spans) <= MAX_GROUP_SPANS):
