@@ -35,7 +35,16 @@ JUDGE_CRITERIA = ("correctness", "helpfulness", "faithfulness")  # the judges' s
 # a newly declared column is shown. With prices, the cost takes the tokens' place; without, there is no cost.
 ON_REQUEST = ("id", "kind", "pipeline", "n_attempts", "conversation_id", "turn_no")
 NUMBER_WIDTH = 75  # px: a number column's heading and value
-WIDTHS = {"status": 80, "question": 190, "tokens": 65, "generator_model": 80, "evaluation": 80, "started_at": 115}
+# the key columns sum to 815 px, within the list's 818 px at a 1280 px screen (tests/test_browser_runs.py)
+WIDTHS = {
+    "status": 80,
+    "question": 125,
+    "tokens": 65,
+    "replayed": 65,
+    "generator_model": 80,
+    "evaluation": 80,
+    "started_at": 115,
+}
 MOMENT = {"%Y": "YYYY", "%m": "MM", "%d": "DD", "%H": "HH", "%M": "mm", "%S": "ss"}  # strftime to momentJS
 
 

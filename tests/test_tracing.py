@@ -172,9 +172,11 @@ def test_a_stored_run_has_its_trace_and_every_call_sits_on_a_step_of_it(fake, se
     rows = [(depth, span.name) for depth, span in tracing.tree(stored.spans)]
     names = [name for _, name in rows]
     assert rows[0] == (0, "question")
-    assert {"retrieve", "grade context", "attempt 1", "generate", "extract claims", "verify"} <= set(names)
+    assert {"retrieve", "grade context", "attempt 1", "generate", "verify sentences"} <= set(names)
     assert (1, "attempt 1") in rows and (2, "generate") in rows and (2, "check sentence 1") in rows
-    assert (3, "verify") in rows
+    # the supported sentence is checked as it stands (claim_granularity auto): one verifier call, no extraction
+    assert (3, "verify sentences") in rows and (4, "verify sentences against their documents") in rows
+    assert "extract claims" not in names
     assert "DuckDBRetriever.retrieve" in names and "Ollama.chat" in names
     span_ids = {s.span_id for s in stored.spans}
     assert stored.calls and all(c["span_id"] in span_ids for c in stored.calls)
