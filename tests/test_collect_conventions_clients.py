@@ -27,6 +27,8 @@ from test_collect_clients import (
 
 QUESTIONS = ["How tall is the Eiffel Tower?", "When did the Golden Gate Bridge open?"]
 
+pytestmark = pytest.mark.slow  # real instrumented apps, each started against the fake: the whole tier's slowest
+
 
 def query_engine(app_fake):
     from llama_index.core import Document, PromptTemplate, VectorStoreIndex

@@ -232,6 +232,7 @@ def test_the_oracle_says_no_exactly_where_a_label_lies(oracle):
         assert verifier.verify(3, "Something else entirely.", passages).verdict == "undecided"
 
 
+@pytest.mark.slow
 def test_auto_and_atomic_flag_the_same_ragtruth_answers_in_the_same_sentences(fake, settings, db, oracle):
     """With a verifier that says No exactly on RAGTruth's labelled spans, sentences first (auto) must flag the same
     answers as atomic claims do, and every failing claim must lie in the same answer sentence; claims are extracted
