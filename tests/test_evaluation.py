@@ -102,6 +102,7 @@ def test_an_unchanged_item_is_answered_from_the_cache_under_a_new_name(fake, set
     assert report(settings, kb_db, "two").usage["cache_hits"] == report(settings, kb_db, "two").usage["calls"]
 
 
+@pytest.mark.slow
 def test_a_second_evaluation_of_the_same_set_reports_the_first_ones_latencies_and_says_it_was_replayed(
     fake, settings, kb_db
 ):

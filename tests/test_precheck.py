@@ -394,6 +394,7 @@ def development_styles():
     return {key: precheck_cv.load(name) for key, name in precheck_cv.STYLES.items()}
 
 
+@pytest.mark.slow
 def test_the_shipped_decisive_signals_are_the_leave_one_style_out_choice(development_styles):
     from bench import precheck_cv
 

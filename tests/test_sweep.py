@@ -302,6 +302,7 @@ def test_the_pareto_front_keeps_the_combinations_nothing_beats_on_quality_and_la
     assert pareto_front({"only": (0.5, 10.0)}) == ["only"]
 
 
+@pytest.mark.slow
 def test_the_pareto_front_does_not_move_when_a_combination_is_answered_from_the_cache(fake, settings, kb_db):
     import dataclasses
 
