@@ -316,6 +316,7 @@ FOUNDATION = {
     "pipeline.config": "the settings every layer reads; imports only errors",
     "pipeline.text": "string helpers (plural, question_key, short_source) from models/ up; imports nothing of ours",
     "pipeline.prompting": "the Prompt class and the shared system text, for every layer that sends a prompt",
+    "pipeline.formatting": "one format for numbers, durations and times (pages, exports, CLI); imports nothing of ours",
     "pipeline.vocabulary": "StrEnum and the run Status, scored by verification/ and read up to pages/; imports nothing",
     "pipeline.declarations": "what a plugin declares (prompts, options), read by verification/, answering/ and up",
     "pipeline.plugins": "the plugin loader of the verifier and metric registries; imports nothing of ours",

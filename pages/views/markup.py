@@ -5,6 +5,15 @@ from __future__ import annotations
 
 import re
 
+from pipeline.formatting import (  # noqa: F401 - the pages import the formatters from here
+    NOT_AVAILABLE,
+    fmt_cost,
+    fmt_count,
+    fmt_ms,
+    fmt_pct,
+    fmt_score,
+    fmt_time,
+)
 from pipeline.history.present import VERDICT_STYLES, placement
 from pipeline.text import plural  # noqa: F401 - the pages count with it; the CLI imports it from pipeline.text
 from pipeline.verification.claims import CheckedClaim, Verdict
@@ -97,39 +106,3 @@ def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = Ve
 
 
 NO_CALL_TEXT = "No text was kept for this call (keeping call texts is off, or the call predates them)."
-
-
-# -- numbers: one format on every page ----------------------------------------------------------------
-NOT_AVAILABLE = "n/a"
-
-
-def fmt_score(value: float | None) -> str:
-    """A score or metric in 0-1 (or a 1-5 mean): two decimals."""
-    return NOT_AVAILABLE if value is None else f"{value:.2f}"
-
-
-def fmt_pct(share: float | None, decimals: int = 0) -> str:
-    """A share in 0-1 as a percentage: 0.834 -> '83%'."""
-    return NOT_AVAILABLE if share is None else f"{share * 100:.{decimals}f}%"
-
-
-def fmt_count(n: int | None) -> str:
-    """A count with thousands separators: 12345 -> '12,345'."""
-    return NOT_AVAILABLE if n is None else f"{n:,}"
-
-
-def fmt_cost(cost: float | None) -> str:
-    """An estimated cost (at the prices per 1000 tokens): four decimals, as the Runs page lists it."""
-    return NOT_AVAILABLE if cost is None else f"{cost:.4f}"
-
-
-def fmt_ms(ms: float | None) -> str:
-    """A latency or duration: '850 ms' under a second, '1.2 s' under a minute, then '2 min 5 s'."""
-    if ms is None:
-        return NOT_AVAILABLE
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    minutes, seconds = divmod(round(ms / 1000), 60)
-    return f"{minutes} min {seconds} s"
