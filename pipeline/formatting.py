@@ -7,9 +7,14 @@ from datetime import datetime
 NOT_AVAILABLE = "n/a"
 
 
-def fmt_score(value: float | None) -> str:
-    """A score or metric in 0-1 (or a 1-5 mean): two decimals."""
-    return NOT_AVAILABLE if value is None else f"{value:.2f}"
+def fmt_score(value: float | None, decimals: int = 2) -> str:
+    """A score or metric in 0-1 (or a 1-5 mean): two decimals (more where a test's figure needs them)."""
+    return NOT_AVAILABLE if value is None else f"{value:.{decimals}f}"
+
+
+def fmt_change(delta: float | None, decimals: int = 3) -> str:
+    """A signed difference between two scores: +0.031, -0.150."""
+    return NOT_AVAILABLE if delta is None else f"{delta:+.{decimals}f}"
 
 
 def fmt_pct(share: float | None, decimals: int = 0) -> str:
