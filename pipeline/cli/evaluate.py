@@ -25,6 +25,9 @@ def register(sub) -> None:
         "eval",
         help="run a golden set through the workbench, or score another pipeline's answers as given; judge and "
         "measure every item",
+        epilog="exit codes: 0 every item finished; 1 some item failed (run the same command to retry it) or the work "
+        "failed; 2 bad usage or input; 130 cancelled. With GITHUB_STEP_SUMMARY set (GitHub Actions), the report is "
+        "also appended to that file in Markdown.",
     )
     ev.add_argument(
         "dataset",
@@ -76,11 +79,6 @@ def register(sub) -> None:
         "for the run and bound to 127.0.0.1)",
     )
     ev.set_defaults(handler=cmd_eval)
-    ev.epilog = (
-        "exit codes: 0 every item finished; 1 some item failed (run the same command to retry it) or the work "
-        "failed; 2 bad usage or input; 130 cancelled. With GITHUB_STEP_SUMMARY set (GitHub Actions), the report is "
-        "also appended to that file in Markdown."
-    )
 
 
 def metric_list(text: str) -> list[str]:
