@@ -64,10 +64,13 @@ def to_file(monkeypatch, tmp_path, argv: list[str], name: str = "out.log") -> tu
     otherwise guess is 80 columns wide."""
     monkeypatch.setenv("COLUMNS", "80")
     path = tmp_path / name
+    previous = sys.stdout
     with open(path, "w", encoding="utf-8") as log:
         monkeypatch.setattr(sys, "stdout", log)
-        code = main(argv)
-    monkeypatch.setattr(sys, "stdout", sys.__stdout__)
+        try:
+            code = main(argv)
+        finally:
+            monkeypatch.setattr(sys, "stdout", previous)
     return code, path.read_text(encoding="utf-8")
 
 
