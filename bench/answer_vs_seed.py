@@ -360,9 +360,9 @@ def floor_figures(profile: str, mine: list[Sample]) -> list[Figure]:
 def decided_figures(profile: str, mine: list[Sample], base: list[Sample]) -> list[Figure]:
     """Ours' time to the checked answer shown (its Decided or Abstained event: what follows it is the run's
     bookkeeping, the store write and, on one slot, the contradicted-or-unsupported classification) over the seed's
-    wall (reported beside the wall time, which runs to the stream's end); and the seed's own first answer over its
-    checked answer: below that share no pipeline that generates the same answer can finish (the seed's prompt is
-    the shorter), the bound beside the 0.45× target."""
+    wall (reported beside the wall time, which runs to the stream's end); and the seed's own first answer (its
+    first generation call done) over its checked answer: the wall ratio a pipeline would reach on the seed's own
+    answers if everything after the generation were free, a bound to read beside the 0.45× target."""
     out = []
     pairs = [(m.decided, b.wall) for m, b in zip(mine, base, strict=True) if m.decided is not None]
     if pairs:
@@ -382,7 +382,7 @@ def decided_figures(profile: str, mine: list[Sample], base: list[Sample]) -> lis
                 f"answer vs seed: the seed's own first answer / its checked answer, total ({profile})",
                 sum(g for g, _ in own) / sum(w for _, w in own),
                 "×",
-                note="a bound under the wall-time ratio for any pipeline that generates the same first answer; "
+                note="the wall ratio of a pipeline that generated the seed's answers and checked them at no cost; "
                 f"per question median {statistics.median(g / w for g, w in own):.2f}",
             )
         )
