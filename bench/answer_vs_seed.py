@@ -29,11 +29,16 @@ every third question, spread evenly: `unfaithful_first`) its first answer adds t
 pipeline, so both start from the same first answer. `--answer-style quote` quotes context sentences instead.
 The response cache is off. Per profile, the four targets of issue 48 first:
 - wall time: the sum over questions of ours / the seed's (target ≤ 0.45), with per-question medians;
+- the checked answer shown: ours' Decided (or Abstained) event over the seed's wall (reported; what follows it is
+  the store write and, for rejected claims, the contradicted-or-unsupported classification);
+- the seed's own first answer over its checked answer (reported): the wall ratio of a pipeline that generated the
+  seed's answers and checked them at no cost, to read beside the 0.45 target;
 - the floor: the engine's own grade plus first answer, when the server finished its first generation call
   (the grade before it), from the run's own request timings; reported beside the wall time, and on the
   questions whose first answer is faithful, the sum of ours' wall over the sum of that floor (target ≤ 1.25);
 - prompt tokens: the fake's whitespace words of the /api/chat and /api/generate prompts (with the prompt cache:
-  only the words processed, not the reused ones), sum of ours / the seed's (target ≤ 1.0);
+  only the words processed, not the reused ones), sum of ours / the seed's (target ≤ 1.0), also on the questions
+  whose first answer is faithful and on the others;
 - first shown answer text: the engine's first "token" event (or, from an engine that does not stream, its
   "generate" event), seconds after the question; the seed shows its answer only once checked, so its time is
   its wall time; the figure is the median over questions of ours / the seed's (target ≤ 0.15);
