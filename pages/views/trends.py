@@ -122,7 +122,7 @@ def daily_figure(daily: pd.DataFrame, floor: float | None) -> go.Figure:
     ).reset_index(drop=True)
     fields = [("day_text", "day"), ("service", "service"), ("mean_text", "mean faithfulness"), ("n", "n")]
     figure = pc.panels(["faithfulness (mean of the day)"], "service", "day")
-    figure.update_layout(height=pc.HEIGHT + 60)
+    figure.update_layout(height=figure.layout.height + pc.HEIGHT - pc.PANEL_HEIGHT)
     pc.add_lines(figure, 1, frame, "day", "mean", "service", pc.series_colors(frame["service"]), fields, set())
     if floor is not None:
         pc.add_floor(figure, 1, floor, f"floor {fmt_score(floor)}")
