@@ -128,5 +128,6 @@ def test_calibration_heatmap_labels_every_score(app):
     y_labels.nth(4).wait_for(state="attached", timeout=60_000)
     # retried until it holds: plotly redraws the SVG when the chart's width settles as the page fills
     expect(x_labels).to_have_text(["1", "2", "3", "4", "5"], timeout=30_000)
-    expect(y_labels).to_have_text(["1", "2", "3", "4", "5"], timeout=30_000)  # rows from the top: judge 1 first
+    # plotly writes an axis's ticks from its start, the bottom: 5 at the foot, so judge score 1 heads the grid
+    expect(y_labels).to_have_text(["5", "4", "3", "2", "1"], timeout=30_000)
     page.close()
