@@ -127,3 +127,25 @@ def test_a_file_that_does_not_exist_yet_is_created(tmp_path, monkeypatch):
     text = (tmp_path / "workbench.toml").read_text()
     assert text.startswith("# Settings of the RAG quality workbench") and 'floors = "faithfulness=0.9"' in text
     assert load_settings().floors == "faithfulness=0.9"
+
+
+@pytest.mark.slow
+def test_the_settings_page_writes_a_floor_and_shows_a_refused_value_under_its_field(fake, db, settings_file):
+    from test_app import app
+
+    at = app("pages/settings.py")
+    at.text_input(key="setting_field_floors").set_value("faithfulness=0.55")
+    next(b for b in at.button if b.label == "Save floors and prices").click().run()
+    assert not at.exception, at.exception
+    assert load_settings().floors == "faithfulness=0.55" and "# raised in March" in settings_file.read_text()
+    assert any("floors: applied at once" in s.value.replace("\\", "") for s in at.success)
+    tables = [d.value for d in at.dataframe if "setting" in d.value.columns]
+    row = next(t for t in tables if "floors" in set(t["setting"])).set_index("setting").loc["floors"]
+    assert (row["value"], row["applies"]) == ("faithfulness=0.55", "at once")  # the page reads the new value
+    before = settings_file.read_bytes()
+    at.text_input(key="setting_field_price_per_1k_prompt_tokens").set_value("-1")
+    next(b for b in at.button if b.label == "Save floors and prices").click().run()
+    assert settings_file.read_bytes() == before
+    error = next(e for e in at.error if "price" in e.value)
+    assert error.value.startswith("setting price\\_per\\_1k\\_prompt\\_tokens \\= \\-1\\.0 \\(from ")
+    assert "to a value 0 or more" in error.value.replace("\\", "")
