@@ -264,8 +264,7 @@ def pair_table(pairs: list[ItemPair], priced: bool) -> pd.DataFrame:
     for p in pairs:
         u = p.usage
         row = {
-            "item": p.item_id,
-            "question": p.question,
+            "item": p.item_id,  # the question is in the chooser below: the table fits 1280 px
             "status A → B": f"{p.a_status or NOT_AVAILABLE} → {p.b_status or NOT_AVAILABLE}",
             "latency A → B": f"{fmt_ms(u.a and u.a.latency_ms)} → {fmt_ms(u.b and u.b.latency_ms)}",
             "latency B − A": fmt_change(u.latency_ms, fmt_ms),
