@@ -49,7 +49,7 @@ def test_the_compare_page_explains_an_unknown_name_and_shows_the_default_pair(co
         # reason to skip it: it is the baseline)
         expect(page.get_by_text("A: after", exact=True)).to_be_visible(timeout=30_000)
         expect(page.get_by_text("B: rerun", exact=True)).to_be_visible()
-        expect(page.get_by_test_id("stMetric").first).to_be_visible()
+        expect(page.get_by_test_id("stMetric").first).to_be_visible(timeout=30_000)
         expect(page.get_by_text("got better (1)")).to_be_visible()  # the RAG item, answered right again
         link = page.get_by_role("link", name="Open run B on Evaluate")
         assert "eval=rerun" in link.get_attribute("href")
