@@ -50,7 +50,7 @@ SUITES = {
     "sweep": sweep.run,
     "judge_variance": judge_variance.run,
     "cli_help": cli_help.run,  # issue 51: --help beside the floor of Python and its imports
-    "imported": lambda: imported.run(1000, "fast"),  # `gpu` at 1,000 rows takes ~80 min: python -m bench.imported
+    "imported": lambda: imported.run(1000, "fast"),  # `gpu` at 1,000 rows: 44 min for Ragas, 33 for the workbench
 }
 
 

@@ -12,11 +12,6 @@ def fmt_score(value: float | None, decimals: int = 2) -> str:
     return NOT_AVAILABLE if value is None else f"{value:.{decimals}f}"
 
 
-def fmt_change(delta: float | None, decimals: int = 3) -> str:
-    """A signed difference between two scores: +0.031, -0.150."""
-    return NOT_AVAILABLE if delta is None else f"{delta:+.{decimals}f}"
-
-
 def fmt_pct(share: float | None, decimals: int = 0) -> str:
     """A share in 0-1 as a percentage: 0.834 -> '83%'."""
     return NOT_AVAILABLE if share is None else f"{share * 100:.{decimals}f}%"
@@ -56,3 +51,11 @@ def fmt_time(moment: datetime | str | None, seconds: bool = False) -> str:
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
     return moment.strftime(TIME_FORMAT_SECONDS if seconds else TIME_FORMAT)
+
+
+def fmt_change(change: float | None, fmt) -> str:
+    """A change (B − A) in the format of its figure, signed: fmt_change(-1500, fmt_ms) -> '-1.5 s'; no sign on 0."""
+    if change is None:
+        return NOT_AVAILABLE
+    sign = "+" if change > 0 else "-" if change < 0 else ""
+    return sign + fmt(abs(change))

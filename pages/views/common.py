@@ -14,6 +14,7 @@ from pipeline.errors import WorkbenchError
 from pipeline.models.health import UNREADABLE_FIX, Check, check_ollama, unreadable_entries
 from pipeline.regression.alerts import count_below_floor, count_open_alerts
 from pipeline.session import Database, open_workbench, replay_journal
+from pipeline.settings_file import live_settings
 
 # A local file: a Material icon as page_icon makes the browser fetch it from fonts.gstatic.com, and an emoji
 # needs an emoji font.
@@ -36,6 +37,7 @@ def page_setup(file: str, heading: bool = True) -> tuple[Settings, Database]:
     this = page(file)
     st.set_page_config(page_title=f"{this.label} · RAG quality workbench", page_icon=FAVICON, layout="wide")
     settings, db = resources()
+    settings = live_settings(settings)  # a setting changed in the file since the start that applies at once
     with st.sidebar:
         for listed in PAGES:
             st.page_link(listed.file, label=listed.label, icon=listed.icon)

@@ -7,6 +7,7 @@ import re
 
 from pipeline.formatting import (  # noqa: F401 - the pages import the formatters from here
     NOT_AVAILABLE,
+    fmt_change,
     fmt_cost,
     fmt_count,
     fmt_ms,

@@ -47,8 +47,13 @@ GATE_FIELDS = (
 )
 
 
+def _change(value: float) -> str:
+    """A change between two scores, signed, to three decimals: -0.150."""
+    return fmt_change(value, lambda v: fmt_score(v, 3))
+
+
 def _interval(row: dict) -> str:
-    return "" if row["ci_low"] is None else f"[{fmt_change(row['ci_low'])}, {fmt_change(row['ci_high'])}]"
+    return "" if row["ci_low"] is None else f"[{_change(row['ci_low'])}, {_change(row['ci_high'])}]"
 
 
 GATE_COLUMNS = (
@@ -56,7 +61,7 @@ GATE_COLUMNS = (
     Column("slice"),
     Column("baseline_value", "baseline", show=_blank_or(fmt_score, "baseline_value", 3)),
     Column("new_value", "new", show=_blank_or(fmt_score, "new_value", 3)),
-    Column("delta", "change", show=_blank_or(fmt_change, "delta")),
+    Column("delta", "change", show=_blank_or(_change, "delta")),
     Column("ci_low", "95% interval", show=_interval),
     Column("p_value", "p", show=_blank_or(fmt_score, "p_value", 4)),
     Column("p_adjusted", "Holm p", show=_blank_or(fmt_score, "p_adjusted", 4)),
