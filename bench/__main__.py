@@ -7,6 +7,7 @@ import sys
 from bench import (
     answer_cost,
     answer_vs_seed,
+    cli_help,
     collect,
     detector,
     evaluation,
@@ -48,6 +49,7 @@ SUITES = {
     "synth": synth.run,
     "sweep": sweep.run,
     "judge_variance": judge_variance.run,
+    "cli_help": cli_help.run,  # issue 51: --help beside the floor of Python and its imports
     "imported": lambda: imported.run(1000, "fast"),  # `gpu` at 1,000 rows: 44 min for Ragas, 33 for the workbench
 }
 

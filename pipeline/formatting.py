@@ -7,9 +7,9 @@ from datetime import datetime
 NOT_AVAILABLE = "n/a"
 
 
-def fmt_score(value: float | None) -> str:
-    """A score or metric in 0-1 (or a 1-5 mean): two decimals."""
-    return NOT_AVAILABLE if value is None else f"{value:.2f}"
+def fmt_score(value: float | None, decimals: int = 2) -> str:
+    """A score or metric in 0-1 (or a 1-5 mean): two decimals (more where a test's figure needs them)."""
+    return NOT_AVAILABLE if value is None else f"{value:.{decimals}f}"
 
 
 def fmt_pct(share: float | None, decimals: int = 0) -> str:

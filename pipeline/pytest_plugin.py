@@ -67,7 +67,7 @@ class Gate:
 
     def table(self) -> str:
         """The gate's table and verdict lines as `python -m pipeline gate` prints them, as plain text."""
-        from pipeline.cli.output import print_gate
+        from pipeline.cli.reports import print_gate
         from pipeline.cli.terminal import SafeConsole
 
         buffer = io.StringIO()

@@ -59,8 +59,8 @@ def pytest_runtest_setup(item):
 def isolated(tmp_path, monkeypatch):
     """A fresh store path and settings from a clean environment for every test."""
     for name in list(os.environ):
-        if name.startswith("WORKBENCH_") or name == "OLLAMA_HOST":
-            monkeypatch.delenv(name)
+        if name.startswith("WORKBENCH_") or name in ("OLLAMA_HOST", "GITHUB_STEP_SUMMARY"):
+            monkeypatch.delenv(name)  # GITHUB_STEP_SUMMARY: a CI job's summary gets no test's gate
     monkeypatch.setenv("WORKBENCH_DB", str(tmp_path / "workbench.duckdb"))
     (tmp_path / "workbench.toml").touch()  # an empty settings file (a file WORKBENCH_CONFIG names must exist)
     monkeypatch.setenv("WORKBENCH_CONFIG", str(tmp_path / "workbench.toml"))

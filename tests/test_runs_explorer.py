@@ -154,7 +154,7 @@ def test_cli_runs_filters_by_evaluation_latency_and_tokens(settings, db, capsys,
     assert groups == {"alpha": 3, "beta": 2, None: 1}
     assert main(["runs", "--group-by", "model", "--evaluation", "alpha"]) == 0
     out = capsys.readouterr().out
-    assert "qwen" in out and "llama3.2" in out and "p95 latency ms" in out
+    assert "qwen" in out and "llama3.2" in out and "p95 latency" in out
 
 
 def test_sorts_every_matching_run_by_a_listed_column(db):

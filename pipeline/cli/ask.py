@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from pipeline.answering.engine import VerifiedQueryEngine
-from pipeline.answering.events import AnswerResult
 from pipeline.cli.fresh import add_fresh, fresh
-from pipeline.cli.output import follow_answer
-from pipeline.history.conversations import history_of, next_turn
-from pipeline.history.present import VERDICT_STYLES
-from pipeline.knowledge.injection import flag_warning
-from pipeline.models.replay import replay_note
+from pipeline.cli.tables import Column, Report, Table, emit
+from pipeline.formatting import fmt_ms, fmt_score
 from pipeline.text import plural, short_source
-from pipeline.verification.sentence_first import claims_label
-from pipeline.vocabulary import Status
+
+if TYPE_CHECKING:
+    from pipeline.answering.events import AnswerResult
 
 
 def register(sub) -> None:
@@ -40,6 +36,11 @@ NOT_KEPT = 4  # ask: the answer was printed, but neither the store nor any journ
 
 
 def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.answering.engine import VerifiedQueryEngine
+    from pipeline.cli.output import follow_answer
+    from pipeline.history.conversations import history_of, next_turn
+    from pipeline.vocabulary import Status
+
     engine = VerifiedQueryEngine(settings=fresh(settings, args), db=db)
     conversation = {}
     if args.conversation is not None:  # its history: the store's runs of that conversation
@@ -60,6 +61,8 @@ def cmd_ask(args, settings, db, out: Console, err: Console) -> int:
 
 
 def result_json(result: AnswerResult) -> dict:
+    from pipeline.models.replay import replay_note
+
     return {
         "run_id": result.run_id,
         "status": result.status,
@@ -100,57 +103,85 @@ def result_json(result: AnswerResult) -> dict:
 
 
 def print_result(result: AnswerResult, out: Console) -> None:
+    emit(result_report(result), "table", out)
+
+
+def result_report(result: AnswerResult, report: Report | None = None) -> Report:
+    """The answer, its verdict line and notes, and the table of its claims (added to `report` if given)."""
+    from pipeline.knowledge.injection import flag_warning
+    from pipeline.models.replay import replay_note
+    from pipeline.verification.sentence_first import claims_label
+    from pipeline.vocabulary import Status
+
+    report = report if report is not None else Report()
     if result.not_kept:
-        out.print(Text(f"note: this run is not saved: {result.not_kept}", style="yellow"))
+        report.line(f"note: this run is not saved: {result.not_kept}", "yellow")
     if result.journal:
         because = f" ({result.kept_because})" if result.kept_because else ""
-        out.print(
-            Text(
-                f"note: the store could not take this run now{because}; it is kept in the journal "
-                f"({result.journal}) and saved the next time the store opens",
-                style="yellow",
-            )
+        report.line(
+            f"note: the store could not take this run now{because}; it is kept in the journal "
+            f"({result.journal}) and saved the next time the store opens",
+            "yellow",
         )
         if result.kept_fix:
-            out.print(Text(f"fix: {result.kept_fix}", style="yellow"))
+            report.line(f"fix: {result.kept_fix}", "yellow")
     if result.status == Status.FAILED:
-        out.print(Text(f"run {result.run_id} failed: {result.error}", style="red"))
+        report.line(f"run {result.run_id} failed: {result.error}", "red")
         if result.fix:
-            out.print(Text(f"fix: {result.fix}"))
-        return
+            report.line(f"fix: {result.fix}")
+        return report
     if result.standalone_question and result.standalone_question != result.question:
-        out.print(Text(f"retrieved for: {result.standalone_question}", style="dim"))
-    out.print(Text(result.answer or ""))
-    faith = "n/a" if result.faithfulness is None else f"{result.faithfulness:.2f}"
-    out.print(
-        Text(
-            f"\nrun {result.run_id} · {result.status} · faithfulness {faith} ({claims_label(result.config)}) · "
-            f"{plural(len(result.attempts), 'attempt')}"
-            + (f" · conversation {result.conversation_id}, turn {result.turn_no}" if result.conversation_id else ""),
-            style="bold",
-        )
+        report.line(f"retrieved for: {result.standalone_question}", "dim")
+    report.line(result.answer or "")
+    report.line(
+        f"\nrun {result.run_id} · {result.status} · faithfulness {fmt_score(result.faithfulness)} "
+        f"({claims_label(result.config)}) · {plural(len(result.attempts), 'attempt')}"
+        + (f" · conversation {result.conversation_id}, turn {result.turn_no}" if result.conversation_id else ""),
+        "bold",
     )
     note = replay_note(result.n_calls, result.n_replayed, result.replayed_from)
     if note:
-        out.print(Text(f"{note}; latency {result.latency_ms or 0:,.0f} ms as first measured", style="yellow"))
+        report.line(f"{note}; latency {fmt_ms(result.latency_ms or 0)} as first measured", "yellow")
     if result.abstain_reason:
-        out.print(Text(f"reason: {result.abstain_reason}"))
+        report.line(f"reason: {result.abstain_reason}")
     warning = flag_warning(result.final_claims)
     if warning:
-        out.print(Text(f"warning: {warning}", style="yellow"))
+        report.line(f"warning: {warning}", "yellow")
     if result.final_claims:
-        table = Table("#", "verdict", "claim", "evidence", "source", show_lines=True)
-        for claim in result.final_claims:
-            table.add_row(
-                str(claim.claim_no),
-                Text(claim.verdict, style=terminal_style(claim.verdict)),
-                Text(claim.text),
-                Text(claim.evidence or ""),
-                Text(f"[{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""),
-            )
-        out.print(table)
+        rows = [claim_row(c) for c in result.final_claims]
+        report.add(Table(CLAIM_COLUMNS, rows, fields=CLAIM_FIELDS, show_lines=True))
+    return report
+
+
+def claim_row(claim) -> dict:
+    return {
+        "claim_no": claim.claim_no,
+        "verdict": claim.verdict,
+        "claim": claim.text,
+        "evidence": claim.evidence or "",
+        "passage": claim.passage.n if claim.passage else None,
+        "source": claim.passage.source if claim.passage else None,
+        "verifier": claim.verifier,
+        "reason": claim.reason,
+    }
+
+
+def _source(row: dict) -> str:
+    return f"[{row['passage']}] {short_source(row['source'])}" if row["passage"] is not None else ""
 
 
 def terminal_style(verdict: str) -> str:
+    from pipeline.history.present import VERDICT_STYLES
+
     style = VERDICT_STYLES.get(verdict)
     return style.terminal if style else ""
+
+
+CLAIM_FIELDS = ("claim_no", "verdict", "claim", "evidence", "passage", "source", "verifier", "reason")
+CLAIM_COLUMNS = (
+    Column("claim_no", "#"),
+    Column("verdict", style=lambda row: terminal_style(row["verdict"])),
+    Column("claim"),
+    Column("evidence"),
+    Column("source", show=_source),
+)

@@ -7,12 +7,12 @@ import os
 from rich.console import Console
 from rich.text import Text
 
-from pipeline.cli.output import positive_int
-from pipeline.collect import serve as collect
+from pipeline.cli.arguments import positive_int
 from pipeline.text import plural
 
 
 def register(sub) -> None:
+
     col = sub.add_parser(
         "collect",
         help="receive any application's OpenTelemetry traces (OTLP/HTTP) and verify its answers online",
@@ -32,6 +32,8 @@ def register(sub) -> None:
 
 
 def cmd_collect(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.collect import serve as collect
+
     if args.drain:
         worker = collect.drain(settings, db)
         state = worker.state

@@ -18,18 +18,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from pipeline.cli.tables import Column, Report, Table, add_format, chosen_format, emit
 from pipeline.errors import InputError
-from pipeline.evaluation import datasets
-from pipeline.evaluation.dataset import Dataset, GoldenItem, load_dataset
 from pipeline.text import plural
 
-QUESTION_WIDTH = 80  # `show` cuts questions to this many characters
+if TYPE_CHECKING:
+    from pipeline.evaluation import datasets
+    from pipeline.evaluation.dataset import GoldenItem
 
 
 def register(sub) -> None:
@@ -41,11 +41,11 @@ def register(sub) -> None:
         description="Golden sets kept in the store; without an action, the list of them. Every change saves a new "
         "version; `eval dataset:NAME@VERSION` evaluates one.",
     )
-    ds.add_argument("--json", action="store_true", help="print the list as JSON")
+    add_format(ds, "the list")
     actions = ds.add_subparsers(dest="action", metavar="ACTION")
     show = actions.add_parser("show", help="a dataset's versions with their notes, and the items of one version")
     show.add_argument("dataset", metavar="NAME[@VERSION]", help="a dataset, at its latest version by default")
-    show.add_argument("--json", action="store_true")
+    add_format(show, "the versions and items (csv: the items)")
     imp = actions.add_parser("import", help="keep a .jsonl, .csv or .parquet file as the next version of a dataset")
     imp.add_argument("file")
     imp.add_argument("--name", default=None, help="the dataset's name (default: the file's name without extension)")
@@ -80,6 +80,8 @@ def register(sub) -> None:
 
 def named(text: str) -> tuple[str, int | None]:
     """NAME or NAME@VERSION (the `dataset:` prefix is optional here)."""
+    from pipeline.evaluation import datasets
+
     return datasets.parse_spec(text if datasets.is_spec(text) else datasets.PREFIX + text)
 
 
@@ -88,6 +90,8 @@ def cmd_datasets(args, settings, db, out: Console, err: Console) -> int:
 
 
 def _list(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+
     rows = [
         {
             "name": info.name,
@@ -99,10 +103,8 @@ def _list(args, db, out: Console, err: Console) -> int:
         }
         for info, count in datasets.listing(db)
     ]
-    if args.json:
-        out.print_json(json.dumps(rows, default=str))
-        return 0
-    if not rows:
+    fmt = chosen_format(args)
+    if not rows and fmt == "table":
         out.print(
             Text(
                 "no datasets kept yet: `python -m pipeline datasets import FILE` keeps one, and so does evaluating a "
@@ -110,78 +112,85 @@ def _list(args, db, out: Console, err: Console) -> int:
             )
         )
         return 0
-    table = Table("name", "latest version", "versions", "items", "origin", "created")
-    for row in rows:
-        table.add_row(
-            Text(row["name"]),
-            str(row["latest_version"]),
-            str(row["versions"]),
-            str(row["items"]),
-            Text(row["origin"]),
-            f"{row['created_at']:%Y-%m-%d %H:%M}",
-        )
-    out.print(table)
+    emit(Report([Table(LIST_COLUMNS, rows)], payload=rows), fmt, out)
     return 0
 
 
-def _review(item: GoldenItem) -> str:
-    return item.provenance.get("review") or ""
-
-
-def _origin(item: GoldenItem) -> str:
-    """Where the item came from, with a synthesised item's kind: `synthesised (multi-hop)`."""
-    kind = item.provenance.get("kind")
-    return f"{item.origin} ({kind})" if kind else item.origin
+LIST_COLUMNS = (
+    Column("name"),
+    Column("latest_version", "latest version", kind="count"),
+    Column("versions", kind="count"),
+    Column("items", kind="count"),
+    Column("origin"),
+    Column("created_at", "created", kind="time"),
+)
+VERSION_COLUMNS = (
+    Column("version", kind="count"),
+    Column("items", kind="count"),
+    Column("origin"),
+    Column("note"),
+    Column("created_at", "created", kind="time"),
+)
+ITEM_COLUMNS = (
+    Column("id"),
+    Column("origin", show=lambda row: f"{row['origin']} ({row['kind']})" if row["kind"] else row["origin"]),
+    Column("tags", show=lambda row: ", ".join(row["tags"])),
+    Column("review"),
+    Column("question", wide=True),
+)
+ITEM_FIELDS = ("id", "origin", "kind", "tags", "review", "question", "reference")
 
 
 def _show(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+
     name, version = named(args.dataset)
     dataset = datasets.load(db, name, version)
     history = datasets.versions(db, dataset.name)
-    if args.json:
-        payload = {
-            "name": dataset.name,
-            "version": dataset.version,
-            "versions": [
-                {
-                    "version": v.version,
-                    "items": v.n_items,
-                    "origin": v.origin,
-                    "note": v.note,
-                    "created_at": v.created_at,
-                    "content_hash": v.content_hash,
-                }
-                for v in history
-            ],
-            "items": [item.model_dump(mode="json") for item in dataset.items],
+    versions = [
+        {
+            "version": v.version,
+            "items": v.n_items,
+            "origin": v.origin,
+            "note": v.note,
+            "created_at": v.created_at,
+            "content_hash": v.content_hash,
         }
-        out.print_json(json.dumps(payload, default=str))
-        return 0
-    versions = Table("version", "items", "origin", "note", "created", title=f"dataset {dataset.name}")
-    for v in history:
-        versions.add_row(
-            str(v.version), str(v.n_items), Text(v.origin), Text(v.note or ""), f"{v.created_at:%Y-%m-%d %H:%M}"
-        )
-    out.print(versions)
+        for v in history
+    ]
+    payload = {
+        "name": dataset.name,
+        "version": dataset.version,
+        "versions": versions,
+        "items": [item.model_dump(mode="json") for item in dataset.items],
+    }
     pending = len(datasets.pending_review(dataset))
-    items = Table(
-        "id",
-        "origin",
-        "tags",
-        "review",
-        "question",
-        title=f"{dataset.name}@{dataset.version}: {plural(len(dataset.items), 'item')}"
-        + (f", {pending} awaiting review" if pending else ""),
+    title = f"{dataset.name}@{dataset.version}: {plural(len(dataset.items), 'item')}" + (
+        f", {pending} awaiting review" if pending else ""
     )
-    items.columns[0].overflow = "fold"  # an id is typed back into `edit`: never cut
-    for item in dataset.items:
-        question = item.question if len(item.question) <= QUESTION_WIDTH else item.question[: QUESTION_WIDTH - 1] + "…"
-        items.add_row(Text(item.id), Text(_origin(item)), Text(", ".join(item.tags)), _review(item), Text(question))
-    out.print(items)
+    items = Table(ITEM_COLUMNS, [_item_row(item) for item in dataset.items], title=title, fields=ITEM_FIELDS)
+    report = Report([Table(VERSION_COLUMNS, versions, title=f"dataset {dataset.name}"), items], payload=payload)
+    report.main = items  # csv: the items
+    emit(report, chosen_format(args), out)
     return 0
 
 
+def _item_row(item: GoldenItem) -> dict:
+    return {
+        "id": item.id,
+        "origin": item.origin,
+        "kind": item.provenance.get("kind"),  # a synthesised item's kind of question
+        "tags": list(item.tags),
+        "review": item.provenance.get("review") or "",
+        "question": item.question,
+        "reference": item.reference,
+    }
+
+
 def _import(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+    from pipeline.evaluation.dataset import load_dataset
+
     dataset = load_dataset(args.file)
     for bad in dataset.bad_rows:
         err.print(Text(f"skipped line {bad.line}: {bad.reason}", style="yellow"))
@@ -201,6 +210,8 @@ def _import(args, db, out: Console, err: Console) -> int:
 
 def _plain(value):
     """A field's value for JSON: given contexts as objects."""
+    from pydantic import BaseModel
+
     if isinstance(value, list):
         return [v.model_dump(mode="json") if isinstance(v, BaseModel) else v for v in value]
     return value
@@ -211,6 +222,8 @@ def _brief(item: GoldenItem) -> dict:
 
 
 def _diff(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+
     name, _ = named(args.name)
     before, after = datasets.load(db, name, args.a), datasets.load(db, name, args.b)
     change = datasets.diff(before, after)
@@ -245,8 +258,10 @@ def _diff(args, db, out: Console, err: Console) -> int:
 
 
 def _export(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+
     name, version = named(args.dataset)
-    dataset: Dataset = datasets.load(db, name, version)
+    dataset = datasets.load(db, name, version)
     fmt = args.format or ("csv" if args.out and Path(args.out).suffix.lower() == ".csv" else "jsonl")
     text = datasets.export_text(dataset, fmt)
     if args.out is None:
@@ -273,6 +288,8 @@ def _saved(out: Console, saved: datasets.Saved, what: str) -> int:
 
 
 def _edit(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+
     name, version = named(args.name)
     changes = {
         key: value
@@ -288,16 +305,22 @@ def _edit(args, db, out: Console, err: Console) -> int:
 
 
 def _accept(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+
     name, version = named(args.name)
     return _saved(out, datasets.accept_item(db, name, args.item_id, version), f"accepted {args.item_id}")
 
 
 def _reject(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+
     name, version = named(args.name)
     return _saved(out, datasets.reject_item(db, name, args.item_id, version), f"rejected {args.item_id}")
 
 
 def _add_run(args, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation import datasets
+
     saved = datasets.add_run(db, args.run_id, args.name)
     _saved(out, saved, f"added run {args.run_id}")
     out.print(

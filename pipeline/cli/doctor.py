@@ -5,9 +5,6 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from pipeline.cli.hosts import print_hosts
-from pipeline.knowledge.health import health
-
 
 def register(sub) -> None:
     parser = sub.add_parser("doctor", help="check Ollama, the models and the store, and print the fix for each problem")
@@ -15,6 +12,9 @@ def register(sub) -> None:
 
 
 def cmd_doctor(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.cli.hosts import print_hosts
+    from pipeline.knowledge.health import health
+
     checks, hosts = health(settings, db)
     for check in checks:
         mark = Text("ok  ", style="green") if check.ok else Text("FAIL", style="red")

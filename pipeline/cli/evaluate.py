@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
 
@@ -12,13 +11,13 @@ from rich.console import Console
 from rich.text import Text
 
 from pipeline.cli.fresh import add_fresh, fresh
-from pipeline.cli.output import evaluation_progress, print_mapping, print_report, report_json
+from pipeline.cli.tables import add_format, chosen_format
 from pipeline.config import DECLARATIONS
 from pipeline.errors import WorkbenchError
-from pipeline.evaluation import datasets
-from pipeline.evaluation.dataset import load_dataset
-from pipeline.evaluation.runner import EXECUTORS, check_executor, report, run_evaluation
 from pipeline.text import plural
+
+# where items run (pipeline.evaluation.runner.EXECUTORS, named here so that `--help` imports no runner)
+EXECUTORS = ("local", "ray")
 
 
 def register(sub) -> None:
@@ -26,6 +25,9 @@ def register(sub) -> None:
         "eval",
         help="run a golden set through the workbench, or score another pipeline's answers as given; judge and "
         "measure every item",
+        epilog="exit codes: 0 every item finished; 1 some item failed (run the same command to retry it) or the work "
+        "failed; 2 bad usage or input; 130 cancelled. With GITHUB_STEP_SUMMARY set (GitHub Actions), the report is "
+        "also appended to that file in Markdown.",
     )
     ev.add_argument(
         "dataset",
@@ -44,7 +46,7 @@ def register(sub) -> None:
     ev.add_argument("--concurrency", type=int, default=None, help="items at once (default: setting eval_concurrency)")
     ev.add_argument("--limit", type=int, default=None, help="only the first N items")
     ev.add_argument("--tags", nargs="+", default=None, help="only items with any of these tags")
-    ev.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_format(ev, "the report (csv: its metrics table)")
     add_fresh(ev)
     ev.add_argument(
         "--metrics",
@@ -97,6 +99,13 @@ def judge_repeats_arg(text: str) -> int:
 
 
 def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.cli.output import evaluation_progress, print_mapping, report_json
+    from pipeline.cli.reports import eval_report
+    from pipeline.cli.tables import emit
+    from pipeline.evaluation import datasets
+    from pipeline.evaluation.dataset import load_dataset
+    from pipeline.evaluation.runner import check_executor, report, run_evaluation
+
     settings = fresh(settings, args)
     read = datasets.resolve(db, args.dataset) if datasets.is_spec(args.dataset) else load_dataset(args.dataset)
     print_mapping(read, err)  # how the file's columns were read (a stored dataset has no file)
@@ -133,16 +142,32 @@ def cmd_eval(args, settings, db, out: Console, err: Console) -> int:
             err.print(Text(f"cancelled: finished items are kept; run the same command to resume {args.name!r}"))
             exit_now(db, 130)
     result = report(settings, db, args.name)
-    if args.json:
-        out.print_json(json.dumps(report_json(result, outcome), default=str))
-    else:
-        print_report(result, outcome, out)
-    if outcome.progress.failed:
-        p = outcome.progress
+    shown = eval_report(result, outcome, payload=report_json(result, outcome))
+    emit(shown, chosen_format(args), out)
+    p = outcome.progress
+    if p.failed:
         err.print(Text(f"{p.failed} of {p.total} items failed; run the same command to retry them. Why:", style="red"))
         for error, count in sorted(p.errors.items(), key=lambda kv: -kv[1]):
             err.print(Text(f"  {plural(count, 'item')}: {error}"))
-    return 0 if outcome.progress.failed == 0 else 1
+    code = 0 if p.failed == 0 else 1
+    summarise(outcome, shown, code, err)
+    return code
+
+
+def summarise(outcome, shown, code: int, err: Console) -> None:
+    """The report, appended to the GitHub step summary when one is named."""
+    from pipeline.cli.step_summary import append_summary
+
+    p = outcome.progress
+    found = [
+        *(["regression against the baseline"] if isinstance(outcome.regressions, list) and outcome.regressions else []),
+        *(["below a floor"] if outcome.below_floor else []),
+    ]
+    verdict = f"{outcome.status}: {p.done} of {p.total} items done, {p.failed} failed" + (
+        f"; {' and '.join(found)}" if found else ""
+    )
+    reason = "every item finished" if code == 0 else f"{plural(p.failed, 'item')} failed (rerun to retry them)"
+    append_summary(f"Evaluation {outcome.name}", verdict, f"exit {code}: {reason}", shown, err)
 
 
 def exit_now(db, code: int) -> None:

@@ -6,7 +6,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.history.export import BROWSE, export_parquet
 from pipeline.text import plural
 
 
@@ -19,6 +18,8 @@ def register(sub) -> None:
 
 
 def cmd_export_parquet(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.history.export import BROWSE, export_parquet
+
     result = export_parquet(db, args.folder)
     table = Table("table", "rows", "partitioned by", "files", title=f"Parquet export of {settings.store_path}")
     for t in result.tables:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.models.hosts import HostStatus
+if TYPE_CHECKING:
+    from pipeline.models.hosts import HostStatus
 
 
 def print_hosts(out: Console, statuses: list[HostStatus]) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from pipeline.knowledge.documents import count_chunks
-from pipeline.knowledge.ingest import ingest_and_record
 from pipeline.text import plural
 
 
@@ -22,6 +20,9 @@ def register(sub) -> None:
 
 
 def cmd_ingest(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.knowledge.documents import count_chunks
+    from pipeline.knowledge.ingest import ingest_and_record
+
     if args.if_empty and count_chunks(db, settings.embed_model):
         out.print(Text(f"The knowledge base already has chunks embedded with {settings.embed_model}; nothing to do."))
         return 0

@@ -18,7 +18,6 @@ from rich.text import Text
 
 from pipeline.cli.terminal import SafeConsole
 from pipeline.errors import InputError, WorkbenchError
-from pipeline.session import open_workbench
 from pipeline.text import plural
 
 # The modules of pipeline/cli/ that each register one command (its name, arguments and handler), in the order
@@ -41,6 +40,8 @@ COMMAND_MODULES = (
 )
 
 
+# Building the parser imports only the command modules, which import the workbench inside their handlers: `--help`
+# answers without loading models, the store or LlamaIndex (tests/test_cli_help.py checks).
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=program_name(), description="RAG quality workbench")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,6 +57,8 @@ def program_name() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from pipeline.session import open_workbench  # only now: `--help` has already answered
+
     out, err = SafeConsole(), SafeConsole(stderr=True)  # stored text cannot send escape sequences
     db = None
     try:

@@ -1,8 +1,8 @@
-"""Terminal output of evaluations, detector benchmarks and the list of runs: progress bars and tables."""
+"""Terminal output of questions being answered, evaluations in progress and detector benchmarks: progress bars,
+steps and tables (what `gate`, `eval` and `runs` print is built in reports.py)."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -37,14 +37,8 @@ from pipeline.answering.events import (
     UnhandledEvent,
     VerdictSettled,
 )
-from pipeline.evaluation.conversation_report import ConversationFigures, per_turn_rows, share_sentence
 from pipeline.evaluation.dataset import Dataset
-from pipeline.evaluation.registry import UNIT, get_metric, scale_of
-from pipeline.evaluation.regression import detectable as regression_detectable
-from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, what_it_measured, worst_items
-from pipeline.history.runs import listed_columns
-from pipeline.text import plural
-from pipeline.verification.sentence_first import claims_label
+from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices
 
 
 def print_mapping(dataset: Dataset, err: Console) -> None:
@@ -60,17 +54,6 @@ def print_mapping(dataset: Dataset, err: Console) -> None:
         err.print(Text(f"  note: {note}", style="dim"))
     if mapping.unused:
         err.print(Text(f"  not read: {', '.join(mapping.unused)}", style="dim"))
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: give 1 or more") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is out of range: give 1 or more")
-    return value
 
 
 @contextmanager
@@ -145,37 +128,6 @@ def follow_answer(events: Iterable[Event], err: Console, quiet: bool = False) ->
     return result
 
 
-def print_runs(rows: list[dict], out: Console) -> None:
-    """The listed runs in the list's declared columns; long text last, cut to 80 characters."""
-    columns = sorted(listed_columns(), key=lambda c: c.wide)
-    table = Table(*(c.label for c in columns))
-    for row in rows:
-        table.add_row(*(Text(c.show(row[c.name])[: 80 if c.wide else None]) for c in columns))
-    out.print(table)
-
-
-# a group's aggregates (store.history.group_runs) in the terminal: key, heading, format
-GROUP_COLUMNS = (
-    ("runs", "runs", ","),
-    ("faithfulness", "mean faithfulness", ".2f"),
-    ("p50_latency_ms", "p50 latency ms", ".0f"),
-    ("p95_latency_ms", "p95 latency ms", ".0f"),
-    ("replayed", "replayed", ".0%"),
-    ("tokens", "tokens", ",.0f"),
-    ("tokens_per_run", "tokens per run", ",.0f"),
-    ("cost", "cost", ".4f"),
-)
-
-
-def print_groups(groups: list[dict], by: str, out: Console) -> None:
-    """One row per group of runs, with its aggregates; n/a where there is none (no cost without prices)."""
-    table = Table(by, *(label for _, label, _ in GROUP_COLUMNS))
-    for group in groups:
-        cells = ["n/a" if group[key] is None else format(group[key], fmt) for key, _, fmt in GROUP_COLUMNS]
-        table.add_row(Text(f"(no {by})" if group["group"] is None else str(group["group"])), *cells)
-    out.print(table)
-
-
 def _print_steps(steps: list[Event], err: Console) -> list[Event]:
     """Each step printed; none is left held."""
     for step in steps:
@@ -188,151 +140,6 @@ def _print_step(event: Event, err: Console) -> None:
     claims = event.claims if isinstance(event, SentenceChecked) else None
     for line in [f"claim {c.claim_no}: {c.verdict}" for c in claims] if claims else [event.message]:
         err.print(Text(f"· {line}", style="dim"))
-
-
-def _fmt(value, metric: str) -> str:
-    """A mean on its metric's scale: 0.83, or 4.20 / 5."""
-    if value is None:
-        return "n/a"
-    scale = scale_of(metric)
-    return f"{value:.2f}" + ("" if scale == UNIT else f" / {scale[1]:g}")
-
-
-def print_report(result: EvalReport, outcome: EvalOutcome, out: Console) -> None:
-    p = outcome.progress
-    out.print(
-        Text(
-            f"evaluation {outcome.name!r} {outcome.status}: {p.finished - p.skipped} items run now, "
-            f"{p.skipped} already done, {p.failed} failed",
-            style="bold",
-        )
-    )
-    table = Table("metric", "component", "mean", "n", "invalid", "not applicable", "of them abstained")
-    for row in result.metrics:
-        metric = get_metric(row["metric"])
-        table.add_row(
-            row["metric"],
-            metric.component if metric else "(not registered)",
-            _fmt(row["mean"], row["metric"]),
-            str(row["n"]),
-            str(row["invalid"]),
-            str(row["not_applicable"]),
-            str(row.get("abstained") or 0),
-        )
-    out.print(table)
-    out.print(Text(f"faithfulness counts {claims_label(result.eval_run.config)} (setting claim_granularity)"))
-    if result.cause is not None:
-        out.print(Text(f"since the baseline {result.baseline}: {result.cause.sentence}", style="yellow"))
-    out.print(Text(f"diagnosis: {result.diagnosis.sentence}"))
-    rate = result.judge_invalid_rate
-    usage = result.usage
-    out.print(
-        Text(
-            f"judge replies invalid after a retry: {result.judge_invalid} of {result.judge_total}"
-            + (f" ({rate:.1%})" if rate is not None else "")
-        )
-    )
-    errors, claims = result.extraction_errors
-    share = result.extraction_error_rate
-    out.print(
-        Text(f"claim extraction errors (not scored): {errors} of {claims}" + (f" ({share:.1%})" if share else ""))
-    )
-    out.print(
-        Text(
-            f"tokens: {usage['prompt_tokens']:,} prompt + {usage['completion_tokens']:,} completion; "
-            f"model time {usage['model_s']:.1f} s; wall time {result.eval_run.wall_s:.1f} s; "
-            + what_it_measured(result)
-        )
-    )
-    if isinstance(outcome.regressions, str):
-        out.print(Text(f"not compared with a baseline: {outcome.regressions}", style="yellow"))
-    for c in outcome.regressions if isinstance(outcome.regressions, list) else []:
-        out.print(Text(f"REGRESSION: {c.message}", style="red"))
-    for c in outcome.below_floor:
-        out.print(Text(f"BELOW FLOOR: {c.message}", style="yellow"))
-    for line in outcome.detectable:
-        out.print(Text(line))
-    for tag, metric, mean in weak_slices(result)[:5]:
-        worst = ", ".join(f"{r['item_id']} ({r[metric]:.2f})" for r in worst_items(result, tag, metric))
-        out.print(Text(f"weak slice {tag} on {metric}: {mean:.2f}; worst: {worst}", style="yellow"))
-    if result.judge_variance:
-        print_judge_variance(result.judge_variance, out)
-    if result.conversations is not None:
-        print_conversations(result.conversations, out)
-
-
-def print_conversations(figures: ConversationFigures, out: Console) -> None:
-    """Per turn (each metric's mean by turn number, with how many turns were scored) and per conversation."""
-    numbers, rows = per_turn_rows(figures)
-    table = Table("metric", *(f"turn {n}" for n in numbers), title="Per turn (mean, n scored)")
-    for row in rows:
-        cells = [row["turns"].get(n) for n in numbers]
-        table.add_row(
-            row["metric"], *("" if c is None else f"{_fmt(c['mean'], row['metric'])} ({c['n']})" for c in cells)
-        )
-    out.print(table)
-    table = Table(
-        "conversation", "turns", "mean faithfulness", "worst turn", "every turn faithful", title="Per conversation"
-    )
-    for c in figures.conversations:
-        worst = "n/a" if c["worst_turn"] is None else f"turn {c['worst_turn']} ({c['worst_faithfulness']:.2f})"
-        table.add_row(
-            c["conversation"],
-            str(c["turns"]),
-            _figure(c["mean_faithfulness"]),
-            worst,
-            "yes" if c["all_faithful"] else f"no ({c['faithful_turns']} of {c['turns']})",
-        )
-    out.print(table)
-    out.print(Text(share_sentence(figures)))
-
-
-def _figure(value, fmt: str = ".2f") -> str:
-    return "n/a" if value is None else format(value, fmt)
-
-
-def kappa_interval_text(v) -> str:
-    """A self-agreement interval, or n/a with why it is withheld."""
-    if v.kappa_low is not None:
-        return f"[{v.kappa_low:.2f}, {v.kappa_high:.2f}]"
-    why = v.why_not("kappa_low")
-    return f"n/a ({why})" if why else "n/a"
-
-
-def print_judge_variance(variance: list, out: Console) -> None:
-    """The judge's variance per criterion over its repeats (judge_variance.py), and the items it spread most on."""
-    table = Table(
-        "criterion",
-        "items",
-        "repeats",
-        "changed",
-        "mean SD",
-        "pooled SD",
-        "max range",
-        "self-agreement κ",
-        "95% interval",
-        "invalid repeats",
-        title="judge variance (each item judged several times; the score is the mean of its valid repeats)",
-    )
-    for v in variance:
-        table.add_row(
-            v.metric,
-            str(v.items) + (f" (+{v.fewer_than_two} with < 2 valid)" if v.fewer_than_two else ""),
-            str(v.repeats),
-            "n/a" if v.changed_share is None else f"{v.changed_share:.0%}",
-            _figure(v.mean_sd),
-            _figure(v.pooled_sd),
-            _figure(v.max_range, "g"),
-            _figure(v.kappa),
-            kappa_interval_text(v),
-            str(v.invalid_repeats),
-        )
-    out.print(table)
-    for v in variance:
-        spread = sorted((s for s in v.per_item if s.range), key=lambda s: (-s.range, s.item_id))[:5]
-        if spread:
-            items = ", ".join(f"{s.item_id} ({', '.join(f'{x:g}' for x in s.values)})" for s in spread)
-            out.print(Text(f"{v.metric}: widest spread on {items}"))
 
 
 def report_json(result: EvalReport, outcome: EvalOutcome) -> dict:
@@ -446,64 +253,3 @@ def print_by_model(verifier: str, models: dict[str, dict], out: Console) -> None
             with_interval(m["recall"], m["recall_ci"]) if m["tp"] + m["fn"] else "n/a (none)",
         )
     out.print(table)
-
-
-def print_gate(run, baseline, comparisons, out: Console) -> None:
-    out.print(Text(f"{run.name} vs " + (baseline.name if baseline else "no baseline (floors only)"), style="bold"))
-    table = Table("metric", "slice", "baseline", "new", "change", "95% interval", "p", "Holm p", "n", "verdict")
-    for c in comparisons:
-        interval = f"[{c.ci_low:+.3f}, {c.ci_high:+.3f}]" if c.ci_low is not None else ""
-        verdict = Text(
-            {
-                "floor": "BELOW FLOOR",
-                "drop": "REGRESSION (drop)",
-                "ok": "ok",
-                "too_few": "too few items",
-                "not_comparable": "not compared (prompt version)",
-            }[c.kind],
-            style="red" if c.regression else "yellow" if c.below_floor else "",
-        )
-        table.add_row(
-            c.metric,
-            c.slice,
-            _num(c.baseline_value),
-            _num(c.new_value),
-            "" if c.delta is None else f"{c.delta:+.3f}",
-            interval,
-            "" if c.p_value is None else f"{c.p_value:.4f}",
-            "" if c.p_adjusted is None else f"{c.p_adjusted:.4f}",
-            str(c.n or ""),
-            verdict,
-        )
-    out.print(table)
-    regressions = [c for c in comparisons if c.regression]
-    below = [c for c in comparisons if c.below_floor]
-    family = max((c.family_size for c in comparisons), default=0)
-    if family:
-        primary = [c.metric for c in comparisons if c.primary]
-        order = (
-            f"primary {', '.join(primary)} first with 80% of alpha, the rest at 10% (90% once every "
-            "primary is rejected; 10% held back)"
-            if primary
-            else "Holm at 90% of alpha, 10% held back"
-        )
-        out.print(
-            Text(
-                f"drops: one-sided tests, {family} metric × slice tests under family-wise control (5%; {order}); "
-                "floors are checked separately"
-            )
-        )
-        for line in regression_detectable(comparisons):
-            out.print(Text(line))
-    out.print(
-        Text(
-            plural(len(regressions), "regression") if regressions else "no regression",
-            style="red bold" if regressions else "green",
-        )
-    )
-    if below:
-        out.print(Text(f"{len(below)} below floor: " + ", ".join(c.metric for c in below), style="yellow bold"))
-
-
-def _num(value) -> str:
-    return "" if value is None else f"{value:.3f}"

@@ -3,18 +3,31 @@
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
-from pipeline.cli.output import positive_int, print_groups, print_runs
+from pipeline.cli.arguments import Later, positive_int
+from pipeline.cli.tables import add_format, chosen_format
 from pipeline.errors import InputError
-from pipeline.history.runs import GROUPS, RunFilter, export_runs, group_runs, list_runs, listed_columns
-from pipeline.history.views import prices
 from pipeline.text import plural
+
+
+# The names --sort and --group-by accept, read from the store's declarations (store.history, which
+# pipeline.history.runs re-exports) only when a value is checked or `runs --help` prints them: pipeline.history
+# would load the answering engine and LlamaIndex with them.
+def _column_names() -> list[str]:
+    from store.history import listed_columns
+
+    return [c.name for c in listed_columns()]
+
+
+def _group_names() -> list[str]:
+    from store.history import GROUPS
+
+    return list(GROUPS)
 
 
 def register(sub) -> None:
@@ -62,19 +75,20 @@ def register(sub) -> None:
     )
     runs.add_argument(
         "--sort",
-        choices=[c.name for c in listed_columns()],
+        choices=Later(_column_names),
+        metavar="COLUMN",
         default="id",
-        help="list the runs by this column, largest first (default: id, the newest first)",
+        help="list the runs by this column, largest first: %(choices)s (default: id, the newest first)",
     )
     runs.add_argument("--ascending", action="store_true", help="with --sort: smallest first")
     runs.add_argument(
         "--group-by",
-        choices=list(GROUPS),
-        help="instead of the runs, one row per evaluation, model or tag: runs, mean faithfulness, p50/p95 latency, "
-        "tokens, cost",
+        choices=Later(_group_names),
+        metavar="GROUP",
+        help="instead of the runs, one row per %(choices)s: runs, mean faithfulness, p50/p95 latency, tokens, cost",
     )
     runs.add_argument("--limit", type=positive_int, default=20, help="show at most this many runs (at least 1)")
-    runs.add_argument("--json", action="store_true")
+    add_format(runs, "the runs (or groups)")
     runs.add_argument(
         "--export", metavar="FILE", help="write every matching run (unpaged) to FILE: .csv, .parquet or .jsonl"
     )
@@ -108,7 +122,10 @@ def _non_negative(text: str) -> float:
     return value
 
 
-def runs_filter(args, settings) -> RunFilter:
+def runs_filter(args, settings):
+    from pipeline.history.runs import RunFilter
+    from pipeline.history.views import prices
+
     return RunFilter(
         since=args.since,
         until=args.until,
@@ -135,7 +152,9 @@ def runs_filter(args, settings) -> RunFilter:
 EXPORT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".jsonl": "jsonl"}
 
 
-def export_to(db, run_filter: RunFilter, target: str, out: Console) -> int:
+def export_to(db, run_filter, target: str, out: Console) -> int:
+    from pipeline.history.runs import export_runs
+
     fmt = EXPORT_FORMATS.get(Path(target).suffix.lower())
     if fmt is None:
         raise InputError(
@@ -150,6 +169,10 @@ def export_to(db, run_filter: RunFilter, target: str, out: Console) -> int:
 
 
 def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.cli.reports import groups_table, runs_table
+    from pipeline.cli.tables import Report, emit
+    from pipeline.history.runs import group_runs, list_runs, listed_columns
+
     run_filter = runs_filter(args, settings)
     if (args.min_cost is not None or args.max_cost is not None) and not any(run_filter.prices):
         raise InputError(
@@ -160,14 +183,8 @@ def cmd_runs(args, settings, db, out: Console, err: Console) -> int:
         return export_to(db, run_filter, args.export, out)
     if args.group_by:
         groups = group_runs(db, run_filter, args.group_by)
-        if args.json:
-            out.print_json(json.dumps(groups, default=str))
-        else:
-            print_groups(groups, args.group_by, out)
+        emit(Report([groups_table(groups, args.group_by)], payload=groups), chosen_format(args), out)
         return 0
     rows = list_runs(db, run_filter, args.limit, args.sort, not args.ascending)
-    if args.json:
-        out.print_json(json.dumps(rows, default=str))
-        return 0
-    print_runs(rows, out)
+    emit(Report([runs_table(rows, listed_columns())], payload=rows), chosen_format(args), out)
     return 0

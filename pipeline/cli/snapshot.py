@@ -5,10 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from pipeline.history.export import snapshot
-
 
 def register(sub) -> None:
+
     snap = sub.add_parser(
         "snapshot", help="copy the store, checkpointed, to a read-only file that many app processes can browse"
     )
@@ -17,6 +16,8 @@ def register(sub) -> None:
 
 
 def cmd_snapshot(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.history.export import snapshot
+
     result = snapshot(db, args.path)
     verb = "replaced the snapshot" if result.replaced else "wrote a snapshot"
     out.print(

@@ -7,18 +7,23 @@ import json
 import os
 import sys
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from pipeline.cli.output import positive_int
+from pipeline.cli.arguments import positive_int
 from pipeline.errors import WorkbenchError
-from pipeline.evaluation.synth import SynthReport, default_shares_text, parse_shares, run_synth
-from pipeline.evaluation.synth.gates import GATES
-from pipeline.evaluation.synth.kinds import KIND_TEXT
 from pipeline.text import plural
+
+if TYPE_CHECKING:
+    from pipeline.evaluation.synth import SynthReport
+
+
+# pipeline.evaluation.synth.kinds.default_shares_text(), written here so that `--help` imports no synth (a test checks)
+DEFAULT_SHARES_TEXT = "fact=0.3,multi_hop=0.2,numeric=0.15,comparison=0.1,negative=0.15,false_premise=0.1"
 
 
 def register(sub) -> None:
@@ -34,7 +39,7 @@ def register(sub) -> None:
     synth.add_argument(
         "--kinds",
         default=None,
-        help=f"kind=share pairs, comma-separated (default {default_shares_text()})",
+        help=f"kind=share pairs, comma-separated (default {DEFAULT_SHARES_TEXT})",
     )
     synth.add_argument("--seed", type=int, default=0, help="which chunks are sampled (default 0)")
     synth.add_argument("--json", action="store_true", help="print the counts, the dataset's name and version as JSON")
@@ -75,6 +80,8 @@ def synth_progress(console: Console):
 
 
 def cmd_synth(args, settings, db, out: Console, err: Console) -> int:
+    from pipeline.evaluation.synth import parse_shares, run_synth
+
     shares = parse_shares(args.kinds)
     with synth_progress(err) as on_progress:
         try:
@@ -96,6 +103,9 @@ def report_json(result: SynthReport) -> dict:
 
 
 def print_synth(result: SynthReport, out: Console) -> None:
+    from pipeline.evaluation.synth.gates import GATES
+    from pipeline.evaluation.synth.kinds import KIND_TEXT
+
     for note in result.notes:
         out.print(Text(note, style="dim"))
     rewritten = f", {result.rewritten} of them rewritten" if result.rewritten else ""

@@ -12,6 +12,7 @@ import re
 from rich.console import Console
 from rich.segment import Segment
 
+LOG_WIDTH = 100_000  # columns of a console that is not a terminal: wide enough that no table is cut or wrapped
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -28,7 +29,13 @@ def visible_controls(text: str) -> str:
 
 
 class SafeConsole(Console):
-    """A rich Console whose printed text has its control characters made visible."""
+    """A rich Console whose printed text has its control characters made visible; not on a terminal (and given no
+    width), wide enough that its tables print whole."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None and not self.is_terminal:
+            self.width = LOG_WIDTH
 
     def _render_buffer(self, buffer):
         return super()._render_buffer(
