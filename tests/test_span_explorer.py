@@ -13,7 +13,7 @@ from pipeline.collect.assemble import assemble
 from pipeline.collect.otlp import PROTOBUF, decode
 from pipeline.errors import WorkbenchError
 from pipeline.history.span_search import SpanQuery, search_spans, span_kind
-from pipeline.history.trace_view import calls_below, span_documents, trace_rows
+from pipeline.history.trace_view import calls_below, shown_attributes, span_documents, trace_rows
 from pipeline.tracing import DOCUMENTS, SPAN_KIND, innermost_span, recording, step
 from store.records import SpanRecord
 from store.spans import insert_spans
@@ -95,7 +95,8 @@ def test_a_received_retriever_span_keeps_its_documents_and_its_llm_span_its_call
     assert retriever.kind == "retriever" and retriever.attributes["documents"] == 1
     (document,) = span_documents(retriever, [])
     assert (document.rank, document.text, document.score, document.source) == (1, TOWER, 0.8, "tower.md")
-    assert DOCUMENTS in retriever.attributes
+    assert DOCUMENTS in retriever.attributes and SPAN_KIND in retriever.attributes
+    assert DOCUMENTS not in shown_attributes(retriever) and SPAN_KIND not in shown_attributes(retriever)
     llm = next(r for r in rows if r.name == "Ollama.chat")
     assert llm.kind == "llm" and llm.calls == 1 and request.calls[0].completion_text == ANSWER
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from pipeline.history.span_search import span_kind
-from pipeline.tracing import DOCUMENTS, OTHER, tree
+from pipeline.tracing import DOCUMENTS, OTHER, SPAN_KIND, tree
 from store.records import SpanRecord
 
 
@@ -137,8 +137,9 @@ def span_documents(row: SpanRow, retrievals: list[dict]) -> list[SpanDocument]:
 
 
 def shown_attributes(row: SpanRow) -> dict:
-    """The attributes listed in the span's detail: the documents are shown as documents, not as one long value."""
-    return {k: v for k, v in row.attributes.items() if k != DOCUMENTS}
+    """The attributes listed in the span's detail: the documents are shown as documents, not as one long value, and
+    the kind heads the detail."""
+    return {k: v for k, v in row.attributes.items() if k not in (DOCUMENTS, SPAN_KIND)}
 
 
 def calls_below(row: SpanRow, rows: list[SpanRow], calls: list[dict]) -> int:
