@@ -115,7 +115,7 @@ class SpanQuery:
             conditions.append("contains(lower(s.name), lower(?))")
             values.append(self.name.strip())
         if self.kind is not None:
-            conditions.append("s.kind = ?")
+            conditions.append(f"({KIND_SQL}) = ?")
             values.append(self.kind)
         if self.min_ms is not None:
             conditions.append("s.latency_ms >= ?")
@@ -142,20 +142,21 @@ def search_spans(db: Database, query: SpanQuery) -> SpanHits:
     """The spans matching the query, the slowest first (at most query.limit), with how many match in all and in
     how many runs."""
     where, values = query.where()
-    found = f"SELECT *, {KIND_SQL} AS kind FROM spans"
     with db.cursor() as cur:
-        total, runs = cur.execute(
-            f"SELECT count(*), count(DISTINCT s.run_id) FROM ({found}) s WHERE {where}", values
-        ).fetchone()
+        counted = cur.execute(f"SELECT count(*), count(DISTINCT run_id) FROM spans s WHERE {where}", values)
+        total, runs = counted.fetchone()
+        # the slowest first, then their kind and their run's question: only for the spans shown
         spans = fetch_dicts(
             cur,
             f"""
-            SELECT s.run_id, s.span_id, s.name, s.kind, s.latency_ms, s.error, s.started_at,
+            WITH shown AS (
+                SELECT run_id, span_id, name, latency_ms, error, started_at, attributes FROM spans s WHERE {where}
+                ORDER BY latency_ms DESC NULLS LAST, run_id DESC, span_id LIMIT ?
+            )
+            SELECT s.run_id, s.span_id, s.name, {KIND_SQL} AS kind, s.latency_ms, s.error, s.started_at,
                    r.kind AS run_kind, r.question
-            FROM ({found}) s LEFT JOIN runs r ON r.id = s.run_id
-            WHERE {where}
-            ORDER BY s.latency_ms DESC NULLS LAST, s.run_id DESC, s.span_id
-            LIMIT ?""",
+            FROM shown s LEFT JOIN runs r ON r.id = s.run_id
+            ORDER BY s.latency_ms DESC NULLS LAST, s.run_id DESC, s.span_id""",
             [*values, query.limit],
         )
     return SpanHits(spans, total, runs)
