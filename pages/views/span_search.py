@@ -25,8 +25,8 @@ def span_query_form() -> SpanQuery | None:
         "Kind", [None, *SPAN_KINDS], format_func=lambda k: "any kind" if k is None else k, key="span-kind"
     )
     least_col, most_col, run_col, error_col = st.columns([2, 2, 2, 2], vertical_alignment="bottom")
-    min_ms = least_col.number_input("Took at least (ms)", min_value=0.0, value=None, step=100.0, key="span-min-ms")
-    max_ms = most_col.number_input("Took at most (ms)", min_value=0.0, value=None, step=100.0, key="span-max-ms")
+    min_ms = least_col.number_input("Took at least (ms)", min_value=0, value=None, step=100, key="span-min-ms")
+    max_ms = most_col.number_input("Took at most (ms)", min_value=0, value=None, step=100, key="span-max-ms")
     run_id = run_col.number_input("Only run", min_value=1, value=None, step=1, key="span-run", help="a run's id")
     errors = error_col.checkbox("Failed spans only", key="span-errors")
     try:
