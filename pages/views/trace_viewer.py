@@ -7,7 +7,6 @@ A component of its own: it takes stored spans and calls (ours or a received trac
 
 from __future__ import annotations
 
-import html
 from functools import partial
 
 import pandas as pd
@@ -15,6 +14,7 @@ import streamlit as st
 
 from pages.views.charts import visible_ends
 from pages.views.markup import NO_CALL_TEXT, escape_markdown, fmt_ms, fmt_score, plural
+from pages.views.plotly_charts import CONFIG, safe
 from pages.views.tables import ms_column, table
 from pipeline.history.span_search import SpanQuery
 from pipeline.history.trace_view import (
@@ -255,7 +255,7 @@ def show_waterfall(
         key=chart_key,
         on_select=partial(_picked_in_waterfall, chart_key, span_key, [r.span_id for r in rows]),
         selection_mode="points",
-        config={"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d"]},
+        config=CONFIG,
     )
 
 
@@ -280,7 +280,7 @@ def waterfall_figure(rows: list[SpanRow], selected: str | None, numbers: dict[st
     labels = [waterfall_label(r, numbers[r.span_id]) for r in rows]
     states = ["error" if r.error else "selected" if r.span_id == selected else "span" for r in rows]
     hover = [
-        html.escape(f"{r.name} ({r.kind})") + f"<br>starts at {fmt_ms(r.start_ms)}<br>takes "
+        safe(f"{r.name} ({r.kind})") + f"<br>starts at {fmt_ms(r.start_ms)}<br>takes "
         f"{fmt_ms(r.duration_ms)}<br>{plural(r.calls, 'model call')}" + ("<br>failed" if r.error else "")
         for r in rows
     ]
@@ -313,7 +313,7 @@ def waterfall_figure(rows: list[SpanRow], selected: str | None, numbers: dict[st
 def waterfall_label(row: SpanRow, number: int) -> str:
     """A bar's name: its number in the span list, indented by depth (no-break spaces: plotly keeps them), cut to
     40 characters, escaped so that a name with tags reads as it is."""
-    return f"{number}. " + "\u00a0" * 2 * row.depth + html.escape(row.name[:40])
+    return f"{number}. " + "\u00a0" * 2 * row.depth + safe(row.name[:40])
 
 
 def attribute_text(value) -> str:
