@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.base.llms.base import BaseLLM
 from llama_index.core.instrumentation import get_dispatcher, root_dispatcher
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index_instrumentation.span import active_span_id
 from llama_index_instrumentation.span.simple import SimpleSpan
 from llama_index_instrumentation.span_handlers import BaseSpanHandler
@@ -29,6 +33,21 @@ from llama_index_instrumentation.span_handlers import BaseSpanHandler
 from store.records import SpanRecord
 
 dispatcher = get_dispatcher("workbench")
+# The attribute that says what a span does, for the trace explorer's search: one of SPAN_KINDS. LlamaIndex's spans
+# get it from the object they run on; a step of ours that does such work names it (`step("retrieve",
+# span_kind=RETRIEVER)`). Received spans get it from their tracing convention (pipeline/collect/assemble.py).
+SPAN_KIND = "span_kind"
+LLM, RETRIEVER, RERANKER, EMBEDDING, OTHER = "llm", "retriever", "reranker", "embedding", "other"
+SPAN_KINDS = (LLM, RETRIEVER, RERANKER, EMBEDDING, OTHER)
+# A received retriever's documents ({text, score, source} each), kept on its span; our own runs' are retrievals
+# rows that name their span.
+DOCUMENTS = "retrieved_documents"
+_KIND_OF_CLASS = (
+    (BaseLLM, LLM),
+    (BaseEmbedding, EMBEDDING),
+    (BaseRetriever, RETRIEVER),
+    (BaseNodePostprocessor, RERANKER),
+)
 _UUID_SUFFIX = 37  # "-" + a uuid4, as LlamaIndex's span ids end
 
 
@@ -85,6 +104,9 @@ class _TraceHandler(BaseSpanHandler[SimpleSpan]):
             if trace is None:
                 return
             self._trace_of[id_] = trace
+        opened = _opened_spans.get()
+        if opened is not None:
+            opened.append((id_, parent_id))
         record = SpanRecord(
             id_,
             parent_id if trace.root_id != id_ else None,
@@ -138,6 +160,10 @@ class _TraceHandler(BaseSpanHandler[SimpleSpan]):
 _handler = _TraceHandler()
 root_dispatcher.add_span_handler(_handler)
 _current_trace: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("workbench_trace", default=None)
+# The recorded spans entered inside `innermost_span` (id, parent id), in the order they were entered.
+_opened_spans: contextvars.ContextVar[list[tuple[str, str | None]] | None] = contextvars.ContextVar(
+    "workbench_opened_spans", default=None
+)
 
 
 @contextmanager
@@ -192,6 +218,24 @@ def current_span_id() -> str | None:
     return active_span_id.get() if _current_trace.get() is not None else None
 
 
+@contextmanager
+def innermost_span(found: Callable[[str], None]) -> Iterator[None]:
+    """Watch the spans a model request opens (LlamaIndex's `Ollama.chat` inside our step, its
+    `_get_query_embedding` inside `get_query_embedding`) and hand the innermost to `found` when the block ends,
+    failed or not: the last one entered that no other span entered in the block descends from (a retry's span
+    after the failed attempt's). Nothing is handed over when the block opened no recorded span."""
+    opened: list[tuple[str, str | None]] = []
+    token = _opened_spans.set(opened)
+    try:
+        yield
+    finally:
+        _reset(_opened_spans, token)
+        parents = {parent for _, parent in opened}
+        leaves = [span_id for span_id, _ in opened if span_id not in parents]
+        if leaves:
+            found(leaves[-1])
+
+
 def submit(pool: Executor, fn: Callable, *args: Any) -> Future:
     """Submit to a thread pool with a copy of the current context, so spans opened there join this trace."""
     return pool.submit(contextvars.copy_context().run, fn, *args)
@@ -223,6 +267,9 @@ def _attributes(bound_args: inspect.BoundArguments | None, instance: Any) -> dic
     model = getattr(instance, "model", None) or getattr(instance, "model_name", None)
     if isinstance(model, str):
         attributes["model"] = model
+    kind = next((kind for cls, kind in _KIND_OF_CLASS if isinstance(instance, cls)), None)
+    if kind is not None:
+        attributes.setdefault(SPAN_KIND, kind)
     return _plain(attributes)
 
 

@@ -836,3 +836,10 @@ def m032_replayed_costs(con: duckdb.DuckDBPyConnection) -> None:
         ALTER TABLE runs ADD COLUMN replayed_from TIMESTAMP;
         ALTER TABLE attempts ADD COLUMN seed INTEGER;
     """)
+
+
+@migration
+def m033_retrieval_spans(con: duckdb.DuckDBPyConnection) -> None:
+    """The span of the run's trace that retrieved each chunk (the `retrieve` step of its round), so the trace
+    explorer shows a retriever span's documents with their text, score and source; NULL for runs stored before."""
+    con.execute("ALTER TABLE retrievals ADD COLUMN span_id VARCHAR")

@@ -96,6 +96,7 @@ class RetrievalRecord:
     cited: bool = False
     context_text: str | None = None  # a given context's text and source (no chunk holds them)
     context_source: str | None = None
+    span_id: str | None = None  # the trace's span that retrieved it (NULL before migration m033)
 
 
 @dataclass

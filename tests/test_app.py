@@ -249,8 +249,8 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     text = markdown_text(at)
     assert ":green-background[**" in text and "21 million passages" in text
     assert not at.get("vega_lite_chart")  # the other tabs are drawn when chosen
-    (waterfall,) = show_tab(at, "Trace").get("vega_lite_chart")
-    assert json.loads(waterfall.proto.spec)["title"] == "Waterfall"
+    (waterfall,) = show_tab(at, "Trace").get("plotly_chart")
+    assert json.loads(waterfall.proto.spec)["layout"]["title"]["text"] == "Waterfall"
     assert not at.dataframe or "cache_hit" not in at.dataframe[-1].value.columns  # the Calls tab's table is not
     (timeline,) = show_tab(at, "Calls").get("vega_lite_chart")
     assert json.loads(timeline.proto.spec)["encoding"]["x"]["field"] == "started_at"
@@ -521,8 +521,8 @@ def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_incl
 
     at = open_runs_page(str(first.run_id), tab="Trace")
     trace = next(d.value for d in at.dataframe if "step" in d.value.columns)
-    assert trace["step"].iloc[0] == "question"
-    assert any(step.strip().endswith("└ generate") for step in trace["step"])
+    assert trace["step"].iloc[0].endswith(" question")  # after its fold marker: "▾ 5 question"
+    assert any(step.strip().endswith(" generate") and "└ ▾ 1" in step for step in trace["step"])
     show_tab(at, "Calls")
     assert trace["calls"].sum() == len([e for e in at.expander if e.label[:1].isdigit()])
     assert any(". generate · llama3" in e.label and "tokens" in e.label for e in at.expander)

@@ -1,6 +1,8 @@
 """Traced runs in the app: the drilldown of a verified trace says where its answer came from and shows the
 application's spans beside the check's; one kept without verdicts says why, and untrusted text stays text."""
 
+import re
+
 import pytest
 from conftest import ROOT
 from otlp_traces import TOWER, protobuf_body, rag_trace, span
@@ -39,7 +41,7 @@ def test_a_traced_runs_drilldown_shows_its_service_contexts_and_both_traces(fake
     headings = [s.value for s in show_tab(at, "Retrieval").subheader]
     assert "Retrieved contexts (from the trace)" in headings
     trace = next(d.value for d in show_tab(at, "Trace").dataframe if "step" in d.value.columns)
-    steps = [s.split("└ ")[-1].strip() for s in trace["step"]]
+    steps = [re.sub(r"^[▾▸] \d+ ", "", s.split("└ ")[-1].strip()) for s in trace["step"]]  # fold markers off
     assert steps[:3] == ["RetrieverQueryEngine.query", "VectorIndexRetriever.retrieve", "Ollama.chat"]
     assert "traced answer" in steps
 

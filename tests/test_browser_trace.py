@@ -22,7 +22,7 @@ from test_browser import CHROMIUM, QUESTION
 
 from pipeline.answering.engine import VerifiedQueryEngine, final_result
 from pipeline.history.runs import load_run
-from pipeline.history.trace_view import trace_rows
+from pipeline.history.trace_view import picker_label, trace_rows
 from store.db import Database
 
 pytestmark = pytest.mark.skipif(
@@ -47,7 +47,14 @@ def app(ingested_store, tmp_path_factory):
         rows = trace_rows(stored.spans, stored.calls)
         row = next(n for n, r in enumerate(rows) if r.span_id == answer_call["span_id"])
         with serving(app_env(store, fake.url)) as url, chromium() as browser:
-            yield SimpleNamespace(url=url, browser=browser, run_id=run_id, row=row, span=rows[row].name)
+            yield SimpleNamespace(
+                url=url,
+                browser=browser,
+                run_id=run_id,
+                row=row,
+                span=rows[row].name,
+                label=picker_label(rows[row], row + 1),  # "12. ␣␣␣␣Ollama.stream_chat  (llm)": indented by depth
+            )
 
 
 def open_trace_tab(app):
@@ -94,11 +101,11 @@ def test_the_trace_viewer_opens_a_span_picked_in_the_tree_and_shows_its_calls(ap
     for _ in range(3):  # on a loaded machine the grid may still be settling when clicked: a lost click is retried
         click_tree_row(page, tree, app.row)
         try:
-            expect(chosen).to_have_value(f"{app.row + 1}. {app.span}", timeout=10_000)
+            expect(chosen).to_have_value(app.label, timeout=10_000)
             break
         except AssertionError:
             continue
-    expect(chosen).to_have_value(f"{app.row + 1}. {app.span}", timeout=60_000)
+    expect(chosen).to_have_value(app.label, timeout=60_000)
     expect_the_answer_call(panel)
     assert_no_failure(page, "trace")
     screenshot(page, "trace-viewer.png")
@@ -110,7 +117,7 @@ def test_the_trace_viewer_opens_a_span_chosen_with_the_keyboard(app):
     spans = panel.get_by_role("combobox", name="Span")
     wait_idle(page)
     spans.click()
-    page.keyboard.type(f"{app.row + 1}. {app.span}")
+    page.keyboard.type(app.span)  # a part of the name finds the span
     page.keyboard.press("Enter")
     expect_the_answer_call(panel)
     assert_no_failure(page, "trace")

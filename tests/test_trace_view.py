@@ -66,13 +66,12 @@ def test_rows_are_the_tree_depth_first_with_offsets_durations_and_own_calls():
 
 def test_the_waterfall_keeps_a_row_per_span_in_tree_order_and_draws_a_span_of_no_duration():
     from pages.views.charts import MIN_BAR_SHARE
-    from pages.views.trace_viewer import waterfall_chart
+    from pages.views.trace_viewer import WATERFALL_COLOURS, waterfall_figure
 
     twins = [*spans(), SpanRecord("gen2", "root", "generate", at(92), 0.0)]  # a second "generate", instantaneous
     rows = trace_rows(twins, [])
-    spec = waterfall_chart(rows, selected="chat").to_dict()
-    data = spec["datasets"][spec["data"]["name"]]
-    assert [d["row"] for d in data] == [
+    bars = waterfall_figure(rows, selected="chat").data[0]
+    assert list(bars.y) == [
         "1. question",
         "2. \u00a0\u00a0retrieve",
         "3. \u00a0\u00a0generate",
@@ -80,14 +79,23 @@ def test_the_waterfall_keeps_a_row_per_span_in_tree_order_and_draws_a_span_of_no
         "5. \u00a0\u00a0generate",
         "6. late",
     ]
-    assert spec["encoding"]["y"]["sort"] is None  # tree order, not alphabetical
-    assert spec["encoding"]["y"]["axis"]["labelOverlap"] is False  # Vega would drop every other row's name
-    assert [d["state"] for d in data] == ["span", "span", "span", "error", "span", "span"]  # the error shows over
-    assert data[4]["end_ms"] - data[4]["start_ms"] == pytest.approx(MIN_BAR_SHARE * 120.0)  # seen, though instant
-    assert data[4]["takes"] == "0 ms" and data[0]["takes"] == "100 ms"
-    assert [d["state"] for d in waterfall_chart(rows, selected="ret").to_dict()["datasets"].popitem()[1]][1] == (
-        "selected"
-    )
+    assert list(bars.customdata) == ["root", "ret", "gen", "chat", "gen2", "orphan"]  # a clicked bar names its span
+    assert list(bars.base) == [0.0, 5.0, 40.0, 45.0, 92.0, 120.0]
+    assert waterfall_figure(rows, None).layout.yaxis.autorange == "reversed"  # tree order from the top
+    colours = {v: k for k, v in WATERFALL_COLOURS.items()}
+    assert [colours[c] for c in bars.marker.color] == ["span", "span", "span", "error", "span", "span"]
+    assert bars.x[4] == pytest.approx(MIN_BAR_SHARE * 120.0)  # seen, though instant
+    assert bars.x[0] == 100.0 and "takes 0 ms" in bars.hovertext[4]
+    selected = waterfall_figure(rows, selected="ret").data[0]
+    assert colours[selected.marker.color[1]] == "selected"
+
+
+def test_the_waterfall_shows_a_name_with_tags_as_text():
+    from pages.views.trace_viewer import waterfall_figure
+
+    rows = trace_rows([SpanRecord("x", None, "<b>bold</b>", T0, 1.0)], [])
+    bars = waterfall_figure(rows, None).data[0]
+    assert bars.y[0] == "1. &lt;b&gt;bold&lt;/b&gt;" and bars.hovertext[0].startswith("&lt;b&gt;bold&lt;/b&gt;")
 
 
 def test_naive_times_count_as_utc_and_an_empty_trace_has_no_rows():
@@ -136,14 +144,15 @@ def test_selecting_a_span_in_the_trace_tab_shows_its_calls_prompt_and_completion
     trace_tab = next(t for t in at.tabs if t.label == "Trace")
     assert [t.label for t in at.tabs] == list(DRILLDOWN_TABS)
     tree = next(d.value for d in trace_tab.dataframe if "step" in d.value.columns)
-    assert tree["step"].iloc[0] == "question" and tree["calls"].sum() == len(stored.calls)
+    root = tree["step"].iloc[0]  # the fold marker and the child spans' count before the name: "▾ 5 question"
+    assert root.startswith("▾ ") and root.endswith(" question") and tree["calls"].sum() == len(stored.calls)
     # the root is open at first: it made no call itself, so the pane shows none of the answer's text
     assert not any("<b>bold</b>" in c.value for c in trace_tab.code)
 
     # the root folds to one row, and opens again
     at.button(key=f"trace-{result.run_id}-folded-toggle").click().run()
     folded = next(d.value for d in at.tabs[2].dataframe if "step" in d.value.columns)
-    assert list(folded["step"]) == ["question"] and folded["sub"].iloc[0].startswith("▸")
+    assert list(folded["step"]) == [root.replace("▾", "▸")]
     at.button(key=f"trace-{result.run_id}-folded-toggle").click().run()
     assert len(next(d.value for d in at.tabs[2].dataframe if "step" in d.value.columns)) == len(tree)
 

@@ -143,7 +143,7 @@ def test_the_tree_orders_spans_depth_first():
     ]
 
 
-def test_a_model_call_is_recorded_under_the_step_that_made_it(settings, db):
+def test_a_model_call_is_recorded_on_the_model_span_its_request_opened_under_the_step(settings, db):
     from pipeline.models.llm import LLM
 
     llm = LLM(settings, db)
@@ -152,9 +152,9 @@ def test_a_model_call_is_recorded_under_the_step_that_made_it(settings, db):
             llm.chat("generate", "llama3.2", [{"role": "user", "content": "Question: hi\n\nContext:\n[1] a.md\nhi"}])
     llm.chat("generate", "llama3.2", [{"role": "user", "content": "outside any run"}])
     inside, outside = llm.take_calls()
-    assert inside.span_id == generate_id and outside.span_id is None
     chat_span = next(s for s in trace.records() if s.parent_id == generate_id)
     assert chat_span.name == "Ollama.chat" and chat_span.attributes["model"] == "llama3.2"
+    assert inside.span_id == chat_span.span_id and outside.span_id is None  # the innermost span, not the step
 
 
 RAG_QUESTION = "How many passages were in the Wikipedia index of the RAG paper?"
@@ -182,7 +182,8 @@ def test_a_stored_run_has_its_trace_and_every_call_sits_on_a_step_of_it(fake, se
     assert stored.calls and all(c["span_id"] in span_ids for c in stored.calls)
     by_id = {s.span_id: s for s in stored.spans}
     generate_call = next(c for c in stored.calls if c["stage"] == "generate")
-    assert by_id[generate_call["span_id"]].name == "generate"
+    answered_in = by_id[generate_call["span_id"]]  # the streamed chat's own span, under the generate step
+    assert answered_in.name == "Ollama.stream_chat" and by_id[answered_in.parent_id].name == "generate"
     assert all(s.latency_ms is not None and s.latency_ms >= 0 for s in stored.spans)
 
 

@@ -40,6 +40,7 @@ from pipeline.verification.sentence_first import claims_label
 from pipeline.vocabulary import Status
 
 DRILLDOWN_TAB = "drilldown_tab"
+CHUNK_ROW_PX = 60  # a retrieved chunk's row shows a few lines of its text
 TIMELINE_COLUMNS = [  # what the calls' timeline draws and shows on hover
     "started_at",
     "finished_at",
@@ -104,7 +105,7 @@ def show_drilldown(stored: StoredRun, db=None) -> None:
                 st.caption("Nothing was retrieved for this run.")
     if trace_tab.open:
         with trace_tab:
-            show_trace_viewer(stored.spans, stored.calls, key=f"trace-{result.run_id}")
+            show_trace_viewer(stored.spans, stored.calls, key=f"trace-{result.run_id}", retrievals=stored.retrievals)
     if calls_tab.open:
         with calls_tab:
             show_run_call_stats(result.run_id)
@@ -221,13 +222,30 @@ def show_context_budget(spans) -> None:
 
 
 def show_chunks(retrievals: list[dict], heading: str = "Retrieved chunks") -> None:
+    """Each round's chunks under the query it asked (said once, not on every row), with their text."""
     if not retrievals:
         return
     st.subheader(heading)
-    frame = pd.DataFrame(retrievals)[["round", "query", "rank", "score", "cited", "source", "text"]]
-    frame["source"] = frame["source"].map(short_source)
-    frame.insert(6, "injection flags", frame["text"].map(lambda text: ", ".join(injection_flags(text or ""))))
-    table(frame, hide_index=True, width="stretch", column_config={"score": score_column("score")})
+    frame = pd.DataFrame(retrievals)
+    for (round_no, query), chunks in frame.groupby(["round", "query"], sort=False):
+        st.markdown(f"**Round {round_no}** · {escape_markdown(str(query))}")
+        shown = chunks[["rank", "score", "cited", "source", "text"]].copy()
+        shown["source"] = shown["source"].map(short_source)
+        shown.insert(4, "injection flags", shown["text"].map(lambda text: ", ".join(injection_flags(text or ""))))
+        table(
+            shown,
+            hide_index=True,
+            width="stretch",
+            row_height=CHUNK_ROW_PX,
+            column_config={
+                "rank": st.column_config.NumberColumn("rank", width=48),
+                "score": score_column("score", width=56),
+                "cited": st.column_config.CheckboxColumn("cited", width=48),
+                "source": st.column_config.TextColumn("source", width=120),
+                "injection flags": st.column_config.TextColumn("injection flags", width=110),
+                "text": st.column_config.TextColumn("text", width="large", help="open a cell to read the whole chunk"),
+            },
+        )
 
 
 def show_calls(calls: list[dict]) -> None:

@@ -33,6 +33,7 @@ PAGES = (
     Page("pages/evaluate.py", "Evaluate", ":material/science:"),
     Page("pages/datasets.py", "Datasets", ":material/dataset:"),
     Page("pages/runs.py", "Runs", ":material/table_rows:"),
+    Page("pages/spans.py", "Spans", ":material/account_tree:", heading="Search spans"),
     Page("pages/annotate.py", "Annotate", ":material/rate_review:"),
     Page("pages/calibration.py", "Calibration", ":material/balance:"),
     Page("pages/trends.py", "Trends", ":material/trending_up:"),

@@ -30,7 +30,8 @@ class Retrieval:
         return self.grades[-1].relevant if self.grades else None
 
     def retrieve(self, round_no: int, query: str) -> list[Passage]:
-        with tracing.step("retrieve", round=round_no, top_k=self.ctx.settings.top_k):
+        settings = self.ctx.settings
+        with tracing.step("retrieve", span_kind=tracing.RETRIEVER, round=round_no, top_k=settings.top_k) as span_id:
             nodes = self.retriever.retrieve(query)
         passages = [
             Passage(
@@ -53,6 +54,7 @@ class Retrieval:
                 p.score,
                 context_text=p.text if p.chunk_id < 0 else None,
                 context_source=p.source if p.chunk_id < 0 else None,
+                span_id=span_id,
             )
             for p in passages
         ]

@@ -20,6 +20,7 @@ from pipeline.collect import reasons
 from pipeline.collect.conventions import Convention, convention_of
 from pipeline.collect.conventions.base import LLM, RERANKER, RETRIEVER, ModelCall
 from pipeline.evaluation.dataset import GivenContext
+from pipeline.tracing import DOCUMENTS, SPAN_KIND
 from store.records import LLMCallRecord, ReceivedSpan, SpanRecord
 
 ORIGIN = "traced"  # the origin of an application's model calls, as the workbench's own are chat or evaluation
@@ -185,7 +186,11 @@ def _run_span(reading: Reading) -> SpanRecord:
     input and output cut short (the whole span stays in received_spans)."""
     span, attributes = reading.span, {}
     if reading.convention is not None:
-        attributes = {"convention": reading.convention.name, "kind": reading.kind or reading.role}
+        attributes = {
+            "convention": reading.convention.name,
+            "kind": reading.kind or reading.role,
+            SPAN_KIND: reading.role,
+        }
         if reading.role == LLM:
             call = reading.convention.call(span) or ModelCall()
             shown = {
@@ -197,9 +202,10 @@ def _run_span(reading: Reading) -> SpanRecord:
         for key, value in (("input", reading.question()), ("output", reading.answer())):
             if value:
                 attributes[key] = value if len(value) <= _SHORT else value[:_SHORT] + "…"
-        documents = len(reading.convention.documents(span)) if reading.role in (RETRIEVER, RERANKER) else 0
+        documents = reading.convention.documents(span) if reading.role in (RETRIEVER, RERANKER) else []
         if documents:
-            attributes["documents"] = documents
+            attributes["documents"] = len(documents)
+            attributes[DOCUMENTS] = [d.model_dump() for d in documents]  # whole: the explorer shows them
     return SpanRecord(
         span.span_id,
         span.parent_id,

@@ -13,7 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from pipeline.tracing import tree
+from pipeline.history.span_search import span_kind
+from pipeline.tracing import DOCUMENTS, OTHER, SPAN_KIND, tree
 from store.records import SpanRecord
 
 
@@ -35,6 +36,21 @@ class SpanRow:
     @property
     def end_ms(self) -> float:
         return self.start_ms + (self.duration_ms or 0.0)
+
+    @property
+    def kind(self) -> str:
+        """What the span does: llm, retriever, reranker, embedding or other (pipeline/history/span_search.py)."""
+        return span_kind(self.name, self.attributes)
+
+
+@dataclass(frozen=True)
+class SpanDocument:
+    """A document a retriever span returned, as the explorer shows it."""
+
+    rank: int
+    text: str
+    score: float | None
+    source: str | None
 
 
 def _utc(moment: datetime) -> datetime:
@@ -104,6 +120,43 @@ def calls_of(span_id: str | None, calls: list[dict]) -> list[dict]:
     linked = [c for c in calls if c.get("span_id") == span_id]
     earliest = datetime.min.replace(tzinfo=timezone.utc)
     return sorted(linked, key=lambda c: _utc(c["started_at"]) if c.get("started_at") else earliest)
+
+
+def span_documents(row: SpanRow, retrievals: list[dict]) -> list[SpanDocument]:
+    """The documents the span retrieved, in rank order: our own runs' retrievals name the span of their round's
+    `retrieve` step; a received retriever keeps its documents on the span itself."""
+    kept = row.attributes.get(DOCUMENTS)
+    if isinstance(kept, list):
+        return [
+            SpanDocument(n, str(d.get("text") or ""), d.get("score"), d.get("source"))
+            for n, d in enumerate(kept, start=1)
+            if isinstance(d, dict)
+        ]
+    own = sorted((r for r in retrievals if r.get("span_id") == row.span_id), key=lambda r: r["rank"])
+    return [SpanDocument(r["rank"], r.get("text") or "", r.get("score"), r.get("source")) for r in own]
+
+
+def shown_attributes(row: SpanRow) -> dict:
+    """The attributes listed in the span's detail: the documents are shown as documents, not as one long value, and
+    the kind heads the detail."""
+    return {k: v for k, v in row.attributes.items() if k not in (DOCUMENTS, SPAN_KIND)}
+
+
+def calls_below(row: SpanRow, rows: list[SpanRow], calls: list[dict]) -> int:
+    """How many model calls the span's descendants made (its subtree, the span itself left out)."""
+    start = rows.index(row)
+    below = set()
+    for other in rows[start + 1 :]:
+        if other.depth <= row.depth:
+            break
+        below.add(other.span_id)
+    return sum(c.get("span_id") in below for c in calls)
+
+
+def picker_label(row: SpanRow, number: int) -> str:
+    """The span in the span picker: its number in tree order, indented by its depth, its kind when it has one."""
+    kind = "" if row.kind == OTHER else f"  ({row.kind})"
+    return f"{number}. " + "\u00a0\u00a0" * row.depth + row.name + kind + (" · failed" if row.error else "")
 
 
 def unlinked_calls(rows: list[SpanRow], calls: list[dict]) -> int:

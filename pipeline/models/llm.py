@@ -109,9 +109,10 @@ class LLM:
             key, hit = self._lookup(call, model, sent, schema, options, read=cache)
             if hit is not None:
                 return hit
-            result = self._routed(
-                stage, model, call.digest, lambda b, _s: b.chat(model, sent, schema, options), backend.guard
-            )
+            with self.recorder.reaching_model(call):
+                result = self._routed(
+                    stage, model, call.digest, lambda b, _s: b.chat(model, sent, schema, options), backend.guard
+                )
         record = self.recorder.finish(call, result.text, result.prompt_tokens, result.completion_tokens)
         reply = LLMReply(result.text, False, result.prompt_tokens, result.completion_tokens, record.latency_ms)
         if cache and (accept is None or accept(reply.text)):
@@ -142,14 +143,15 @@ class LLM:
             if hit is not None:
                 on_delta(hit.text)
                 return hit
-            (pieces, first), lease = self._routed(
-                stage,
-                model,
-                call.digest,
-                lambda b, _s: _first_piece(b.stream_chat(model, messages, options)),
-                backend.guard,
-                hold=True,
-            )
+            with self.recorder.reaching_model(call):
+                (pieces, first), lease = self._routed(
+                    stage,
+                    model,
+                    call.digest,
+                    lambda b, _s: _first_piece(b.stream_chat(model, messages, options)),
+                    backend.guard,
+                    hold=True,
+                )
             try:
                 text, last, stopped = self._drain(stage, model, pieces, first, on_delta, stop, lease.settings)
             except BaseException as exc:
@@ -293,7 +295,10 @@ class LLM:
 
     def _embedded(self, call: PendingCall, embed: Callable):
         """embed(the embedder of the Ollama host the pool picks), failing over like any call."""
-        return self._routed(call.stage, call.model, call.digest, lambda _b, s: embed(self._embedder(s)), ollama_guard)
+        with self.recorder.reaching_model(call):
+            return self._routed(
+                call.stage, call.model, call.digest, lambda _b, s: embed(self._embedder(s)), ollama_guard
+            )
 
     def _embed_call(self, stage: str, prompt_text: str) -> PendingCall:
         call = self.recorder.start(stage, self.settings.embed_model, "ollama", prompt_text)

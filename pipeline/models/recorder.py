@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pipeline.errors import WorkbenchError
-from pipeline.tracing import current_span_id
+from pipeline.tracing import current_span_id, innermost_span
 from store.records import LLMCallRecord
 
 # An embedding batch longer than this is recorded by its size, not its texts (ingest embeds whole
@@ -93,6 +93,13 @@ class CallRecorder:
         with self._guard:
             self.calls.append(record)
         return record
+
+    @contextmanager
+    def reaching_model(self, call: PendingCall):
+        """The block that sends the call to the model: the call is linked to the innermost span the request
+        opened (LlamaIndex's `Ollama.chat` under our step), not to the step that asked for it."""
+        with innermost_span(lambda span_id: setattr(call, "span_id", span_id)):
+            yield call
 
     @contextmanager
     def failures(self, call: PendingCall):
