@@ -2,7 +2,8 @@
 each of them content (a chat answer, two evaluations of which one abstains on an item, people's ratings, a
 regression alert, a detector benchmark, a sweep), shows no missing value as "None" or "nan" (in a table's drawn
 cells too) and no raw float in a table, no glyph the fonts cannot draw (the old emoji status labels rendered as
-empty boxes), and no label, caption, alert or link whose text is cut. The drilldown is checked tab by tab, the
+empty boxes), no label, caption, alert or link whose text is cut, no snake_case name (`item_id`, `extraction_error`) in visible
+text or a table's drawn cells, and no table clipped at 1280 px (a data grid that scrolls sideways). The drilldown is checked tab by tab, the
 side-by-side view of Compare on an abstained answer, Annotate with an answer to rate. A screenshot of each goes to
 test-artifacts/consistency-*.png."""
 
@@ -129,6 +130,54 @@ CUT_JS = """
 """
 
 
+# The tofu check also fails on a replacement character (U+FFFD, text decoded wrongly) and on a private-use or
+# unassigned code point anywhere in visible text, whatever the fonts draw for it.
+NO_GLYPH_JS = """
+() => {
+  const found = new Set();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!el || !el.checkVisibility() || el.closest('script, style')) continue;
+    for (const c of walker.currentNode.textContent) {
+      if (/[\\uFFFD\\p{Co}\\p{Cn}]/u.test(c)) found.add('U+' + c.codePointAt(0).toString(16).toUpperCase());
+    }
+  }
+  return [...found];
+}
+"""
+
+# An internal name shown as a label: a lower-case word joined to another by "_" (item_id, not_applicable,
+# metric_context_precision). Code spans, inputs (what a user typed) and Material icons (ligatures of snake_case
+# names, drawn as icons) are not labels.
+SNAKE_CASE = r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/]|\.\w)"
+SNAKE_JS = """
+(pattern) => {
+  const snake = new RegExp(pattern, 'g');
+  const found = new Set();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!el || !el.checkVisibility() || el.closest('script, style, code, pre, textarea, input')) continue;
+    if (getComputedStyle(el).fontFamily.includes('Material Symbols')) continue;
+    for (const m of walker.currentNode.textContent.matchAll(snake)) found.add(m[0]);
+  }
+  return [...found];
+}
+"""
+
+# A data grid wider than its box at 1280 px: its scroller's content is wider than what it shows.
+CLIPPED_TABLE_JS = """
+() => [...document.querySelectorAll('[data-testid="stDataFrame"]')]
+  .filter((grid) => grid.checkVisibility())
+  .map((grid) => [grid, grid.querySelector('.dvn-scroller')])
+  .filter(([, s]) => s && s.scrollWidth > s.clientWidth + 1)
+  .map(([grid, s]) => (grid.closest('[data-testid="stVerticalBlock"]')?.querySelector('[data-testid="stHeading"],'
+    + ' [data-testid="stMarkdownContainer"]')?.textContent || 'a table').slice(0, 60) + ': ' + s.scrollWidth + ' > '
+    + s.clientWidth)
+"""
+
+
 @pytest.fixture(scope="module")
 def app(ingested_store, tmp_path_factory):
     with FakeOllama() as fake:
@@ -205,6 +254,10 @@ def assert_consistent(page, name: str) -> None:
         "shown as None or nan": page.evaluate(MISSING_JS),
         "glyphs the fonts cannot draw": page.evaluate(TOFU_JS, OLD_STATUS_EMOJI),
         "cut text": page.evaluate(CUT_JS),
+        "replacement, private-use or unassigned characters": page.evaluate(NO_GLYPH_JS),
+        "snake_case names in visible text": page.evaluate(SNAKE_JS, SNAKE_CASE),
+        "snake_case names in a table's drawn cells": sorted({m for t in drawn for m in re.findall(SNAKE_CASE, t)}),
+        "tables clipped at 1280 px": page.evaluate(CLIPPED_TABLE_JS),
     }
     assert not any(problems.values()), (name, problems)
 

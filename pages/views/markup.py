@@ -14,7 +14,7 @@ from pipeline.formatting import (  # noqa: F401 - the pages import the formatter
     fmt_score,
     fmt_time,
 )
-from pipeline.history.present import VERDICT_STYLES, placement
+from pipeline.history.present import VERDICT_STYLES, placement, verdict_label
 from pipeline.text import plural  # noqa: F401 - the pages count with it; the CLI imports it from pipeline.text
 from pipeline.verification.claims import CheckedClaim, Verdict
 from pipeline.vocabulary import Status
@@ -84,7 +84,7 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
     markdown = " ".join(out)
     if placed.unplaced:
         listed = "  \n".join(
-            f"{verdict_icon(c.verdict)} claim {c.claim_no} ({c.verdict}): {escape_markdown(c.text)}"
+            f"{verdict_icon(c.verdict)} claim {c.claim_no} ({verdict_label(c.verdict)}): {escape_markdown(c.text)}"
             for c in placed.unplaced
         )
         markdown += f"\n\n**Not placed** (no sentence of the answer holds these claims):  \n{listed}"
