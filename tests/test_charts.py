@@ -85,6 +85,7 @@ def test_stacked_panels_share_the_time_axis_and_colours_and_keep_their_own_y_sca
     top, bottom = spec["vconcat"][0], spec["vconcat"][1]["layer"][0]
     assert top["encoding"]["color"]["scale"] == bottom["encoding"]["color"]["scale"] == colors.to_dict()
     assert [t["field"] for t in top["encoding"]["tooltip"]] == ["v_text"]  # the hover shows the text given
+    assert top["encoding"]["x"]["axis"]["format"] == "%Y-%m-%d %H:%M"  # 24-hour, as the tables
     datasets = list(spec["datasets"].values())
     assert [(r["s"], r["v"]) for r in next(d for d in datasets if "s" in d[0])] == [("b", 0.5), ("a", 4.0)]
     assert next(d for d in datasets if "floor" in d[0]) == [{"floor": 0.7, "floor_text": "floor 0.70"}]

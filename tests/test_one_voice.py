@@ -171,3 +171,47 @@ def test_the_health_probe_gives_up_on_a_silent_host_after_its_own_short_timeout(
         waited = time.monotonic() - started
     assert not checks[0].ok
     assert waited < PROBE_TIMEOUT_S + 3, waited  # not the 60 s a model call may take
+
+
+# -- labels in words, tables that fit ---------------------------------------------------------------------------
+
+
+def test_internal_column_names_are_headed_in_words_with_the_name_in_the_tooltip():
+    from pages.views.tables import worded
+
+    config = worded(["item_id", "context_precision", "question", "run_status"], {"run_status": "status"})
+    assert config["item_id"] == {"label": "item", "help": "Stored as item_id."}
+    assert config["context_precision"]["label"] == "context precision"
+    assert "question" not in config and config["run_status"] == "status"  # plain words, and a page's own label
+
+
+def test_a_table_too_wide_for_1280_px_gets_widths_that_fit():
+    import pandas as pd
+
+    from pages.views.tables import MAIN_PX, MIN_PX, fitted, natural_px
+
+    frame = pd.DataFrame(
+        {"id": [1, 2], "text": ["x" * 300, "y"], "path": ["guide/a-long-name.md", "b.md"], "note": ["z" * 200, ""]}
+    )
+    config = fitted(frame, {}, MAIN_PX, with_index=False)
+    widths = {c: config[c]["width"] for c in frame.columns}
+    assert sum(widths.values()) <= MAIN_PX
+    assert widths["id"] == MIN_PX and widths["path"] == int(natural_px("path", frame["path"]))  # narrow: kept
+    assert widths["text"] == widths["note"] > widths["path"]  # the widest share what is left
+    narrow = frame[["id", "path"]]
+    assert fitted(narrow, {}, MAIN_PX, with_index=False) == {}  # a table that fits is left alone
+
+
+def test_call_stages_and_statuses_read_as_words():
+    from pages.views.call_stats import stage_label
+    from pipeline.vocabulary import status_word
+
+    assert stage_label("metric_context_precision") == "context precision (metric)"
+    assert stage_label("judge_correctness") == "correctness (judge)"
+    assert stage_label("embed_query") == "embed query"
+    assert [status_word(s) for s in ("no_claims", "off_topic", "verified", "accepted")] == [
+        "no claims",
+        "off topic",
+        "scored",
+        "accepted",
+    ]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from pipeline.formatting import D3_TIME_FORMAT
+
 HEIGHT = 300
 MIN_BAR_SHARE = 0.003  # of a time axis: the shortest bar drawn
 
@@ -118,7 +120,8 @@ def line_panel(
     per value of that column too, its first value solid and the others dashed. The hover shows `tooltip`: put the
     text the other pages write in columns of the frame and name them here, never the raw number."""
     encoding = {
-        "x": alt.X(f"{x}:T", title=x_title, axis=alt.Axis(title=x_title, labels=True)),
+        # 24-hour, as the tables (Vega-Lite's default time axis is on a 12-hour clock)
+        "x": alt.X(f"{x}:T", title=x_title, axis=alt.Axis(title=x_title, labels=True, format=D3_TIME_FORMAT)),
         "y": alt.Y(f"{y}:Q", title=y_title, scale=y_scale or alt.Scale(zero=True)),
         "color": alt.Color(
             f"{series}:N",

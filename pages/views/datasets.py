@@ -246,7 +246,7 @@ def source_line(item) -> str:
         return f"From run {p['run_id']}{draft}."
     parts = [f"{item.origin}"]
     if p.get("kind"):
-        parts.append(f"kind {p['kind']}")
+        parts.append(f"a {str(p['kind']).replace('_', '-')} question")  # single_hop: a single-hop question
     chunks = p.get("chunk_ids") or []
     if chunks:
         parts.append(f"from {plural(len(chunks), 'chunk')}: {', '.join(str(c) for c in chunks)}")
