@@ -480,9 +480,12 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     overview, details = at.table[0].value, at.table[1].value  # every criterion; then correctness's details
     assert list(overview["n"]) == [4, 4, 4] and list(overview.index) == ["Correctness", "Helpfulness", "Faithfulness"]
     assert details.iloc[0]["n"] == 4 and details.index[0] == "judge vs people"
-    # everyone rated correctness 1: kappa would be 0 by construction, so the page says n/a and why
+    # everyone rated correctness 1: kappa would be 0 by construction, so the page says n/a, and why once below
     for shown in overview.loc["Correctness"], details.iloc[0]:
-        assert shown["weighted kappa"].startswith("n/a (the people gave every item 1: kappa is 0 by construction")
+        assert shown["weighted kappa"] == "n/a"
+    captions = [c.value.replace("\\", "") for c in at.caption]  # unescaped
+    why = [c for c in captions if c.startswith("n/a: the people gave every item 1")]
+    assert len(why) == 2 and "Correctness: weighted kappa" in why[0]  # under each of the two tables
     assert any("Grounding, Topicality: no answer in" in c.value for c in at.caption)  # not rated
     charts = at.get("vega_lite_chart")
     assert len(charts) == 3  # correctness's heatmap and base rates; the claims' heatmap
@@ -711,8 +714,8 @@ def test_drilldown_labels_the_judge_scores_a_second_evaluation_replayed_from_the
         at = open_runs_page(str(run_id), tab="Scores")
         frame = next(d.value for d in at.dataframe if "metric" in d.value.columns)
         scores[name] = dict(zip(frame["metric"], frame["replay"], strict=True))
-    assert scores["first"] == {"faithfulness": "", "judge_correctness": ""}  # the judge was asked
-    assert scores["second"]["judge_correctness"].startswith("replayed from the cache (first computed at 20")
+    assert scores["first"] == {"faithfulness": "", "judge correctness": ""}  # the judge was asked
+    assert scores["second"]["judge correctness"].startswith("replayed from the cache (first computed at 20")
     assert scores["second"]["faithfulness"] == ""  # the verifier's: no model call of its own to replay
 
 

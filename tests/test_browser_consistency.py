@@ -287,7 +287,7 @@ def test_compare_shows_the_abstained_answer_with_the_shared_status_label(app):
     from playwright.sync_api import expect
 
     page = open_page(app, "compare?a=before&b=after", "Compare evaluations")
-    expect(page.get_by_text("Open an item side by side")).to_be_visible()
+    expect(page.get_by_text("Open an item side by side")).to_be_visible(timeout=60_000)
     # B abstained on the item: its status as on every page, a Material icon and the shared label
     status = page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(r"abstained$"))
     expect(status).to_have_text(re.compile(r"^do_not_disturb_on\s*abstained$"))  # the icon is a ligature's name
@@ -315,6 +315,7 @@ def test_every_tab_of_a_drilldown(app, run):
     page = open_page(app, f"runs?run_id={run_id}", f"Run {run_id}")
     settled(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
     for tab in DRILLDOWN_TABS:
+        page.evaluate("window.__drawn = new Set()")  # each tab's cells on their own
         page.get_by_role("tab", name=tab).click()
         assert_consistent(page, f"drilldown-{run}-{tab.split()[0].lower()}", TRACE_DATA if tab == "Trace" else ())
     page.close()

@@ -203,7 +203,7 @@ def test_a_table_too_wide_for_1280_px_gets_widths_that_fit():
 
 
 def test_call_stages_and_statuses_read_as_words():
-    from pages.views.call_stats import stage_label
+    from pages.views.markup import stage_label
     from pipeline.vocabulary import status_word
 
     assert stage_label("metric_context_precision") == "context precision (metric)"

@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import resources
+from pages.views.markup import stage_label
 from pages.views.tables import count_column, ms_column, table
-from pipeline.evaluation.registry import label_of
 from pipeline.history.call_stats import CallStats, evaluation_call_stats, run_call_stats
 
 COLUMNS = {
@@ -24,15 +24,6 @@ COLUMNS = {
     "model_s": st.column_config.NumberColumn("model time s", format="%.1f"),
     "cost": st.column_config.NumberColumn("cost", format="%.4f"),
 }
-
-
-def stage_label(stage: str) -> str:
-    """A stage (the prompt a call was built from) in words: 'metric_context_precision' is 'context precision
-    (metric)', 'judge_correctness' 'correctness (judge)', 'embed_query' 'embed query'."""
-    for prefix in ("metric", "judge"):
-        if stage.startswith(prefix + "_"):
-            return f"{label_of(stage.removeprefix(prefix + '_')).removeprefix('judge ')} ({prefix})"
-    return stage.replace("_", " ")
 
 
 def show_call_stats(stats: CallStats, title: str = "Model calls by stage") -> None:

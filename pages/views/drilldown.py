@@ -21,6 +21,7 @@ from pages.views.markup import (
     fmt_ms,
     fmt_score,
     highlighted_chunk,
+    stage_label,
     status_markdown,
 )
 from pages.views.navigation import DRILLDOWN_TABS
@@ -30,6 +31,7 @@ from pipeline.answering.budget import stored_budgets
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, made_how, status_label
 from pipeline.evaluation.given import contexts_heading, origin_line
+from pipeline.evaluation.registry import label_of
 from pipeline.history.present import VERDICT_STYLES, invalid_line, invalid_replies
 from pipeline.history.runs import RunColumn, StoredRun, listed_columns
 from pipeline.history.trace_view import prompt_as_text
@@ -240,6 +242,7 @@ def show_calls(calls: list[dict]) -> None:
         ["stage", "model", "origin", "cache_hit", "prompt_tokens", "completion_tokens", "latency_ms", "error"]
     ]
     frame.insert(0, "#", range(1, len(calls) + 1))
+    frame["stage"] = frame["stage"].map(stage_label)
     table(
         frame,
         hide_index=True,
@@ -255,7 +258,7 @@ def show_calls(calls: list[dict]) -> None:
     for n, call in enumerate(calls, start=1):
         tokens = f"{call['prompt_tokens'] or 0}+{call['completion_tokens'] or 0} tokens"
         label = (
-            f"{n}. {call['stage']} · {call['model']} · {tokens} · {fmt_ms(call['latency_ms'] or 0)}"
+            f"{n}. {stage_label(call['stage'])} · {call['model']} · {tokens} · {fmt_ms(call['latency_ms'] or 0)}"
             + (f" · {call_replay(call)}" if call["cache_hit"] else "")
             + (" · failed" if call["error"] else "")
         )
@@ -274,6 +277,7 @@ def show_calls(calls: list[dict]) -> None:
 def scores_frame(scores: list[dict]) -> pd.DataFrame:
     """The Scores tab's table: a score whose every model call was replayed says so, and when it was first computed."""
     frame = pd.DataFrame(scores).drop(columns=["replayed", "first_computed_at"])
+    frame["metric"] = frame["metric"].map(label_of)  # in words, as every page names a metric
     frame["replay"] = [call_replay(s) if s["replayed"] else "" for s in scores]
     return frame
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.evaluation.registry import label_of
 from pipeline.formatting import (  # noqa: F401 - the pages import the formatters from here
     NOT_AVAILABLE,
     fmt_cost,
@@ -103,6 +104,15 @@ def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = Ve
         + "**]"
         + escape_markdown(text[end:])
     )
+
+
+def stage_label(stage: str) -> str:
+    """A stage (the prompt a model call was built from) in words: 'metric_context_precision' is 'context precision
+    (metric)', 'judge_correctness' 'correctness (judge)', 'embed_query' 'embed query'."""
+    for prefix in ("metric", "judge"):
+        if stage.startswith(prefix + "_"):
+            return f"{label_of(stage.removeprefix(prefix + '_')).removeprefix('judge ')} ({prefix})"
+    return stage.replace("_", " ")
 
 
 NO_CALL_TEXT = "No text was kept for this call (keeping call texts is off, or the call predates them)."

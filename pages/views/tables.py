@@ -66,14 +66,30 @@ def natural_px(label: str, values) -> float:
     return PAD_PX + CHAR_PX * longest
 
 
+NAMED_WIDTHS = {"small": 75, "medium": 200, "large": 400}  # Streamlit's named column widths, in px
+
+
+def _given(config: dict, column) -> dict:
+    """A column's configuration as a dict (a page may give a label alone, or nothing)."""
+    given = config.get(column)
+    return {"label": given} if isinstance(given, str) else dict(given or {})
+
+
 def fitted(frame, config: dict, fit_px: int, with_index: bool) -> dict:
     """config with a width for every column when, at their natural widths, the columns would not fit in fit_px:
     the narrow ones keep theirs, the widest share what is left (their text cut short in the cell, whole on hover),
     so the grid never scrolls sideways at 1280 px. Unchanged when they fit."""
-    names = [c for c in frame.columns if config.get(c, {}) is not None]
-    label = {c: (config.get(c) or {}).get("label") if isinstance(config.get(c), dict) else config.get(c) for c in names}
-    natural = {c: max(MIN_PX, natural_px(str(label[c] or c), frame[c])) for c in names}
-    budget = fit_px - (natural_px(str(frame.index.name or ""), frame.index) if with_index else 0)
+    shown = [c for c in frame.columns if config.get(c, {}) is not None]
+    # a width in px that the page set is kept; a named one ("large") is a wish, fitted with the rest
+    set_px = {c: w for c in shown if isinstance(w := _given(config, c).get("width"), int)}
+    names = [c for c in shown if c not in set_px]
+    natural = {
+        c: NAMED_WIDTHS.get(_given(config, c).get("width"))
+        or max(MIN_PX, natural_px(str(_given(config, c).get("label") or c), frame[c]))
+        for c in names
+    }
+    budget = fit_px - sum(set_px.values())
+    budget -= natural_px(str(frame.index.name or ""), frame.index) if with_index else 0
     if sum(natural.values()) <= budget or not names:
         return config
     cap, left = budget / len(names), list(names)
@@ -88,8 +104,7 @@ def fitted(frame, config: dict, fit_px: int, with_index: bool) -> dict:
         cap = budget / len(left)
     out = dict(config)
     for c in names:
-        given = config.get(c)
-        given = {"label": given} if isinstance(given, str) else dict(given or {})
+        given = _given(config, c)
         given["width"] = int(natural[c] if c not in left else max(MIN_PX, cap))
         out[c] = given
     return out
