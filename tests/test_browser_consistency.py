@@ -84,13 +84,17 @@ TOFU_JS = """
 # A table's cells are drawn on a canvas (its accessible table holds the raw values, not what is shown): every text
 # drawn is recorded, from before the page's own scripts run, so the cells can be read as shown.
 RECORD_DRAWN_JS = """
-window.__drawn = new Set();
+window.__drawn = new Map();  // each text drawn -> the canvas it was last drawn on
 const fillText = CanvasRenderingContext2D.prototype.fillText;
 CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
-  if (!window.__measuring) window.__drawn.add(String(text));
+  if (!window.__measuring) window.__drawn.set(String(text), this.canvas);
   return fillText.call(this, text, ...rest);
 };
 """
+# The texts drawn on a canvas that is shown now (a grid in a tab not open keeps its canvas, hidden); a canvas not in
+# the page (a buffer copied onto the shown one) counts as shown.
+DRAWN_SHOWN_JS = "() => [...window.__drawn].filter(([, c]) => !c?.isConnected || c.checkVisibility()).map(([t]) => t)"
+
 # A table cell that shows a missing value as None or nan, or a number in Python's repr (a raw float: 14.0885...).
 BAD_CELL = r"^(None|nan|NaN|-?\d+\.\d{4,})$"
 
@@ -257,7 +261,7 @@ def assert_consistent(page, name: str, not_checked: tuple[str, ...] = ()) -> Non
     settled(page)
     whole_page_screenshot(page, name)  # first: every table on the page is drawn
     assert_no_failure(page, name)
-    drawn = page.evaluate("() => [...window.__drawn]")
+    drawn = page.evaluate(DRAWN_SHOWN_JS)
     problems = {
         "table cells drawn as None, nan or a raw float": sorted(t for t in drawn if re.match(BAD_CELL, t.strip())),
         "shown as None or nan": page.evaluate(MISSING_JS),
@@ -315,7 +319,7 @@ def test_every_tab_of_a_drilldown(app, run):
     page = open_page(app, f"runs?run_id={run_id}", f"Run {run_id}")
     settled(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
     for tab in DRILLDOWN_TABS:
-        page.evaluate("window.__drawn = new Set()")  # each tab's cells on their own
+        page.evaluate("window.__drawn = new Map()")  # each tab's cells on their own
         page.get_by_role("tab", name=tab).click()
         assert_consistent(page, f"drilldown-{run}-{tab.split()[0].lower()}", TRACE_DATA if tab == "Trace" else ())
     page.close()

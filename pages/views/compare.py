@@ -9,10 +9,11 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, plural, status_markdown
-from pages.views.tables import delta_column, score_column, table
+from pages.views.tables import HALF_PX, delta_column, score_column, table
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
 from pipeline.evaluation.compare_runs import ItemChange, RunComparison, Side, Tile
+from pipeline.history.present import verdict_label
 from pipeline.vocabulary import Status
 
 TILES_PER_ROW = 4
@@ -74,7 +75,10 @@ def show_settings_diff(diff: dict) -> None:
     if not diff:
         st.caption("Both runs used the same settings and prompt versions.")
         return
-    rows = [{"setting": key, "A": _setting_text(a), "B": _setting_text(b)} for key, (a, b) in diff.items()]
+    # a setting in words, as on Settings & health (its key joins them with _)
+    rows = [
+        {"setting": key.replace("_", " "), "A": _setting_text(a), "B": _setting_text(b)} for key, (a, b) in diff.items()
+    ]
     with st.expander(f"Settings that differ ({len(rows)})", expanded=True):
         table(pd.DataFrame(rows), hide_index=True, width="stretch")
 
@@ -244,8 +248,12 @@ def show_answer(answer: AnswerResult | None, run_id: int | None) -> None:
     if claims:
         table(
             pd.DataFrame(
-                [{"#": c.claim_no, "verdict": c.verdict, "verifier": c.verifier, "claim": c.text} for c in claims]
+                [
+                    {"#": c.claim_no, "verdict": verdict_label(c.verdict), "verifier": c.verifier, "claim": c.text}
+                    for c in claims
+                ]
             ),
             hide_index=True,
             width="stretch",
+            fit_px=HALF_PX,  # one of two answers side by side
         )

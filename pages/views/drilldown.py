@@ -297,6 +297,7 @@ def show_timeline(calls: list[dict]) -> None:
         return
     st.caption("Timeline of the calls that reached the model")
     frame = pd.DataFrame(calls)
+    frame["stage"] = frame["stage"].map(stage_label)
     frame["finished_at"] = frame["started_at"] + frame["latency_ms"].map(lambda ms: timedelta(milliseconds=ms))
     frame["finished_at"] = visible_ends(frame["started_at"], frame["finished_at"])
     stages = list(dict.fromkeys(frame["stage"]))  # in the order the run reached them, the first at the top

@@ -49,6 +49,7 @@ def worded(columns, column_config: dict | None) -> dict:
 
 # The main column's width at 1280 px with the sidebar open: a full-width grid measured 818 px inside its border.
 MAIN_PX = 800
+HALF_PX = 390  # a table in one of two columns side by side
 CHAR_PX = 7.5  # the grid's font, a character on average
 PAD_PX = 20  # a cell's padding, both sides
 MIN_PX = 56
