@@ -215,3 +215,14 @@ def test_call_stages_and_statuses_read_as_words():
         "scored",
         "accepted",
     ]
+
+
+def test_every_status_label_starts_with_the_word_every_table_shows():
+    from pages.views.markup import LEADING_SYMBOLS
+    from pipeline.answering.status import STATUS_TEXT, status_label
+    from pipeline.vocabulary import Status
+
+    for status in Status:
+        label = LEADING_SYMBOLS.sub("", status_label(status))  # the terminal's emoji off, as the pages show it
+        assert label.split(":")[0] == status.word, (status, label)
+    assert set(STATUS_TEXT) == set(Status)

@@ -278,6 +278,8 @@ def scores_frame(scores: list[dict]) -> pd.DataFrame:
     """The Scores tab's table: a score whose every model call was replayed says so, and when it was first computed."""
     frame = pd.DataFrame(scores).drop(columns=["replayed", "first_computed_at"])
     frame["metric"] = frame["metric"].map(label_of)  # in words, as every page names a metric
+    if "status" in frame:  # a score's status in words: not applicable, not the stored not_applicable
+        frame["status"] = frame["status"].map(lambda s: s.replace("_", " ") if isinstance(s, str) else s)
     frame["replay"] = [call_replay(s) if s["replayed"] else "" for s in scores]
     return frame
 
