@@ -58,7 +58,9 @@ def open_start_form(page, url: str):
     page.goto(f"{url}/evaluate", timeout=90_000)
     name = page.get_by_label(NAME_LABEL)
     form = page.get_by_test_id("stExpander").filter(has_text="Start an evaluation")
-    form.wait_for(timeout=90_000)
+    # once an evaluation exists, the form is replaced by one button that opens it
+    opener = page.get_by_role("button", name="Start an evaluation")
+    form.or_(opener).first.wait_for(timeout=90_000)
     for _ in range(10):  # the expander is open only while there is no evaluation; the page may still be drawing
         try:
             name.wait_for(timeout=3_000)
@@ -66,7 +68,9 @@ def open_start_form(page, url: str):
             wait_idle(page)
             return name
         except NotYet:
-            if form.locator("details").get_attribute("open") is None:
+            if opener.count():
+                opener.click()
+            elif form.count() and form.locator("details").get_attribute("open") is None:
                 form.locator("summary").click()
     name.wait_for(timeout=30_000)
     return name
