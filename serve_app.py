@@ -1,9 +1,9 @@
-"""`make run`'s entry: import the modules the pages draw with, then start Streamlit's server on streamlit_app.py
-with the flags given. Each page's first visit after the server starts then finds its modules imported (they were
-0.7 s of the Evaluate page's first render) instead of importing them in its own script run; importing them here,
-before the server's threads exist, cannot deadlock on the import lock as a warm-up thread beside the first page's
-run could. Once the server is up, a thread computes what Evaluate and Calibration show first
-(pages/views/precompute.py)."""
+"""`make run`'s entry: import the modules the pages draw with (and make one plotly figure of each kind, which
+imports plotly's figure classes), then start Streamlit's server on streamlit_app.py with the flags given. Each
+page's first visit after the server starts then finds its modules imported (they were 0.7 s of the Evaluate page's
+first render) instead of importing them in its own script run; importing them here, before the server's threads
+exist, cannot deadlock on the import lock as a warm-up thread beside the first page's run could. Once the server
+is up, a thread computes what Evaluate and Calibration show first (pages/views/precompute.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pages.views
 
 
 def warm() -> list[str]:
-    """Import every module of pages/views (and so what they import: pandas, Altair, Plotly, the pipeline)."""
+    """Import every module of pages/views (and so what they import: pandas, Altair, plotly, the pipeline)."""
     names = [f"pages.views.{module.name}" for module in pkgutil.iter_modules(pages.views.__path__)]
     # st.cache_data checks its parameters when a function is decorated and warns that no server runs yet; the
     # cache itself is made at the first call, inside the server
@@ -36,6 +36,9 @@ def warm() -> list[str]:
 
 def main(flags: list[str] | None = None) -> None:
     warm()
+    from pages.views.plotly_charts import prepare
+
+    prepare()
     from pages.views.common import resources
     from pages.views.precompute import THREAD, precompute_when_serving
 

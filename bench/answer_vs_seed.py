@@ -29,11 +29,16 @@ every third question, spread evenly: `unfaithful_first`) its first answer adds t
 pipeline, so both start from the same first answer. `--answer-style quote` quotes context sentences instead.
 The response cache is off. Per profile, the four targets of issue 48 first:
 - wall time: the sum over questions of ours / the seed's (target ≤ 0.45), with per-question medians;
+- the checked answer shown: ours' Decided (or Abstained) event over the seed's wall (reported; what follows it is
+  the store write and, for rejected claims, the contradicted-or-unsupported classification);
+- the seed's own first answer over its checked answer (reported): the wall ratio of a pipeline that generated the
+  seed's answers and checked them at no cost, to read beside the 0.45 target;
 - the floor: the engine's own grade plus first answer, when the server finished its first generation call
   (the grade before it), from the run's own request timings; reported beside the wall time, and on the
   questions whose first answer is faithful, the sum of ours' wall over the sum of that floor (target ≤ 1.25);
 - prompt tokens: the fake's whitespace words of the /api/chat and /api/generate prompts (with the prompt cache:
-  only the words processed, not the reused ones), sum of ours / the seed's (target ≤ 1.0);
+  only the words processed, not the reused ones), sum of ours / the seed's (target ≤ 1.0), also on the questions
+  whose first answer is faithful and on the others;
 - first shown answer text: the engine's first "token" event (or, from an engine that does not stream, its
   "generate" event), seconds after the question; the seed shows its answer only once checked, so its time is
   its wall time; the figure is the median over questions of ours / the seed's (target ≤ 0.15);
@@ -64,7 +69,7 @@ import ollama
 from bench import seed_pipeline
 from bench.common import ROOT, FakeOllama, Figure, bench_environment, print_table
 from pipeline.answering.engine import VerifiedQueryEngine
-from pipeline.answering.events import Generated, Retrying, SentenceChecked, Token, Trimmed
+from pipeline.answering.events import Abstained, Decided, Generated, Retrying, SentenceChecked, Token, Trimmed
 from pipeline.answering.retriever import DuckDBRetriever
 from pipeline.config import load_settings
 from pipeline.evaluation.dataset import load_dataset
@@ -113,6 +118,7 @@ class Sample:
     trims: int = 0  # answers repaired by dropping their unsupported sentences (no model call)
     cached_tokens: int = 0  # prompt tokens the server's prompt cache held
     unfaithful_first: bool = True  # the generator's first answer to this question was unfaithful
+    decided: float | None = None  # question -> the checked answer decided and shown (Decided/Abstained), seconds
 
     @property
     def generated(self) -> float | None:
@@ -190,12 +196,14 @@ def first_answer_chunk(fake, generator: str) -> float | None:
 def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
     fake.clear()
     start = time.perf_counter()
-    shown, retries, trims, verified = {}, 0, 0, None
+    shown, retries, trims, verified, decided = {}, 0, 0, None, None
     for event in engine.stream(question):
         if isinstance(event, Token | Generated):
             shown.setdefault(type(event), time.perf_counter())
         elif isinstance(event, SentenceChecked) and verified is None and is_verified(event):
             verified = time.perf_counter() - start
+        elif isinstance(event, Decided | Abstained):
+            decided = time.perf_counter() - start
         retries += isinstance(event, Retrying)
         trims += isinstance(event, Trimmed)
     wall = time.perf_counter() - start
@@ -203,6 +211,7 @@ def ours(engine: VerifiedQueryEngine, fake, question: str) -> Sample:
     sample = Sample(wall, tokens, calls, verified=verified, stages=timeline(fake, start), retries=retries)
     sample.cached_tokens = reused(fake)
     sample.trims = trims
+    sample.decided = decided
     visible = shown.get(Token, shown.get(Generated))
     sent = first_answer_chunk(fake, engine.settings.generator_model)
     if visible is not None:
@@ -226,7 +235,14 @@ def seed(client, retrieve, fake, question: str) -> Sample:
     assert calls == run.calls, (calls, run.calls)
     # the seed showed its answer once it was checked, so its first text is its first checked sentence
     sample = Sample(
-        wall, tokens, calls, visible=wall, verified=wall, stages=timeline(fake, start), retries=run.generations - 1
+        wall,
+        tokens,
+        calls,
+        visible=wall,
+        verified=wall,
+        stages=timeline(fake, start),
+        retries=run.generations - 1,
+        decided=wall,
     )
     sample.cached_tokens = reused(fake)
     return sample
@@ -346,13 +362,46 @@ def floor_figures(profile: str, mine: list[Sample]) -> list[Figure]:
     return out
 
 
-def wall_by_first_answer(mine: list[Sample], base: list[Sample]) -> str:
-    """Ours / the seed's wall time (sums) on the questions whose first answer was faithful and on the others."""
+def decided_figures(profile: str, mine: list[Sample], base: list[Sample]) -> list[Figure]:
+    """Ours' time to the checked answer shown (its Decided or Abstained event: what follows it is the run's
+    bookkeeping, the store write and, on one slot, the contradicted-or-unsupported classification) over the seed's
+    wall (reported beside the wall time, which runs to the stream's end); and the seed's own first answer (its
+    first generation call done) over its checked answer: the wall ratio a pipeline would reach on the seed's own
+    answers if everything after the generation were free, a bound to read beside the 0.45× target."""
+    out = []
+    pairs = [(m.decided, b.wall) for m, b in zip(mine, base, strict=True) if m.decided is not None]
+    if pairs:
+        out.append(
+            Figure(
+                f"answer vs seed: checked answer shown (decision) / seed's, total ({profile})",
+                sum(m for m, _ in pairs) / sum(b for _, b in pairs),
+                "×",
+                note=f"{len(pairs)}/{len(mine)} decided; after the decision ours ran "
+                f"{statistics.mean(m.wall - m.decided for m in mine if m.decided is not None):.2f} s more (mean)",
+            )
+        )
+    own = [(b.generated, b.wall) for b in base if b.generated is not None]
+    if own:
+        out.append(
+            Figure(
+                f"answer vs seed: the seed's own first answer / its checked answer, total ({profile})",
+                sum(g for g, _ in own) / sum(w for _, w in own),
+                "×",
+                note="the wall ratio of a pipeline that generated the seed's answers and checked them at no cost; "
+                f"per question median {statistics.median(g / w for g, w in own):.2f}",
+            )
+        )
+    return out
+
+
+def wall_by_first_answer(mine: list[Sample], base: list[Sample], what: str = "wall") -> str:
+    """Ours / the seed's `what` (a Sample field, summed) on the questions whose first answer was faithful and on
+    the others."""
     parts = []
     for unfaithful, label in ((False, "faithful first answers"), (True, "unfaithful first answers")):
         pairs = [(m, b) for m, b in zip(mine, base, strict=True) if m.unfaithful_first is unfaithful]
         if pairs:
-            ratio = sum(m.wall for m, _ in pairs) / sum(b.wall for _, b in pairs)
+            ratio = sum(getattr(m, what) for m, _ in pairs) / sum(getattr(b, what) for _, b in pairs)
             parts.append(f"{ratio:.2f} on {len(pairs)} {label}")
     return "; ".join(parts)
 
@@ -372,6 +421,7 @@ def figures(profile: str, mine: list[Sample], base: list[Sample], lag: bool = Fa
             f"seed {statistics.median(s.wall for s in base):.2f} s (medians); median ratio {median_ratio:.2f}; "
             + wall_by_first_answer(mine, base),
         ),
+        *decided_figures(profile, mine, base),
         *floor_figures(profile, mine),
         Figure(
             f"answer vs seed: prompt tokens, total ({profile})",
@@ -379,7 +429,8 @@ def figures(profile: str, mine: list[Sample], base: list[Sample], lag: bool = Fa
             "×",
             TOKEN_TARGET,
             note=f"per question ours {statistics.mean(s.prompt_tokens for s in mine):,.0f}, "
-            f"seed {statistics.mean(s.prompt_tokens for s in base):,.0f} (means)"
+            f"seed {statistics.mean(s.prompt_tokens for s in base):,.0f} (means); "
+            + wall_by_first_answer(mine, base, "prompt_tokens")
             + (
                 f"; the prompt cache held ours {statistics.mean(s.cached_tokens for s in mine):,.0f}, "
                 f"seed {statistics.mean(s.cached_tokens for s in base):,.0f} more"

@@ -28,6 +28,7 @@ can finish sooner.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import json
 import math
@@ -124,6 +125,7 @@ class Side:
     scored: int  # rows with a score
     mean: float  # mean faithfulness over the scored rows
     note: str = ""
+    processed_tokens: int | None = None  # prompt tokens the server processed (not held by its prompt cache)
 
     @property
     def calls_per_row(self) -> float:
@@ -132,6 +134,11 @@ class Side:
     @property
     def tokens_per_row(self) -> float:
         return self.prompt_tokens / self.rows
+
+    @property
+    def processed(self) -> int:
+        """Prompt tokens the server processed: all of them without a prompt cache."""
+        return self.prompt_tokens if self.processed_tokens is None else self.processed_tokens
 
 
 def count_calls(records: list[dict]) -> tuple[int, int, dict[str, int]]:
@@ -144,12 +151,21 @@ def count_calls(records: list[dict]) -> tuple[int, int, dict[str, int]]:
     return len(calls), sum(r.get("prompt_tokens") or 0 for r in calls), dict(sorted(by_model.items()))
 
 
+def processed_tokens(records: list[dict]) -> int:
+    """Prompt tokens the fake processed over its chat and generate requests: each one's prompt_tokens less the
+    leading ones its slot's prompt cache held (cached_tokens, 0 without the cache)."""
+    calls = [r for r in records if r.get("path") in GENERATION_PATHS]
+    return sum((r.get("prompt_tokens") or 0) - (r.get("cached_tokens") or 0) for r in calls)
+
+
 def measured(fake, name: str, rows: int, score) -> Side:
     """Run score() -> (wall_s, scored, mean, note) and count the calls it made on `fake`."""
     first = len(fake.requests)
     wall_s, scored, mean, note = score()
-    calls, tokens, by_model = count_calls(fake.requests[first:])
-    return Side(name, rows, wall_s, calls, tokens, by_model, scored, mean, note)
+    records = fake.requests[first:]
+    calls, tokens, by_model = count_calls(records)
+    processed = processed_tokens(records) if fake.prompt_cache else None
+    return Side(name, rows, wall_s, calls, tokens, by_model, scored, mean, note, processed)
 
 
 def one_read_floor(rows: list[dict], latency: str) -> float:
@@ -159,6 +175,41 @@ def one_read_floor(rows: list[dict], latency: str) -> float:
     per_token, per_prompt_token, slots, _ = LATENCIES[latency]
     words = sum(len(" ".join([r["question"], *r["contexts"], r["answer"]]).split()) for r in rows)
     return (words * per_prompt_token + len(rows) * per_token) / slots
+
+
+@dataclass
+class SentenceFloor:
+    """What scoring the rows costs when every sentence holds: one verifier call per answer sentence against the
+    row's whole context (the workbench's first pass on an answer without citations), a one-word reply."""
+
+    wall_s: float  # the calls spread evenly over the slots
+    calls: int
+    prompt_tokens: int
+    processed_tokens: int  # with a prompt cache held across a row's sentences: its document read once
+
+
+def sentence_floor(rows: list[dict], latency: str, prompt_cache: bool = False) -> SentenceFloor:
+    """The SentenceFloor of `rows` under `latency`: their sentences as the workbench splits and checks them (meta
+    statements left out, citations dropped), each in bespoke-minicheck's format against the row's contexts laid
+    out as the workbench lays them out, in whitespace words as the fake counts them."""
+    from pipeline.evaluation.given import given_passages
+    from pipeline.text import is_meta_statement, sentences
+    from pipeline.verification.claims import context_block
+    from pipeline.verification.sentence_first import sentence_claim
+    from pipeline.verification.yes_no import verifier_input
+
+    per_token, per_prompt_token, slots, _ = LATENCIES[latency]
+    calls = tokens = processed = 0
+    for row in rows:
+        document = context_block(given_passages(row["contexts"]))
+        held = len(verifier_input(document, "").split())
+        claims = [sentence_claim(s.text) for s in sentences(row["answer"]) if not is_meta_statement(s.text)]
+        for n, claim in enumerate(claims):
+            words = len(verifier_input(document, claim).split())
+            calls, tokens = calls + 1, tokens + words
+            processed += words - (held if prompt_cache and n else 0)
+    read = processed if prompt_cache else tokens
+    return SentenceFloor((read * per_prompt_token + calls * per_token) / slots, calls, tokens, processed)
 
 
 # ---------------------------------------------------------------- Ragas (in its own interpreter)
@@ -249,36 +300,71 @@ def score_ours(rows_path: Path):
 # ---------------------------------------------------------------- the benchmark
 
 
-def compare(n_rows: int = ROWS, latency: str = "gpu") -> tuple[list[Side], str, float]:
-    """Both sides on one fake Ollama (Ragas first, then the workbench); [] sides that cannot run, with why;
-    and the floor (one_read_floor) of the rows."""
+def compare(
+    n_rows: int = ROWS, latency: str = "gpu", prompt_cache: bool = False, only: str | None = None
+) -> tuple[list[Side], str, dict]:
+    """Both sides on one fake Ollama (Ragas first, then the workbench), or `only` one of them; [] sides that cannot
+    run, with why; and the rows' floors ({"one read": one_read_floor, "sentences": sentence_floor}).
+    `prompt_cache`: the fake keeps a prompt cache per slot, as Ollama's runner does, and each side's processed
+    prompt tokens are counted too."""
     per_token, per_prompt_token, slots, described = LATENCIES[latency]
-    python = ragas_python()
-    ours = scores_given_answers()
+    if prompt_cache:
+        described += ", prompt cache"
+    python = ragas_python() if only in (None, "Ragas") else None
+    ours = scores_given_answers() if only in (None, "workbench") else False
     missing = []
-    if python is None:
+    if python is None and only in (None, "Ragas"):
         missing.append(
             "Ragas is not installed (python3 -m venv .venv-ragas && .venv-ragas/bin/pip install -r "
             "requirements-bench.txt)"
         )
-    if not ours:
+    if not ours and only in (None, "workbench"):
         missing.append("this checkout's evaluation runner does not score given answers yet")
     sides = []
-    with bench_environment(WORKBENCH_CACHE_ENABLED="false") as (fake, folder):
+    # the workbench is told the fake's slots (ollama_slots_per_host), as it reads them from a warm GPU host's
+    # loaded models; a cold fake reports none loaded for the first minute
+    with bench_environment(WORKBENCH_CACHE_ENABLED="false", WORKBENCH_OLLAMA_SLOTS_PER_HOST=str(slots)) as (
+        fake,
+        folder,
+    ):
         rows = build_rows(n_rows)
         rows_path = write_rows(rows, folder / "rows.jsonl")
         fake.set_latency(per_token, slots=slots, seconds_per_prompt_token=per_prompt_token)
+        fake.prompt_cache = prompt_cache
         if python is not None:
             sides.append(measured(fake, "Ragas", n_rows, lambda: score_ragas(python, rows_path, fake.url, folder)))
         if ours:
             sides.append(measured(fake, "workbench", n_rows, lambda: score_ours(rows_path)))
-    return sides, "; ".join([described] + missing), one_read_floor(rows, latency)
+    floors = {"one read": one_read_floor(rows, latency), "sentences": sentence_floor(rows, latency, prompt_cache)}
+    return sides, "; ".join([described] + missing), floors
 
 
-def figures(sides: list[Side], n_rows: int, note: str, floor_s: float | None = None) -> list[Figure]:
-    """Per side: wall time, calls and prompt tokens per row; beside the workbench's wall time the floor
-    (`floor_s`, one_read_floor); with both sides, the ratios workbench / Ragas with their targets. `note` (the
-    latency model, and why a side is missing) goes with the first figure."""
+def save_sides(sides: list[Side], note: str, path: Path) -> None:
+    """The measured sides and their latency note, as JSON (`--save`)."""
+    payload = {"note": note, "sides": [dataclasses.asdict(side) for side in sides]}
+    path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+
+
+def load_sides(path: Path, n_rows: int, note: str) -> list[Side]:
+    """Sides saved by an earlier run (`--with`); refused unless it scored as many rows on the same latency model
+    and prompt cache (its note's first part)."""
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    sides = [Side(**side) for side in payload["sides"]]
+    setup, saved_setup = note.split("; ")[0], payload["note"].split("; ")[0]
+    if any(side.rows != n_rows for side in sides) or setup != saved_setup:
+        raise SystemExit(
+            f"{path} was measured on {sides[0].rows if sides else '?'} rows with {saved_setup!r}; this run is "
+            f"{n_rows} rows with {setup!r}: measure both sides the same way"
+        )
+    return sides
+
+
+def figures(
+    sides: list[Side], n_rows: int, note: str, floor_s: float | None = None, sentences: SentenceFloor | None = None
+) -> list[Figure]:
+    """Per side: wall time, calls and prompt tokens per row; beside the workbench's wall time its floors (`floor_s`,
+    one_read_floor; `sentences`, sentence_floor); with both sides, the ratios workbench / Ragas with their targets.
+    `note` (the latency model, and why a side is missing) goes with the first figure."""
     out = []
     for side in sides:
         if side.name == "workbench" and floor_s:
@@ -290,6 +376,22 @@ def figures(sides: list[Side], n_rows: int, note: str, floor_s: float | None = N
                     note=f"the workbench's wall time is {side.wall_s / floor_s:.1f}× it",
                 )
             )
+        if side.name == "workbench" and sentences:
+            out += [
+                Figure(
+                    f"floor: one verifier call per sentence, {side.rows} rows",
+                    sentences.wall_s,
+                    "s",
+                    note=f"the workbench's wall time is {side.wall_s / sentences.wall_s:.2f}× it; "
+                    f"{sentences.calls / side.rows:.2f} calls per row",
+                ),
+                Figure(
+                    "floor: one verifier call per sentence, prompt tokens per row",
+                    sentences.prompt_tokens / side.rows,
+                    "tokens",
+                    note=f"{sentences.processed_tokens / side.rows:,.0f} processed with a prompt cache",
+                ),
+            ]
         models = ", ".join(f"{m} {c / side.rows:.2f}" for m, c in side.by_model.items())
         out += [
             Figure(
@@ -301,6 +403,15 @@ def figures(sides: list[Side], n_rows: int, note: str, floor_s: float | None = N
             Figure(f"{side.name}: model calls per row", side.calls_per_row, "calls", note=models),
             Figure(f"{side.name}: prompt tokens per row", side.tokens_per_row, "tokens"),
         ]
+        if side.processed_tokens is not None:
+            out.append(
+                Figure(
+                    f"{side.name}: prompt tokens processed per row",
+                    side.processed_tokens / side.rows,
+                    "tokens",
+                    note="not held by the server's prompt cache",
+                )
+            )
     named = {side.name: side for side in sides}
     if {"Ragas", "workbench"} <= named.keys():
         ours, ragas = named["workbench"], named["Ragas"]
@@ -313,15 +424,37 @@ def figures(sides: list[Side], n_rows: int, note: str, floor_s: float | None = N
                 TOKEN_TARGET,
             ),
         ]
+        if ours.processed_tokens is not None and ragas.processed_tokens is not None:
+            out.append(
+                Figure(
+                    "workbench / Ragas: prompt tokens processed",
+                    ours.processed / max(1, ragas.processed),
+                    "×",
+                    TOKEN_TARGET,
+                )
+            )
     if not out:
         return [Figure(f"imported, {n_rows} rows: skipped", math.nan, "", note=note)]
     out[0].note = f"{note}; {out[0].note}"
     return out
 
 
-def run(n_rows: int = ROWS, latency: str = "gpu") -> list[Figure]:
-    sides, note, floor_s = compare(n_rows, latency)
-    return figures(sides, n_rows, note, floor_s)
+def run(
+    n_rows: int = ROWS,
+    latency: str = "gpu",
+    prompt_cache: bool = False,
+    only: str | None = None,
+    save: Path | None = None,
+    earlier: Path | None = None,
+) -> list[Figure]:
+    """The figures of one run (`only`: one side); `save` writes its sides as JSON, `earlier` adds the sides an
+    earlier run saved (the other side, measured alone on the same rows and latency model)."""
+    sides, note, floors = compare(n_rows, latency, prompt_cache, only)
+    if save is not None:
+        save_sides(sides, note, save)
+    if earlier is not None:
+        sides = sorted(sides + load_sides(earlier, n_rows, note), key=lambda side: side.name != "Ragas")
+    return figures(sides, n_rows, note, floors["one read"], floors["sentences"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,8 +465,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.imported", description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=ROWS, help=f"rows to score (default {ROWS})")
     parser.add_argument("--latency", choices=sorted(LATENCIES), default="gpu", help="the fake's latency model")
+    parser.add_argument(
+        "--prompt-cache",
+        action="store_true",
+        help="the fake keeps a prompt cache per slot, as Ollama does; processed prompt tokens are counted too",
+    )
+    parser.add_argument("--only", choices=("Ragas", "workbench"), help="measure one side only")
+    parser.add_argument("--save", type=Path, help="write the measured sides to this JSON file")
+    parser.add_argument(
+        "--with",
+        dest="earlier",
+        type=Path,
+        help="compare with the sides an earlier run saved (--save) on the same rows and latency model",
+    )
     args = parser.parse_args(argv)
-    print_table(run(args.rows, args.latency))
+    print_table(run(args.rows, args.latency, args.prompt_cache, args.only, args.save, args.earlier))
     return 0
 
 

@@ -18,7 +18,14 @@ time taken is the moment that state was reached, read from the page's own clock 
 each change). Each figure's note says how much of it came after the script had finished (skeletons, stale
 elements, the browser drawing). One load of the app before all of this (not counted) lets the server import
 its modules and fill its process-wide caches; its time, with nothing cached in the browser either, is reported
-apart, and so is the floor under every first render: a one-line Streamlit page's, served the same way.
+apart.
+
+The floors, served the same way in the same run (Streamlit's `streamlit run` with the app's configuration, a new
+tab of a profile that loaded it once, median of FLOOR_TABS): a one-line page, and a page of one plotly chart (a
+new tab loads plotly.js, ~4.7 MB, the first time it shows one). A page's first render is held to its floor +
+FLOOR_MARGIN_S: the plotly floor when the page drew a plotly chart (read from the page itself once it is ready:
+a `stPlotlyChart` element), else the one-line floor. A visit and a drilldown tab click are held to
+VISIT_TARGET_S.
 
 A run's drilldown (Runs at ?run_id=, the run with the most spans; BENCH_PAGES=Drilldown for it alone): its first
 render in a new tab, then a click on each of its tabs until the page is ready (a tab is drawn when chosen).
@@ -41,12 +48,13 @@ from pathlib import Path
 from bench.common import FakeOllama, Figure
 from bench.scale import ready_store
 from pages.views.navigation import DRILLDOWN_TABS, PAGES
+from pages.views.plotly_charts import CONFIG
 
 N_RUNS = 10_000
 VISITS = 3
 QUIET_S = 0.7
 IDLE_S = 4.0
-FIRST_TARGET_S, VISIT_TARGET_S = 1.0, 0.5
+FLOOR_MARGIN_S, VISIT_TARGET_S = 0.6, 0.5
 WIDTH, HEIGHT = 1280, 1000
 RATED = 300  # evaluation answers given a person's rating (and a second person's for a sixth of them)
 
@@ -190,10 +198,11 @@ def first_render(context, url: str, path: str) -> tuple[tuple, object]:
     return after(wait_ready(page, 0.0), 0.0), page
 
 
-def measure(context, url: str, label: str, path: str, other: str) -> tuple[tuple, tuple, list[tuple]]:
-    """(first render, the first render of a later new tab, visits) of one page."""
+def measure(context, url: str, label: str, path: str, other: str) -> tuple[tuple, tuple, list[tuple], bool]:
+    """(first render, the first render of a later new tab, visits, whether the page drew a plotly chart)."""
     first, page = first_render(context, url, path)
     try:
+        draws_plotly = page.evaluate(DRAWS_PLOTLY)
         later, later_page = first_render(context, url, path)  # what the server computed once is kept
         later_page.close()
         visits = []
@@ -201,29 +210,35 @@ def measure(context, url: str, label: str, path: str, other: str) -> tuple[tuple
             wait_ready(page, click_link(page, other))
             t0 = click_link(page, label)
             visits.append(after(wait_ready(page, t0), t0))
-        return first, later, visits
+        return first, later, visits, draws_plotly
     finally:
         page.close()
 
 
-# One-element Streamlit pages served with the app's configuration: the floor under a first render, and what one
-# element whose scripts Streamlit loads lazily (the first time a tab shows one) adds to it.
+# One-element Streamlit pages served with the app's configuration: the floors under a first render. A page that
+# draws plotly charts stands on the second: a new tab loads plotly.js the first time it shows one.
+ONE_LINE, ONE_PLOTLY = "a one-line page", "a one-plotly-chart page"
 FLOOR_PAGES = {
-    "a one-line page": "st.write('One line of text.')",
-    "one table (st.dataframe)": "st.dataframe(pd.DataFrame({'y': [1, 3, 2]}))",
-    "one Vega-Lite chart (st.line_chart)": "st.line_chart(pd.DataFrame({'y': [1, 3, 2]}))",
-    "one Plotly chart (st.plotly_chart)": "st.plotly_chart(px.line(x=[1, 2, 3], y=[1, 3, 2]))",
+    ONE_LINE: "st.write('One line of text.')",
+    ONE_PLOTLY: f"st.plotly_chart(go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 3, 2])), config={CONFIG!r})",
 }
 FLOOR_TABS = 3
-FLOOR_IMPORTS = "import pandas as pd\nimport plotly.express as px\nimport streamlit as st\n"
+FLOOR_IMPORTS = "import plotly.graph_objects as go\nimport streamlit as st\n"
+DRAWS_PLOTLY = "() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"]').length > 0"
 
 
-def floor_renders(browser, folder: Path) -> list[Figure]:
+def floor_of(floors: dict[str, float], draws_plotly: bool) -> tuple[str, float]:
+    """(the name of the floor a page's first render stands on, its target: that floor + FLOOR_MARGIN_S)."""
+    name = ONE_PLOTLY if draws_plotly else ONE_LINE
+    return name, round(floors[name] + FLOOR_MARGIN_S, 2)
+
+
+def floor_renders(browser, folder: Path) -> dict[str, float]:
     """Each FLOOR_PAGES page's first render in a new tab (median of FLOOR_TABS, after the profile's first load):
     loading Streamlit's own scripts, its connection, the script run and the element's lazily loaded scripts."""
     from browser_server import serving
 
-    figures = []
+    floors = {}
     for i, (name, element) in enumerate(FLOOR_PAGES.items()):
         script = folder / f"floor_{i}.py"
         script.write_text(f"{FLOOR_IMPORTS}\nst.title('A page')\n{element}\n")
@@ -238,15 +253,20 @@ def floor_renders(browser, folder: Path) -> list[Figure]:
                     renders.append(first_s)
             finally:
                 context.close()
-        figures.append(
-            Figure(
-                f"floor: {name}, first render",
-                statistics.median(renders),
-                "s",
-                note=f"Streamlit alone, a new tab of a profile that loaded it once; median of {FLOOR_TABS}",
-            )
+        floors[name] = statistics.median(renders)
+    return floors
+
+
+def floor_figures(floors: dict[str, float]) -> list[Figure]:
+    return [
+        Figure(
+            f"floor: {name}, first render",
+            value,
+            "s",
+            note=f"Streamlit alone, a new tab of a profile that loaded it once; median of {FLOOR_TABS}",
         )
-    return figures
+        for name, value in floors.items()
+    ]
 
 
 def idle_runs(browser, url: str) -> int:
@@ -380,13 +400,16 @@ def busiest_run(store: Path) -> tuple[int, int, int]:
     return run_id, spans, calls
 
 
-def drilldown_figures(context, url: str, run: tuple[int, int, int], size: str) -> list[Figure]:
+def drilldown_figures(context, url: str, run: tuple[int, int, int], size: str, floors: dict) -> list[Figure]:
     """A run's drilldown (?run_id=): its first render in a new tab, then each tab's click until ready."""
     run_id, spans, calls = run
     what = f"run {run_id}: {spans} spans, {calls} calls"
     (first_s, _, _), page = first_render(context, url, f"runs?run_id={run_id}")
     try:
-        figures = [Figure(f"a run's drilldown: first render ({size})", first_s, "s", FIRST_TARGET_S, note=what)]
+        floor, target = floor_of(floors, page.evaluate(DRAWS_PLOTLY))
+        figures = [
+            Figure(f"a run's drilldown: first render ({size})", first_s, "s", target, note=f"{what}; floor: {floor}")
+        ]
         for label in TABS_CLICKED:
             t0 = page.evaluate(CLICK_TAB, label)
             ready_s = after(wait_ready(page, t0), t0)[0]
@@ -420,9 +443,10 @@ def run(n_runs: int | None = None) -> list[Figure]:
         with app_serving(store, fake.url) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
             try:
-                figures += floor_renders(browser, Path(folder))
+                floors = floor_renders(browser, Path(folder))
+                figures += floor_figures(floors)
                 context = browser_profile(browser)
-                (cold_s, _, _), _, _ = measure(context, url, "Chat", "", "Settings & health")
+                (cold_s, _, _), _, _, _ = measure(context, url, "Chat", "", "Settings & health")
                 figures.append(
                     Figure(
                         f"the app's first load in a new browser profile ({size})",
@@ -438,7 +462,9 @@ def run(n_runs: int | None = None) -> list[Figure]:
                         continue
                     other = "Settings & health" if label == "Chat" else "Chat"
                     print(f"  {label}…", file=sys.stderr, flush=True)
-                    (first_s, first_after, first_busy), later, visits = measure(context, url, label, path, other)
+                    first, later, visits, plotly = measure(context, url, label, path, other)
+                    first_s, first_after, first_busy = first
+                    floor, target = floor_of(floors, plotly)
                     visit_s = statistics.median(v[0] for v in visits)
                     visit_after = statistics.median(v[1] for v in visits)
                     figures.append(
@@ -446,8 +472,9 @@ def run(n_runs: int | None = None) -> list[Figure]:
                             f"page {label}: first render ({size})",
                             first_s,
                             "s",
-                            FIRST_TARGET_S,
-                            note=f"the page's first since the server started, new tab to ready; {first_after:.2f} s "
+                            target,
+                            note=f"floor: {floor}; the page's first since the server started, new tab to ready; "
+                            f"{first_after:.2f} s "
                             f"of it after the script finished; skeleton or stale shown {first_busy:.2f} s",
                         )
                     )
@@ -456,7 +483,7 @@ def run(n_runs: int | None = None) -> list[Figure]:
                             f"page {label}: first render, a later tab ({size})",
                             later[0],
                             "s",
-                            FIRST_TARGET_S,
+                            target,
                             note=f"another new tab, the server's computations kept; skeleton or stale shown "
                             f"{later[2]:.2f} s",
                         )
@@ -474,7 +501,7 @@ def run(n_runs: int | None = None) -> list[Figure]:
                     )
                 if not wanted or "Drilldown" in wanted:
                     print("  a run's drilldown…", file=sys.stderr, flush=True)
-                    figures += drilldown_figures(context, url, busiest, size)
+                    figures += drilldown_figures(context, url, busiest, size, floors)
                 figures.append(
                     Figure(
                         f"page Evaluate: script runs in {IDLE_S:g} s idle ({size})",

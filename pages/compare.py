@@ -1,14 +1,14 @@
-"""Two evaluation runs side by side (deep link ?a=NAME&b=NAME): metric tiles with B − A, the items that got
-worse or better, and both answers with their claims."""
+"""Two evaluation runs side by side (deep link ?a=NAME&b=NAME): metric tiles with B − A, latency, tokens and cost
+with B − A, the items that got worse or better, every item's costs, and both answers with their claims' verdicts."""
 
 import streamlit as st
 
 from pages.views.cached import comparison
 from pages.views.common import page_setup, show_error
-from pages.views.compare import choose_change, choose_runs, show_comparison, show_side_by_side
+from pages.views.compare import choose_change, choose_pair, choose_runs, show_comparison, show_costs, show_side_by_side
 from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
-from pipeline.evaluation.compare_runs import answers, default_pair, evaluation_names
+from pipeline.evaluation.compare_runs import answers_of, default_pair, evaluation_names
 
 settings, db = page_setup(__file__)
 
@@ -25,6 +25,8 @@ except WorkbenchError as exc:
     show_error(exc)
     st.stop()
 show_comparison(result)
+show_costs(result)
 change = choose_change(result)
-if change is not None:
-    show_side_by_side(change, result, answers(db, change))
+pair = choose_pair(result, change)
+if pair is not None:
+    show_side_by_side(pair, result, answers_of(db, pair))

@@ -1,10 +1,12 @@
-"""Settings (read-only) with where each value comes from, the doctor's checks, and each Ollama host's state."""
+"""Settings, changed here or read with where each value comes from, the doctor's checks, and each Ollama host's
+state."""
 
 import streamlit as st
 
 from pages.views.common import escape_keeping_code, page_setup
 from pages.views.hosts import show_hosts
 from pages.views.markup import escape_markdown
+from pages.views.settings_editor import show_editor
 from pages.views.settings_table import show_settings
 from pages.views.tables import table
 from pipeline.collect.summary import traces_in
@@ -12,6 +14,7 @@ from pipeline.config import setting_sources
 from pipeline.knowledge.health import health
 from pipeline.knowledge.similarity_scale import scale_rows
 from pipeline.models.slots import schedule
+from pipeline.settings_file import waiting_for_restart
 
 settings, db = page_setup(__file__)
 
@@ -28,10 +31,17 @@ for check in checks:
 
 st.subheader("Settings")
 st.caption(
-    "Read-only here. Each value comes from its default, from workbench.toml (or the file WORKBENCH_CONFIG names), "
-    "or from its environment variable, which wins over the file. Change them there, then restart the app. "
-    "Keys are hidden. Every setting, its valid values and its meaning: `docs/reference/settings.md`."
+    "Each value comes from its default, from workbench.toml (or the file WORKBENCH_CONFIG names), or from its "
+    "environment variable, which wins over the file. A change made here is checked as a start checks it and written "
+    "to the file; most apply at once, and those marked *after a restart* wait for the app to start again. Keys are "
+    "hidden. Every setting, its valid values and its meaning: `docs/reference/settings.md`."
 )
+show_editor(settings)
+for name, running, in_file in waiting_for_restart(settings):
+    st.warning(
+        escape_markdown(f"{name}: {in_file} in the file, {running} running until the app starts again."),
+        icon=":material/restart_alt:",
+    )
 show_settings(setting_sources(settings))
 
 st.subheader("Similarity scale")

@@ -8,8 +8,9 @@ import streamlit as st
 
 from pages.views.common import page_setup
 from pages.views.markup import escape_markdown
+from pages.views.plotly_charts import draw
 from pages.views.tables import table
-from pages.views.trends import METRIC_COLUMNS, costs_table, figure_spec
+from pages.views.trends import METRIC_COLUMNS, costs_table, figure_of
 from pipeline.collect.traced import check_day, daily_series, faithfulness_floor, latest_complete_day
 from pipeline.evaluation.datasets import version_label
 from pipeline.evaluation.given import OWN_PIPELINE
@@ -92,11 +93,7 @@ else:
     if not chosen_metrics:
         st.caption("Choose one or more metrics to draw.")
     else:
-        st.vega_lite_chart(
-            figure_spec("metrics", data[METRIC_COLUMNS], chosen_metrics, floors, pinned, pinned_name),
-            width="stretch",
-            key="metric_trends",
-        )
+        draw(figure_of("metrics", data[METRIC_COLUMNS], chosen_metrics, floors, pinned, pinned_name), "metric_trends")
     st.caption(
         "Runs of different pipelines, under different judge pins, or over a different dataset content or size, are "
         "separate series; "
@@ -124,11 +121,7 @@ else:
         st.caption("These runs' answers carry no latency, tokens or cost (their runs are not logged here).")
     else:
         shown_measures = measures(settings)
-        st.vega_lite_chart(
-            figure_spec("costs", costs, "series", "created_at", "name", shown_measures, "run time"),
-            width="stretch",
-            key="run_costs",
-        )
+        draw(figure_of("costs", costs, "series", "created_at", "name", shown_measures, "run time"), "run_costs")
         rows, config = costs_table(costs, ["name", "created_at"], shown_measures)
         table(rows, hide_index=True, width="stretch", column_config=config, key="run_costs_table")
     st.caption(
@@ -147,8 +140,7 @@ else:
     services = sorted(daily["service"].unique())
     chosen_services = st.multiselect("Services", services, default=services)
     floor = faithfulness_floor(settings)
-    traced_chart = figure_spec("daily", daily[daily["service"].isin(chosen_services)], floor)
-    st.vega_lite_chart(traced_chart, width="stretch", key="traced_daily")
+    draw(figure_of("daily", daily[daily["service"].isin(chosen_services)], floor), "traced_daily")
     day = latest_complete_day()
     checks = [c for c in check_day(db, settings, day) if c.service in chosen_services]
     st.markdown(f"**{day}** (the latest complete day) against the day before")
@@ -194,11 +186,7 @@ if not (traced_costs.empty or daily.empty):  # the services chosen above
 if not traced_costs.empty:  # traced runs kept without verdicts have a latency too
     st.markdown("**Traced runs: latency, tokens and cost per question, per service and day**")
     shown_measures = measures(settings)
-    st.vega_lite_chart(
-        figure_spec("costs", traced_costs, "service", "day", "day", shown_measures, "day"),
-        width="stretch",
-        key="daily_costs",
-    )
+    draw(figure_of("costs", traced_costs, "service", "day", "day", shown_measures, "day"), "daily_costs")
     rows, config = costs_table(traced_costs, ["service", "day"], shown_measures)
     table(rows, hide_index=True, width="stretch", column_config=config, key="daily_costs_table")
 

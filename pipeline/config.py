@@ -51,6 +51,7 @@ class _Spec:
     check: Callable[[object], bool] | None
     rule: str | None
     empty: str | None = None
+    restart: bool = False
 
 
 def setting(
@@ -66,12 +67,15 @@ def setting(
     check: Callable[[object], bool] | None = None,
     rule: str | None = None,
     empty: str | None = None,
+    restart: bool = False,
 ):
     """A field of Settings: `default` (its type is the setting's), the group it is shown in (a key of GROUPS), a
     one-line doc, and its valid values: `choices`, or `minimum`/`maximum` (inclusive) and `above` (exclusive), or
     a `check` with the `rule` it enforces. `rule` replaces the wording derived from the bounds. `empty`, for a text
     setting whose default is not empty: what an empty value means; its environment variable set empty then sets it
-    empty (without `empty`, an empty environment variable leaves a setting at its default)."""
+    empty (without `empty`, an empty environment variable leaves a setting at its default). `restart`: the setting
+    is read once, when the app (or `collect`) starts, so a change written to the settings file waits for a restart;
+    every other setting is read again for each run and page, and a change applies at once."""
     if group not in GROUPS:
         raise ValueError(f"setting group {group!r} is not one of {', '.join(GROUPS)}")
     if not doc.strip():
@@ -80,7 +84,7 @@ def setting(
         raise ValueError("a setting's check needs the rule it enforces, in words")
     if empty is not None and not isinstance(default, str):
         raise ValueError("only a text setting can be set empty")
-    spec = _Spec(group, doc, essential, choices, minimum, maximum, above, check, rule, empty)
+    spec = _Spec(group, doc, essential, choices, minimum, maximum, above, check, rule, empty, restart)
     return dataclasses.field(default=default, metadata={"setting": spec})
 
 
@@ -201,7 +205,10 @@ class Settings:
         0.5, "models", "the first retry's wait in seconds, doubled for each further retry", minimum=0
     )
     otlp_endpoint: str = setting(
-        "", "models", "send every run's trace to an OpenTelemetry collector at this base URL; empty: off"
+        "",
+        "models",
+        "send every run's trace to an OpenTelemetry collector at this base URL; empty: off",
+        restart=True,
     )
     # Answering
     top_k: int = setting(5, "answering", "chunks retrieved per question", minimum=1)
@@ -359,12 +366,14 @@ class Settings:
         "store",
         "the DuckDB store: runs, evaluations, chunks, cache",
         essential=True,
+        restart=True,
     )
     kb_path: str = setting(str(PROJECT_ROOT / "data" / "kb"), "store", "the knowledge base folder ingested by default")
     store_read_only: bool = setting(
         False,
         "store",
         "open the store read-only (browse a snapshot or a Parquet export's browse.duckdb); nothing is written",
+        restart=True,
     )
     cache_enabled: bool = setting(
         True, "store", "response cache keyed on model digest + prompt + options, kept in the store"
@@ -379,13 +388,14 @@ class Settings:
         True, "store", "keep every model call's prompt and completion text; false keeps only hashes, tokens and timings"
     )
     store_lock_timeout_s: float = setting(
-        15.0, "store", "how long to wait for another process holding the store", minimum=0
+        15.0, "store", "how long to wait for another process holding the store", minimum=0, restart=True
     )
     store_idle_release_s: float = setting(
         0.5,
         "store",
         "the store file is released after this much idle time (at once when another process waits)",
         minimum=0,
+        restart=True,
     )
     store_save_wait_s: float = setting(
         3.0,
@@ -395,13 +405,16 @@ class Settings:
     )
     # Traces in (collect)
     collect_host: str = setting(
-        "127.0.0.1", "collect", "the address `collect` listens on for OTLP traces (127.0.0.1: this machine only)"
+        "127.0.0.1",
+        "collect",
+        "the address `collect` listens on for OTLP traces (127.0.0.1: this machine only)",
+        restart=True,
     )
     collect_port: int = setting(
-        4318, "collect", "the port `collect` listens on (OTLP over HTTP)", minimum=1, maximum=65535
+        4318, "collect", "the port `collect` listens on (OTLP over HTTP)", minimum=1, maximum=65535, restart=True
     )
     collect_max_body_mb: float = setting(
-        16.0, "collect", "the largest trace request `collect` accepts, in MB (larger: 413)", above=0
+        16.0, "collect", "the largest trace request `collect` accepts, in MB (larger: 413)", above=0, restart=True
     )
     collect_sample_rate: float = setting(
         1.0,
@@ -410,12 +423,14 @@ class Settings:
         "restart chooses the same); 1: all",
         minimum=0,
         maximum=1,
+        restart=True,
     )
     collect_metrics: str = setting(
         "",
         "collect",
         "metrics the online worker also scores on each verified trace, comma-separated registry names such as "
         "judge_faithfulness,judge_topicality; empty: claims and verdicts only",
+        restart=True,
     )
     collect_mapping: str = setting(
         "",
@@ -423,6 +438,7 @@ class Settings:
         "a TOML file naming, per service, the span attributes (or JSON paths in them) of the question, the answer "
         "and the documents, for an in-house instrumentation (docs/traces-in.md); checked when collect starts; "
         "empty: none",
+        restart=True,
     )
     # Advanced thresholds
     precheck_novel_share: float = setting(
@@ -564,6 +580,16 @@ class Declaration:
     def env(self) -> str:
         return env_name(self.name)
 
+    @property
+    def needs_restart(self) -> bool:
+        """Read once at start: a change written to the settings file waits for the app (or `collect`) to restart."""
+        return self.spec.restart
+
+    @property
+    def applies(self) -> str:
+        """When a change written to the settings file takes effect, in words."""
+        return "after a restart" if self.spec.restart else "at once"
+
     def rule(self) -> str:
         """The valid values in words, as the fix of an out-of-range value says them ("set X to a value ...")."""
         spec = self.spec
@@ -671,6 +697,19 @@ def normalise_host(host: str) -> str:
     return f"{scheme}://{rest}"
 
 
+class SettingValueError(ConfigError):
+    """A setting's value that the loader refuses, naming the setting (a form shows the message next to its field)."""
+
+    def __init__(self, setting: str, message: str, fix: str):
+        super().__init__(message, fix=fix)
+        self.setting = setting
+
+
+def parse_value(name: str, raw):
+    """A setting's value from text (or TOML's type), read as its environment variable is, with the same message."""
+    return _coerce(name, raw, DECLARATIONS[name].kind)
+
+
 def _coerce(name: str, raw, kind):
     if kind is str and isinstance(raw, list):  # ollama_hosts = ["a:11434", "b:11434"] in workbench.toml
         return ",".join(str(item) for item in raw)
@@ -686,17 +725,19 @@ def _coerce(name: str, raw, kind):
             raise ValueError(raw)
         return kind(raw)
     except (TypeError, ValueError):
-        raise ConfigError(
+        raise SettingValueError(
+            name,
             f"setting {name} = {raw!r} is not a valid {kind.__name__}",
             fix=f"set {env_name(name)} (or {name} in workbench.toml) to a {kind.__name__}",
         ) from None
 
 
-def _read_toml(path: Path) -> dict:
-    if not path.exists():
+def _read_toml(path: Path, text: str | None = None) -> dict:
+    """The settings in the TOML file (or in `text`, as if the file held it)."""
+    if text is None and not path.exists():
         return {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8") if text is None else text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}", fix=f"correct or remove {path}") from None
     unknown = set(data) - set(DECLARATIONS)
@@ -719,12 +760,13 @@ CROSS_CHECKS: list[tuple[str, Callable[[Settings], bool], str]] = [
 
 def _out_of_range(s: Settings, name: str, rule: str, source: str = "") -> ConfigError:
     if source and not source.startswith("environment"):  # from the TOML file: the file is named, and its key
-        return ConfigError(
+        return SettingValueError(
+            name,
             f"setting {name} = {getattr(s, name)!r} (from {source}) is out of range",
             fix=f"set {name} in {source} to a value {rule}",
         )
-    return ConfigError(
-        f"setting {name} = {getattr(s, name)!r} is out of range", fix=f"set {env_name(name)} to a value {rule}"
+    return SettingValueError(
+        name, f"setting {name} = {getattr(s, name)!r} is out of range", fix=f"set {env_name(name)} to a value {rule}"
     )
 
 
@@ -747,7 +789,8 @@ def _check_host(name: str, raw: str, url: str) -> None:
     except ValueError:
         ok = False
     if not ok:
-        raise ConfigError(
+        raise SettingValueError(
+            name,
             f"{env_name(name)} = {raw!r} is not an http(s) address of a model server",
             fix=f"set {env_name(name)} to host:port or http://host:port, e.g. 127.0.0.1:11434",
         )
@@ -772,10 +815,12 @@ def config_path(env: Mapping[str, str], toml_path: Path | None = None) -> Path |
     return Path(named)
 
 
-def _raw_values(env: Mapping[str, str], toml_path: Path | None) -> dict[str, tuple[object, str]]:
+def _raw_values(
+    env: Mapping[str, str], toml_path: Path | None, toml_text: str | None = None
+) -> dict[str, tuple[object, str]]:
     """{name: (raw value, source)} of every setting that is not left at its default; an environment variable
-    wins over the file."""
-    from_file = _read_toml(toml_path) if toml_path else {}
+    wins over the file (read from `toml_text` instead, when given)."""
+    from_file = _read_toml(toml_path, toml_text) if toml_path else {}
     raw: dict[str, tuple[object, str]] = {}
     for f in fields(Settings):
         set_empty = DECLARATIONS[f.name].spec.empty is not None  # an empty variable sets it empty, not default
@@ -804,9 +849,13 @@ def setting_sources(
     ]
 
 
-def load_settings(environ: dict | None = None, toml_path: Path | None = None) -> Settings:
+def load_settings(
+    environ: Mapping[str, str] | None = None, toml_path: Path | None = None, toml_text: str | None = None
+) -> Settings:
+    """The settings, checked. `toml_text`: as they would load with the settings file holding this text (the
+    settings page checks a change this way, with the very checks of a start, before it writes the file)."""
     env = os.environ if environ is None else environ
-    raw = _raw_values(env, config_path(env, toml_path))
+    raw = _raw_values(env, config_path(env, toml_path), toml_text)
     values = {name: _coerce(name, value, DECLARATIONS[name].kind) for name, (value, _source) in raw.items()}
     settings = dataclasses.replace(Settings(), **values)
     _check_host("ollama_host", settings.ollama_host, normalise_host(settings.ollama_host))

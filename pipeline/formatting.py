@@ -51,3 +51,11 @@ def fmt_time(moment: datetime | str | None, seconds: bool = False) -> str:
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
     return moment.strftime(TIME_FORMAT_SECONDS if seconds else TIME_FORMAT)
+
+
+def fmt_change(change: float | None, fmt) -> str:
+    """A change (B − A) in the format of its figure, signed: fmt_change(-1500, fmt_ms) -> '-1.5 s'; no sign on 0."""
+    if change is None:
+        return NOT_AVAILABLE
+    sign = "+" if change > 0 else "-" if change < 0 else ""
+    return sign + fmt(abs(change))

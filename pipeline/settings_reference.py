@@ -40,7 +40,7 @@ def _row(d: Declaration) -> str:
     name = f"`{d.name}`" + (" **(essential)**" if d.essential else "")
     default = shown_default(d)
     default = _cell(default) if default == "(empty)" else f"`{default}`"
-    return f"| {name} | `{d.env}` | {default} | {_cell(d.valid_values())} | {_cell(d.doc)} |"
+    return f"| {name} | `{d.env}` | {default} | {_cell(d.valid_values())} | {d.applies} | {_cell(d.doc)} |"
 
 
 def render() -> str:
@@ -58,6 +58,13 @@ def render() -> str:
         "with the variable to fix. The Settings & health page shows each value and where it came from; keys are "
         "never shown.",
         "",
+        "The Settings & health page also changes a setting: it writes the settings file (keeping its comments and "
+        "other settings) after the checks a start makes, and a refused value writes nothing. A setting that its "
+        "environment variable sets is not changed there (the variable wins over the file). The column *applies* says "
+        "when a change takes effect: "
+        "*at once* (read again for each run and page: floors, prices, thresholds, models) or *after a restart* "
+        "(read once when the app, or `collect`, starts: the store and the trace settings).",
+        "",
         "## Essential settings",
         "",
         "Most people need only these; each is also listed, marked, in its group below.",
@@ -66,8 +73,9 @@ def render() -> str:
     lines += [f"- `{d.name}` ({GROUPS[d.group]}, `{d.env}`): {_cell(d.doc)}" for d in essentials]
     for key, title in GROUPS.items():
         members = declarations(key)
-        lines += ["", f"## {title}", "", "| setting | environment variable | default | valid values | meaning |"]
-        lines += ["|---|---|---|---|---|"] + [_row(d) for d in members]
+        lines += ["", f"## {title}", ""]
+        lines += ["| setting | environment variable | default | valid values | applies | meaning |"]
+        lines += ["|---|---|---|---|---|---|"] + [_row(d) for d in members]
     return "\n".join(lines) + "\n"
 
 

@@ -423,6 +423,22 @@ def usage(db: Database, eval_run_id: int) -> dict:
         )[0]
 
 
+def item_usage(db: Database, eval_run_id: int) -> list[dict]:
+    """Per item: its question run, that run's status and latency, and the tokens and count of the run's model calls
+    (original costs, as `usage` counts them: the items' rows add up to it)."""
+    with db.cursor() as cur:
+        return fetch_dicts(
+            cur,
+            """
+            SELECT i.item_id, i.run_id, r.status AS run_status, r.latency_ms,
+                   coalesce(sum(c.prompt_tokens), 0) AS prompt_tokens,
+                   coalesce(sum(c.completion_tokens), 0) AS completion_tokens, count(c.run_id) AS calls
+            FROM eval_items i LEFT JOIN runs r ON r.id = i.run_id LEFT JOIN llm_calls c ON c.run_id = i.run_id
+            WHERE i.eval_run_id = ? GROUP BY i.item_id, i.run_id, r.status, r.latency_ms ORDER BY i.item_id""",
+            [eval_run_id],
+        )
+
+
 def judge_invalid_rate(db: Database, eval_run_id: int) -> tuple[int, int]:
     """(invalid judge scores, judge scores that were asked: all but the not-applicable ones) of the run."""
     with db.cursor() as cur:

@@ -6,7 +6,7 @@ import pytest
 import streamlit as st
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
-from test_charts import chart_data
+from test_charts import plotly_points, plotly_spec
 
 from pages.views.markup import escape_markdown
 from pages.views.navigation import PAGES, START_PAGE
@@ -355,13 +355,14 @@ def test_trends_page_draws_series_per_pin_and_acknowledges_alerts(db):
     assert alert_link.value == "2 open regression alerts" and alert_link.proto.page.endswith("trends")
     floor_link = next(link for link in at.sidebar.page_link if "below floor" in link.value)  # apart: not a regression
     assert floor_link.value == "1 metric below floor" and floor_link.proto.page.endswith("trends")
-    from test_charts import frame_with
+    from test_charts import frame_with, plotly_floors, plotly_spec
 
-    chart = at.get("vega_lite_chart")[0]
+    chart = at.get("plotly_chart")[0]
     points = frame_with(chart, "mean_text")
     assert points["series"].nunique() == 2  # "other-judge" apart from mon and tue
     assert list(points.loc[points["run"] == "tue", "changed"]) == ["top_k: 5 → 2"]  # in the hover
-    assert list(frame_with(chart, "floor_text")["floor"]) == [0.7]
+    assert list(points.loc[points["run"] == "tue", "mean"]) == pytest.approx([(base - 0.4).mean()])
+    assert plotly_floors(plotly_spec(chart)) == [(0.7, "floor 0.70")]
     assert len(at.expander) == 3  # drop overall, drop in slice rag, floor
     kinds = [e.label.split(" — ")[1].replace("\\", "") for e in at.expander]  # labels are escaped Markdown
     assert kinds == ["regression (drop)", "regression (drop)", "below floor"]
@@ -389,32 +390,32 @@ def test_trends_page_shows_the_pinned_baseline_and_keeps_other_datasets_apart(db
     at = app("pages/trends.py")
     assert not at.exception, at.exception
     assert any("No baseline pinned" in i.value and "same content hash and size" in i.value for i in at.info)
-    from test_charts import chart_data, frame_with
+    from test_charts import frame_with
 
-    from pages.views.charts import STAR
-
-    points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
+    points = frame_with(at.get("plotly_chart")[0], "mean_text")
     names = sorted(points["series"].unique())
     assert len(names) == 2 and names[0].endswith("· 20 items") and names[1].endswith("· 5 items")
     # the default choice is the newest run with no failed item and no open alert, not simply the newest
     assert at.selectbox[-1].value == "five-items"
     full = points[points["series"].str.endswith("· 20 items")]
     assert list(full["run"]) == ["full-1", "full-2"]  # the run with a failed item is left out ...
-    assert points["baseline"].isna().all()  # no baseline pinned: no star
+    assert "pinned baseline" not in set(points["trace"])  # no baseline pinned: no star
     next(c for c in at.checkbox if c.label.startswith("Include runs with failed items (1)")).check().run()
-    points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
+    points = frame_with(at.get("plotly_chart")[0], "mean_text")
     full = points[points["series"].str.endswith("· 20 items")]
     assert list(full["run"]) == ["full-1", "full-2", "failed-one"]  # ... unless the user includes it
     pin_baseline(db, "golden.jsonl", first)
     at = app("pages/trends.py")
     assert any(i.value.startswith("Pinned baseline for golden") and "**full\\-1**" in i.value for i in at.info)
     assert at.selectbox[-1].value == "full-1"
-    chart = at.get("vega_lite_chart")[0]
+    chart = at.get("plotly_chart")[0]
     points = frame_with(chart, "mean_text")
-    starred = points[points["baseline"].notna()]  # the star's points (its layer keeps the rows with a baseline)
-    assert list(starred["run"]) == ["full-1"] and list(starred["baseline"]) == ["pinned baseline: full-1"]
-    star = chart_data(chart)[0]["vconcat"][0]["layer"][1]
-    assert star["mark"]["shape"] == STAR and {"filter": "isValid(datum.baseline)"} in star["transform"]
+    starred = points[points["trace"] == "pinned baseline"]  # the star: a trace of the baseline's points alone
+    assert list(starred["baseline"]) == ["pinned baseline: full-1"]
+    (full_1,) = points[points["run"] == "full-1"].itertuples()
+    assert list(starred["created_at"]) == [full_1.created_at] and list(starred["mean"]) == [full_1.mean]
+    (star,) = [t for t in plotly_spec(chart)["data"] if t["name"] == "pinned baseline"]
+    assert star["marker"]["symbol"] == "star"
 
 
 @pytest.mark.slow
@@ -466,7 +467,7 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     from test_evaluation import dataset
 
     from pipeline.calibration.agreement import claim_agreement
-    from pipeline.calibration.annotations import save_rating
+    from pipeline.calibration.annotations import judged_pairs, save_rating
     from pipeline.evaluation.runner import run_evaluation
     from pipeline.history.evaluations import run_ids_of
 
@@ -487,16 +488,25 @@ def test_calibration_page_shows_agreement_with_a_small_sample_warning(fake, sett
     why = [c for c in captions if c.startswith("n/a: the people gave every item 1")]
     assert len(why) == 2 and "Correctness: weighted kappa" in why[0]  # under each of the two tables
     assert any("Grounding, Topicality: no answer in" in c.value for c in at.caption)  # not rated
-    charts = at.get("vega_lite_chart")
+    charts = at.get("plotly_chart")
     assert len(charts) == 3  # correctness's heatmap and base rates; the claims' heatmap
-    spec, (cells,) = chart_data(charts[-1])  # the claims: people's verdicts against the verifier's
-    assert spec["layer"][0]["title"] == "People vs the verifier"
+    heat, rates, claims = (plotly_spec(c) for c in charts)
+    # correctness: its 4 judge-human pairs counted in the judge (rows) x human (columns) grid
+    (grid,) = heat["data"]
+    judged = judged_pairs(kb_db, run_ids_of(kb_db, 1), "correctness")
+    expected_grid = [
+        [sum(p["judge"] == j and p["human"] == h for p in judged) for h in range(1, 6)] for j in range(1, 6)
+    ]
+    assert grid["z"] == expected_grid and sum(map(sum, grid["z"])) == 4
+    shares = plotly_points(rates)
+    assert list(shares.loc[shares["rater"] == "people", "share"]) == [1.0, 0.0, 0.0, 0.0, 0.0]  # everyone rated 1
+    assert claims["layout"]["title"]["text"] == "People vs the verifier"  # people's verdicts against the verifier's
     expected = claim_agreement(kb_db, run_ids_of(kb_db, 1))  # the pairs of a rated claim and its verifier verdict
     assert expected["n"] >= 1
-    shown = {(r.row, r.column): r.count for r in cells.itertuples()}
+    (cells,) = claims["data"]
     labels = expected["labels"]
-    assert shown == {(h, v): expected["matrix"][i][j] for i, h in enumerate(labels) for j, v in enumerate(labels)}
-    assert cells[cells["row"] == "unsupported"]["count"].sum() == expected["n"]  # every rating said unsupported
+    assert cells["x"] == cells["y"] == labels and cells["z"] == [list(row) for row in expected["matrix"]]
+    assert sum(cells["z"][labels.index("unsupported")]) == expected["n"]  # every rating said unsupported
 
 
 @pytest.mark.slow

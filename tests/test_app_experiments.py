@@ -16,10 +16,11 @@ import pytest
 from conftest import ROOT, TEST_ENV
 from fake_ollama import FakeOllama
 from test_app import app
-from test_charts import chart_data
+from test_charts import plotly_points, plotly_spec
 from test_compare import open_compare
 
-from pages.views.markup import escape_markdown
+from pages.views.markup import escape_markdown, fmt_ms, fmt_score
+from pages.views.plotly_charts import PARETO_FRONT
 from pipeline.config import load_settings
 from pipeline.evaluation import datasets
 from pipeline.experiments import leaderboard, list_sweeps, run_sweep, sweepable_settings
@@ -182,28 +183,32 @@ def test_the_chart_puts_each_combination_at_its_quality_and_latency_and_marks_th
     at = app(PAGE)
     board = leaderboard(settings, swept, SWEEP)
     assert board.quality_metric == "context_recall" and board.pareto
-    spec, frames = chart_data(at.get("vega_lite_chart")[0])
-    (points,) = [f for f in frames if "front" in f.columns]
+    spec = plotly_spec(at.get("plotly_chart")[0])
+    points = plotly_points(spec)
     rows = {r.label: r for r in board.rows}
-    assert set(points["combination"]) == set(LABELS)
+    assert sorted(points["combination"]) == sorted(LABELS)
     for _, point in points.iterrows():
         row = rows[point["combination"]]
         assert point["quality"] == pytest.approx(row.metrics["context_recall"].mean)
         assert point["latency_ms"] == pytest.approx(row.latency_p50_ms)
-    assert sorted(points.loc[points["front"], "combination"]) == sorted(board.pareto)
+        assert point["quality_text"] == fmt_score(row.metrics["context_recall"].mean)  # the hover, as tables write it
+        assert point["latency_text"] == fmt_ms(row.latency_p50_ms)
+    front = points[points["trace"] == PARETO_FRONT]
+    assert sorted(front["combination"]) == sorted(board.pareto)
     assert "top_k=8" in board.pareto  # the best recall is on the front whatever its latency
-    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in spec["layer"]]
-    assert marks == ["line", "point", "text"]
-    line = spec["layer"][0]
-    assert line["transform"] == [{"filter": {"field": "front"}}] or "front" in str(line["transform"])
+    (line,) = [t for t in spec["data"] if t["name"] == PARETO_FRONT]
+    assert line["mode"] == "lines+markers+text" and line["line"]["dash"] == "dash"  # joined, labelled
+    assert line["text"] == list(front.sort_values("latency_ms")["combination"])  # fastest first
     assert any(escape_markdown(", ".join(board.pareto)) in c.value for c in at.caption)
     # another quality metric: the front of that metric
     widget(at.selectbox, "Quality metric (the chart and its Pareto front)").set_value("judge_correctness").run()
     judged = leaderboard(settings, swept, SWEEP, quality_metric="judge_correctness")
-    _, frames = chart_data(at.get("vega_lite_chart")[0])
-    (points,) = [f for f in frames if "front" in f.columns]
-    assert sorted(points.loc[points["front"], "combination"]) == sorted(judged.pareto)
-    assert list(points["quality"]) == pytest.approx([r.metrics["judge_correctness"].mean for r in judged.rows])
+    points = plotly_points(at.get("plotly_chart")[0])
+    assert sorted(points.loc[points["trace"] == PARETO_FRONT, "combination"]) == sorted(judged.pareto)
+    by_label = dict(zip(points["combination"], points["quality"], strict=True))
+    assert [by_label[r.label] for r in judged.rows] == pytest.approx(
+        [r.metrics["judge_correctness"].mean for r in judged.rows]
+    )
 
 
 @pytest.mark.slow

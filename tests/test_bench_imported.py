@@ -3,6 +3,7 @@ installed) Ragas's Faithfulness on three rows against the fake."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -77,6 +78,39 @@ def test_calls_and_prompt_tokens_are_counted_from_chat_and_generate_requests():
     assert imported.count_calls(records) == (3, 140, {"bespoke-minicheck:latest": 1, "llama3.2:latest": 2})
 
 
+def test_processed_prompt_tokens_leave_out_what_the_prompt_cache_held():
+    records = [
+        {"path": "/api/chat", "model": "llama3.2:latest", "prompt_tokens": 100, "cached_tokens": 60},
+        {"path": "/api/chat", "model": "bespoke-minicheck:latest", "prompt_tokens": 40},  # no cache: all processed
+        {"path": "/api/embed", "model": "nomic-embed-text:latest", "prompt_tokens": 7},
+    ]
+    assert imported.processed_tokens(records) == 40 + 40
+
+
+def test_with_a_prompt_cache_the_processed_tokens_are_a_figure_and_a_ratio_of_their_own():
+    ragas = imported.Side("Ragas", 10, 20.0, 20, 10_000, {"llama3.2:latest": 20}, 10, 0.5, processed_tokens=4_000)
+    ours = imported.Side("workbench", 10, 5.0, 80, 12_000, {"llama3.2:latest": 80}, 10, 0.6, processed_tokens=3_000)
+    figures = {f.name: f for f in imported.figures([ragas, ours], 10, "gpu, prompt cache")}
+    assert figures["workbench: prompt tokens processed per row"].value == 300
+    every = figures["workbench / Ragas: prompt tokens"]
+    assert every.value == 1.2 and every.meets == "NO"
+    processed = figures["workbench / Ragas: prompt tokens processed"]
+    assert processed.value == 0.75 and processed.meets == "yes"
+    plain = {f.name for f in imported.figures([ragas, dataclasses.replace(ours, processed_tokens=None)], 10, "gpu")}
+    assert "workbench / Ragas: prompt tokens processed" not in plain
+
+
+def test_a_side_saved_alone_is_compared_only_on_the_same_rows_and_latency_model(tmp_path):
+    ragas = imported.Side("Ragas", 10, 20.0, 20, 10_000, {"llama3.2:latest": 20}, 10, 0.5, "n", 4_000)
+    path = tmp_path / "ragas.json"
+    imported.save_sides([ragas], "gpu, prompt cache", path)
+    assert imported.load_sides(path, 10, "gpu, prompt cache; more") == [ragas]
+    with pytest.raises(SystemExit, match="measure both sides the same way"):
+        imported.load_sides(path, 20, "gpu, prompt cache")
+    with pytest.raises(SystemExit, match="measure both sides the same way"):
+        imported.load_sides(path, 10, "gpu")
+
+
 def test_figures_give_per_row_figures_and_the_ratios():
     ragas = imported.Side("Ragas", 10, 20.0, 20, 10_000, {"llama3.2:latest": 20}, 10, 0.5)
     ours = imported.Side("workbench", 10, 5.0, 80, 4_000, {"llama3.2:latest": 80}, 10, 0.6)
@@ -109,6 +143,22 @@ def test_the_floor_is_one_read_of_every_row_over_the_slots():
     per_token, per_prompt_token, slots, _ = imported.LATENCIES["gpu"]
     assert imported.one_read_floor(rows, "gpu") == pytest.approx((20 * per_prompt_token + 2 * per_token) / slots)
     assert imported.one_read_floor(rows, "fast") == pytest.approx(2 * 0.002 / 4)  # no prompt cost
+
+
+def test_the_sentence_floor_is_one_verifier_call_per_sentence_against_the_whole_context():
+    answer = "Six seven [1]. Eight nine ten."  # its citation is dropped from the claim
+    rows = [{"question": "Who?", "contexts": ["one two three", "four five"], "answer": answer}]
+    document = "[1] source: context 1\none two three\n\n[2] source: context 2\nfour five"
+    calls = [f"Document: {document}\nClaim: Six seven.", f"Document: {document}\nClaim: Eight nine ten."]
+    words = [len(c.split()) for c in calls]
+    floor = imported.sentence_floor(rows, "gpu")
+    assert (floor.calls, floor.prompt_tokens, floor.processed_tokens) == (2, sum(words), sum(words))
+    per_token, per_prompt_token, slots, _ = imported.LATENCIES["gpu"]
+    assert floor.wall_s == pytest.approx((sum(words) * per_prompt_token + 2 * per_token) / slots)
+    cached = imported.sentence_floor(rows, "gpu", prompt_cache=True)
+    held = len(f"Document: {document}\nClaim:".split())  # the second sentence reads only its own words
+    assert cached.processed_tokens == sum(words) - held and cached.prompt_tokens == sum(words)
+    assert cached.wall_s == pytest.approx(((sum(words) - held) * per_prompt_token + 2 * per_token) / slots)
 
 
 def ragas_prompt(given: dict) -> str:

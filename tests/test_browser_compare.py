@@ -49,7 +49,7 @@ def test_the_compare_page_explains_an_unknown_name_and_shows_the_default_pair(co
         # reason to skip it: it is the baseline)
         expect(page.get_by_text("A: after", exact=True)).to_be_visible(timeout=30_000)
         expect(page.get_by_text("B: rerun", exact=True)).to_be_visible()
-        expect(page.get_by_test_id("stMetric").first).to_be_visible()
+        expect(page.get_by_test_id("stMetric").first).to_be_visible(timeout=30_000)
         expect(page.get_by_text("got better (1)")).to_be_visible()  # the RAG item, answered right again
         link = page.get_by_role("link", name="Open run B on Evaluate")
         assert "eval=rerun" in link.get_attribute("href")
@@ -94,3 +94,38 @@ def _artifacts():
     folder = ROOT / "test-artifacts"
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def test_compare_shows_costs_and_two_answers_side_by_side_with_their_verdicts_at_1280_px(compared_app):
+    from playwright.sync_api import expect
+
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 2000})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(f"{compared_app}/compare?a=before&b=after")
+        expect(page.get_by_text("B: after", exact=True).first).to_be_visible(timeout=60_000)
+        # latency and tokens, with B − A
+        for label in ("latency p50", "latency p95", "tokens"):
+            expect(page.get_by_test_id("stMetric").filter(has_text=label).first).to_be_visible(timeout=30_000)
+        expect(page.get_by_role("heading", name="Item by item")).to_be_visible()
+        # the item that got worse: A's answer (supported) on the left, B's (unsupported) on the right, each with
+        # its claims' verdicts as the drilldown shows them
+        # (an answer carries its claims' badges; the evidence in a closed expander holds the same words)
+        answer = page.get_by_test_id("stMarkdownContainer")
+        a_answer = answer.filter(has_text=re.compile(r"21 million passages.*claim \d")).first
+        b_answer = answer.filter(has_text=re.compile(r"42 million passages.*claim \d")).first
+        expect(a_answer).to_be_visible(timeout=30_000)
+        expect(b_answer).to_be_visible()
+        left, right = a_answer.bounding_box(), b_answer.bounding_box()
+        assert left["x"] + left["width"] <= right["x"] and abs(left["y"] - right["y"]) < 150, (left, right)
+        supported = page.get_by_test_id("stExpander").filter(has_text="— supported").first
+        unsupported = page.get_by_test_id("stExpander").filter(has_text="— unsupported").first
+        expect(supported).to_be_visible()
+        expect(unsupported).to_contain_text("42 million")
+        assert supported.bounding_box()["x"] < unsupported.bounding_box()["x"]
+        # model text stays text: no link or element of its own
+        assert page.locator("a[href*='evil.example']").count() == 0
+        assert_no_failure(page, page.url)
+        assert not errors, errors
+        page.screenshot(path=str(_artifacts() / "compare-items.png"), full_page=True)

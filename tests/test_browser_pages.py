@@ -122,10 +122,12 @@ def test_calibration_heatmap_labels_every_score(app):
     from playwright.sync_api import expect
 
     page = visit(app, "calibration", "Calibration", ["Correctness"])
-    chart = page.get_by_test_id("stVegaLiteChart").first  # correctness: judge x human
-    labels = chart.locator("g.role-axis-label")  # Vega's SVG: one group of labels per axis, x first
-    labels.nth(1).wait_for(state="attached", timeout=60_000)
-    # retried until it holds: Vega redraws the SVG when the chart's width settles as the page fills
-    expect(labels.nth(0).locator("text")).to_have_text(["1", "2", "3", "4", "5"], timeout=30_000)
-    expect(labels.nth(1).locator("text")).to_have_text(["1", "2", "3", "4", "5"], timeout=30_000)
+    chart = page.get_by_test_id("stPlotlyChart").first  # correctness: judge x human
+    x_labels = chart.locator("g.xaxislayer-above g.xtick text")  # plotly's SVG: a group per tick label
+    y_labels = chart.locator("g.yaxislayer-above g.ytick text")
+    y_labels.nth(4).wait_for(state="attached", timeout=60_000)
+    # retried until it holds: plotly redraws the SVG when the chart's width settles as the page fills
+    expect(x_labels).to_have_text(["1", "2", "3", "4", "5"], timeout=30_000)
+    # plotly writes an axis's ticks from its start, the bottom: 5 at the foot, so judge score 1 heads the grid
+    expect(y_labels).to_have_text(["5", "4", "3", "2", "1"], timeout=30_000)
     page.close()

@@ -10,6 +10,7 @@ from test_regression import store_run
 
 from pipeline.errors import InputError
 from pipeline.evaluation.compare_runs import answers, compare_runs, default_pair
+from pipeline.formatting import fmt_change, fmt_count, fmt_ms
 from store import alerts as alert_store
 
 A_FAITH = [1.0, 0.8, 0.5, 1.0, 0.9, 0.7]
@@ -163,6 +164,18 @@ def test_the_compare_page_defaults_to_the_newest_run_and_its_baseline(fake, sett
     text = "\n".join(m.value for m in at.markdown)
     assert "42 million passages" in text and "21 million passages" in text
     assert not at.warning  # same dataset, same judge pin
+    # latency and tokens with B − A, as the pipeline pairs them; no cost without prices
+    result = compare_runs(settings, kb_db, "before", "after")
+    a, b = result.a.costs.usage, result.b.costs.usage
+    tokens = tiles["tokens"]
+    assert tokens.value == fmt_count(b.tokens) and tokens.delta == fmt_change(b.tokens - a.tokens, fmt_count)
+    assert tiles["latency p50"].value == fmt_ms(b.latency_ms) and "cost" not in tiles
+    items = next(d.value for d in at.dataframe if "tokens B − A" in d.value.columns)
+    assert list(items["item"]) == ["rag-passages", "transformer-bleu"]  # the item that got worse first
+    assert items["tokens B − A"].iloc[0] == fmt_change(result.pairs[0].usage.tokens, fmt_count)
+    # the two answers' claims with their verdicts, as the drilldown shows them
+    claims = [e.label for e in at.expander if e.label.startswith("Claim ")]
+    assert any("— supported" in c for c in claims) and any("42 million" in c and "— unsupported" in c for c in claims)
 
 
 @pytest.mark.slow
@@ -250,3 +263,58 @@ def test_a_side_answered_from_the_cache_shows_the_latencies_first_measured_and_s
     assert result.b.latency["p95_ms"] == result.a.latency["p95_ms"]
     assert result.a.latency["replayed"] < 0.5 and result.b.latency["replayed"] == 1  # A: only what its items share
     assert result.b.latency_text.endswith("100% of calls replayed from the cache")
+
+
+def seed_answers(db, eval_run_id, latencies_ms, prompt_tokens, completion_tokens, statuses=None):
+    """The question runs of store_run's items (ids 1000 × evaluation id + k), each with its latency and two model
+    calls whose tokens add up to the given ones (one of them a cache hit: it still carries its original tokens)."""
+    with db.cursor() as cur:
+        for k, latency in enumerate(latencies_ms):
+            run_id = 1000 * eval_run_id + k
+            status = (statuses or ["accepted"] * len(latencies_ms))[k]
+            cur.execute(
+                "INSERT INTO runs (id, kind, question, status, started_at, latency_ms) "
+                "VALUES (?, 'eval', 'q', ?, now(), ?)",
+                [run_id, status, latency],
+            )
+            for share, hit in ((0.75, False), (0.25, True)):
+                cur.execute(
+                    "INSERT INTO llm_calls (run_id, stage, model, prompt_tokens, completion_tokens, latency_ms, "
+                    "cache_hit, started_at) VALUES (?, 'generate', 'llama3.2', ?, ?, ?, ?, now())",
+                    [run_id, int(prompt_tokens[k] * share), int(completion_tokens[k] * share), latency * share, hit],
+                )
+
+
+def test_latency_token_and_cost_deltas_per_run_and_per_item_from_a_seeded_store(db, settings):
+    priced = dataclasses.replace(settings, price_per_1k_prompt_tokens=0.002, price_per_1k_completion_tokens=0.004)
+    a_id = store_run(db, "before", {"faithfulness": [1.0, 0.8, 0.5]})
+    b_id = store_run(db, "after", {"faithfulness": [0.5, 0.8, 0.75]})
+    seed_answers(db, a_id, [1000, 2000, 3000], [400, 800, 1200], [40, 80, 120])
+    seed_answers(db, b_id, [1600, 1000, 3000], [800, 400, 1200], [40, 40, 0], ["flagged", "accepted", "abstained"])
+    result = compare_runs(priced, db, "before", "after")
+    # per run: latency p50 and p95 over the items, tokens and cost of all their model calls
+    a, b = result.a.costs, result.b.costs
+    assert (a.usage.latency_ms, b.usage.latency_ms) == (2000, 1600) and a.items == b.items == 3
+    assert (a.usage.prompt_tokens, a.usage.completion_tokens, b.usage.tokens) == (2400, 240, 2480)
+    assert a.usage.cost == pytest.approx((2400 * 0.002 + 240 * 0.004) / 1000)
+    assert b.usage.cost == pytest.approx((2400 * 0.002 + 80 * 0.004) / 1000)
+    assert a.p95_ms == pytest.approx(2900) and b.p95_ms == pytest.approx(2860)
+    # per item, paired by golden id: the item that got worse first, then the better one, then the unchanged one
+    pairs = result.pairs
+    assert [(p.item_id, p.a_status, p.b_status) for p in pairs] == [
+        ("i0", "accepted", "flagged"),
+        ("i2", "accepted", "abstained"),
+        ("i1", "accepted", "accepted"),
+    ]
+    i0, i2, i1 = (p.usage for p in pairs)
+    assert (i0.latency_ms, i0.tokens) == (600, 400) and i0.cost == pytest.approx(400 * 0.002 / 1000)
+    assert (i1.latency_ms, i1.tokens) == (-1000, -440)
+    assert i1.cost == pytest.approx(-(400 * 0.002 + 40 * 0.004) / 1000)
+    assert (i2.latency_ms, i2.tokens, i2.b.completion_tokens) == (0, -120, 0)
+    assert (pairs[0].a_run_id, pairs[0].b_run_id) == (1000 * a_id, 1000 * b_id)
+    # the items' figures add up to the run's
+    assert sum(p.usage.b.tokens for p in pairs) == b.usage.tokens
+    # without prices: tokens and latency, no cost
+    unpriced = compare_runs(settings, db, "before", "after")
+    assert unpriced.a.costs.usage.cost is None and unpriced.pairs[0].usage.cost is None
+    assert unpriced.pairs[0].usage.tokens == 400

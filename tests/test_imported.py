@@ -362,7 +362,7 @@ def test_trends_draws_one_series_per_pipeline_over_the_same_dataset(db):
         with db.cursor() as cur:
             cur.execute("UPDATE eval_runs SET pipeline = ? WHERE id = ?", [pipeline, run_id])
     at = app("pages/trends.py")
-    points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
+    points = frame_with(at.get("plotly_chart")[0], "mean_text")
     series = points["series"].str.split(" · ").str[0].value_counts().to_dict()
     assert series == {"bot-a": 2, "bot-b": 1, "this workbench": 1}
 

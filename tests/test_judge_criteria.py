@@ -396,7 +396,7 @@ def test_trends_draws_a_criterion_under_its_own_prompt_version(db):
     def series() -> dict[str, int]:
         from test_charts import frame_with
 
-        points = frame_with(at.get("vega_lite_chart")[0], "mean_text")
+        points = frame_with(at.get("plotly_chart")[0], "mean_text")
         # a series is named "pipeline · judge pin · dataset · size"
         return points["series"].str.split(" · ").str[1].value_counts().to_dict()
 

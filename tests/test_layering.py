@@ -324,6 +324,7 @@ FOUNDATION = {
     "pipeline.trace_export": "sends traces over OpenTelemetry (session, collect/); imports only errors",
     "pipeline.jobs": "the background jobs of evaluation/ and experiments/; imports only errors",
     "pipeline.settings_reference": "the settings page of the docs, generated from config alone",
+    "pipeline.settings_file": "writes the settings file after config's own checks; imports config and errors",
 }
 # The packages of pipeline/ from the bottom up. A package imports only the foundation, itself and the ranks below
 # it; packages that share a rank do not import each other. The top rank holds the entry points: the Python API

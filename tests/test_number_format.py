@@ -24,3 +24,11 @@ def test_a_status_shows_a_material_icon_instead_of_its_emoji():
         ":material/check_circle: accepted\\: faithfulness at or above the threshold"
     )
     assert status_markdown("ℹ️ no checkable claims", "no_claims") == ":material/info: no checkable claims"
+
+
+def test_a_change_is_signed_in_its_figures_format():
+    from pipeline.formatting import fmt_change, fmt_cost, fmt_count, fmt_ms
+
+    assert fmt_change(-1500, fmt_ms) == "-1.5 s" and fmt_change(600, fmt_ms) == "+600 ms"
+    assert fmt_change(-12345, fmt_count) == "-12,345" and fmt_change(0, fmt_count) == "0"
+    assert fmt_change(0.0001, fmt_cost) == "+0.0001" and fmt_change(None, fmt_ms) == "n/a"

@@ -248,3 +248,33 @@ def test_the_floor_is_the_engines_grade_and_first_answer_and_faithful_questions_
     assert wall.value == 19.0 / 38.0 and wall.target == 0.45 and wall.meets == "NO"
     assert "0.50 on 2 faithful first answers; 0.50 on 1 unfaithful first answers" in wall.note
     assert figures["prompt tokens, total"].target == 1.0
+
+
+def test_the_bench_reports_the_decision_the_seeds_own_generation_and_tokens_by_first_answer():
+    from collections import Counter
+
+    from bench import answer_vs_seed
+
+    def sample(wall, tokens, generated, decided=None, unfaithful=False):
+        stages = [("generate", 0.0, generated, tokens)]
+        s = answer_vs_seed.Sample(wall, tokens, Counter(), stages=stages, decided=decided)
+        s.unfaithful_first = unfaithful
+        return s
+
+    mine = [sample(6.0, 300, 4.0, decided=5.0), sample(9.0, 900, 4.0, decided=6.0, unfaithful=True)]
+    base = [sample(10.0, 400, 2.0), sample(10.0, 500, 5.0, unfaithful=True)]
+    shown, own = answer_vs_seed.decided_figures("p", mine, base)
+    assert shown.value == 11.0 / 20.0 and "ran 2.00 s more" in shown.note  # (1 + 3) / 2 after the decision
+    assert own.value == 7.0 / 20.0 and "median 0.35" in own.note
+    assert answer_vs_seed.wall_by_first_answer(mine, base, "prompt_tokens") == (
+        "0.75 on 1 faithful first answers; 1.80 on 1 unfaithful first answers"
+    )
+
+
+def test_context_coverage_counts_the_references_content_words_the_context_holds():
+    from bench.context_coverage import coverage
+
+    reference = "RAG used 21 million passages."  # rag, used, 21, million, passage
+    assert coverage(reference, "[1] source: rag.md\nRAG was used with 21 million passages") == 1.0
+    assert coverage(reference, "The RAG passages") == 2 / 5
+    assert coverage("", "anything") == 1.0

@@ -195,6 +195,20 @@ def test_precheck_off_still_gets_three_way_verdicts_on_a_streamed_sentence(fake,
     assert "21 million" in first.claims[0].evidence
 
 
+def test_with_slots_to_spare_the_answer_is_decided_before_its_rejected_claims_are_classified(fake, settings, kb_db):
+    """Contradicted or unsupported changes neither the score nor the outcome: the decision is shown first and the
+    classification, running alongside, settles after it, on the overlapped schedule as on one slot."""
+    fake.enqueue("The RAG index was split into 50 million passages [1].", match=is_generation)
+    once = dataclasses.replace(settings, precheck_enabled=False, max_retries=0, ollama_slots_per_host=4)
+    events = engine_events(once, kb_db)
+    kinds = [e.kind for e in events]
+    assert "verdict" in kinds and kinds.index(next(k for k in kinds if k in ("decide", "abstain"))) < kinds.index(
+        "verdict"
+    )
+    claim = events[-1].result.attempts[0].claims[0]
+    assert claim.verdict == "contradicted" and "21 million" in claim.evidence  # settled all the same
+
+
 @pytest.mark.slow
 def test_the_retry_starts_while_a_rejected_claim_is_still_being_classified(fake, settings, kb_db):
     fake.enqueue("The RAG index was split into 50 million passages [1].", match=is_generation)

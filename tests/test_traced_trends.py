@@ -11,7 +11,7 @@ from datetime import date, datetime, time, timedelta
 import numpy as np
 import pytest
 from test_app import app, fresh_streamlit_caches  # noqa: F401 - the fixture
-from test_charts import frame_with
+from test_charts import frame_with, plotly_floors, plotly_spec
 
 from pipeline.cli.main import main
 from pipeline.collect.traced import check_traced, daily_series, latest_complete_day, welch
@@ -204,13 +204,13 @@ def test_the_trends_page_draws_each_services_days_with_the_floor_and_lists_their
     assert not at.exception, at.exception
     assert any(s.value == "Traced runs: daily faithfulness per service" for s in at.subheader)
     # no evaluation runs: the traced faithfulness chart comes first, then the traced runs' latency, tokens and cost
-    chart, _ = at.get("vega_lite_chart")
+    chart, _ = at.get("plotly_chart")
     points = frame_with(chart, "mean_text")
     lines = {s: (list(g["mean"]), list(g["n"]), list(g["mean_text"])) for s, g in points.groupby("service")}
     assert lines["tower-app"][:2] == (pytest.approx([0.95, 0.80]), ["8", "8"])
     assert lines["bridge-app"] == (pytest.approx([0.55]), ["2"], ["0.55"])
     assert lines["tower-app"][2] == ["0.95", "0.80"]  # the hover's text, as the other pages write a mean
-    assert list(frame_with(chart, "floor_text")["floor"]) == [0.7]
+    assert plotly_floors(plotly_spec(chart)) == [(0.7, "floor 0.70")]
     table = at.dataframe[0].value
     assert list(table["service"]) == ["bridge-app", "tower-app"]
     assert list(table["verdict"]) == ["below floor", "drop"]
@@ -222,7 +222,7 @@ def test_the_trends_page_draws_each_services_days_with_the_floor_and_lists_their
     links = [link.value for link in at.sidebar.page_link]
     assert "1 open regression alert" in links and "1 metric below floor" in links
     next(m for m in at.multiselect if m.label == "Services").set_value(["bridge-app"]).run()
-    assert list(frame_with(at.get("vega_lite_chart")[0], "mean_text")["service"]) == ["bridge-app"]
+    assert list(frame_with(at.get("plotly_chart")[0], "mean_text")["service"]) == ["bridge-app"]
 
 
 def test_collect_drain_checks_yesterday_and_says_what_it_opened(db, capsys):

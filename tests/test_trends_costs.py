@@ -1,7 +1,7 @@
 """Trends with several metrics (issue 29): latency, tokens and cost per question over evaluation runs and traced
 days (pipeline.regression.trends, counted as the Runs page counts a run's), and the page drawing several metrics at
 once, each on its own scale, with the hover's numbers written as the other pages write them (read from the
-Vega-Lite charts' data and specs)."""
+plotly figures' JSON)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from datetime import date, datetime, time
 import pandas as pd
 import pytest
 from test_app import app, fresh_streamlit_caches  # noqa: F401 - the fixture
-from test_charts import chart_data, panel_titles
+from test_charts import plotly_panels, plotly_points, plotly_spec
 
 from pages.views.markup import fmt_score
 from pages.views.trends import LATENCY
 from pipeline.config import load_settings
+from pipeline.formatting import D3_TIME_FORMAT
 from pipeline.regression.trends import daily_costs, run_costs
 from store.evals import create_eval_run, mark_eval_run
 from store.records import LLMCallRecord, RunLog, RunRecord
@@ -139,18 +140,13 @@ def test_daily_costs_are_each_services_days_figures(db, monkeypatch):
 
 
 def figure(at, title: str) -> tuple[dict, pd.DataFrame]:
-    """The page's chart with a panel of this title: its Vega-Lite spec and the frame of its lines' points."""
-    for chart in at.get("vega_lite_chart"):
-        spec, frames = chart_data(chart)
-        if title in panel_titles(spec):
-            (points,) = [f for f in frames if "value" in f.columns or "mean_text" in f.columns]
-            return spec, points
+    """The page's plotly chart with a panel of this title: its JSON and its lines' points (one row a point, with
+    its panel's title and the hover's columns)."""
+    for chart in at.get("plotly_chart"):
+        spec = plotly_spec(chart)
+        if title in plotly_panels(spec):
+            return spec, plotly_points(spec)
     raise AssertionError(f"no chart with a panel {title!r}")
-
-
-def lines_of(panel: dict) -> dict:
-    """A panel's lines (the first layer of a layered panel)."""
-    return panel["layer"][0] if "layer" in panel else panel
 
 
 @pytest.mark.slow
@@ -163,29 +159,29 @@ def test_trends_draws_two_metrics_on_their_own_scales_with_the_pages_rounding(db
     metrics.set_value(["faithfulness", "judge_correctness"]).run()
     assert not at.exception, at.exception
     spec, points = figure(at, "judge correctness")
-    assert panel_titles(spec) == ["faithfulness", "judge correctness"]  # one panel per metric
-    faithfulness_panel, judge_panel = (lines_of(p) for p in spec["vconcat"])
+    assert plotly_panels(spec) == ["faithfulness", "judge correctness"]  # one panel per metric
     # each panel draws its own metric's points only
-    assert faithfulness_panel["transform"] == [{"filter": "(datum.metric === 'faithfulness')"}]
-    assert judge_panel["transform"] == [{"filter": "(datum.metric === 'judge_correctness')"}]
-    faithfulness = points[points["metric"] == "faithfulness"]
-    judge = points[points["metric"] == "judge_correctness"]
+    lines = points[points["trace"] != "pinned baseline"]
+    faithfulness = lines[lines["panel"] == "faithfulness"]
+    judge = lines[lines["panel"] == "judge correctness"]
     assert list(faithfulness["mean"]) == pytest.approx([0.625, 0.85])
     assert list(judge["mean"]) == pytest.approx([4.0, 8 / 3])
     # a 0-1 score and a 1-5 judge mean never share an axis; the panels share the time axis and the colours
-    assert faithfulness_panel["encoding"]["y"]["scale"]["domain"] == pytest.approx([-0.05, 1.05])
-    assert judge_panel["encoding"]["y"]["scale"]["domain"] == pytest.approx([0.8, 5.2])
-    assert spec["resolve"]["scale"]["y"] == "independent"
-    assert spec["resolve"]["scale"]["x"] == spec["resolve"]["scale"]["color"] == "shared"
-    assert faithfulness_panel["encoding"]["color"]["scale"] == judge_panel["encoding"]["color"]["scale"]
+    layout = spec["layout"]
+    assert layout["yaxis"]["range"] == pytest.approx([-0.05, 1.05])
+    assert layout["yaxis2"]["range"] == pytest.approx([0.8, 5.2])
+    assert layout["xaxis"]["matches"] == "x2"  # one time axis
+    assert layout["xaxis2"]["tickformat"] == D3_TIME_FORMAT  # 24-hour times, as the tables write them
+    by_panel = {t["yaxis"]: t["line"]["color"] for t in spec["data"] if t.get("name") != "pinned baseline"}
+    assert by_panel["y"] == by_panel["y2"]  # the series' colour in both panels
     # the hover writes the mean as every page does: 0.625 is 0.62 (Python's rounding), never the chart's 0.63
-    hover = [t["field"] for t in faithfulness_panel["encoding"]["tooltip"]]
-    assert "mean_text" in hover and "mean" not in hover
+    template = spec["data"][0]["hovertemplate"]
+    assert "faithfulness mean: %{customdata[1]}" in template and "%{y" not in template
     assert list(faithfulness["mean_text"]) == ["0.62", "0.85"] == [fmt_score(0.625), fmt_score(0.85)]
     assert list(judge["mean_text"]) == ["4.00", "2.67"]
     metrics.set_value(["faithfulness"]).run()
     spec, points = figure(at, "faithfulness")
-    assert len(spec["vconcat"]) == 1 and set(points["metric"]) == {"faithfulness"}
+    assert plotly_panels(spec) == ["faithfulness"] and set(points["mean_text"]) == {"0.62", "0.85"}
 
 
 @pytest.mark.slow
@@ -196,24 +192,17 @@ def test_trends_shows_latency_tokens_and_cost_per_question_of_each_run(db, monke
     at = app("pages/trends.py")
     assert not at.exception, at.exception
     spec, points = figure(at, "cost per question")
-    assert panel_titles(spec) == [LATENCY, "tokens per question", "cost per question"]
-    assert spec["resolve"]["scale"]["y"] == "independent"  # ms, tokens and cost each on its own scale
+    assert plotly_panels(spec) == [LATENCY, "tokens per question", "cost per question"]
     latency = points[points["panel"] == LATENCY]
-    mean, p95 = latency[latency["line"] == "mean"], latency[latency["line"] == "p95"]
-    assert list(mean["value"]) == pytest.approx([300.0, 2000.0]) and list(p95["value"]) == pytest.approx(
-        [560.0, 2900.0]
-    )
-    dash = spec["vconcat"][0]["encoding"]["strokeDash"]  # mean solid, p95 dashed
-    assert dash["field"] == "line" and dict(zip(dash["scale"]["domain"], dash["scale"]["range"], strict=True)) == {
-        "mean": [1, 0],
-        "p95": [6, 4],
-    }
+    mean, p95 = latency[latency["dash"] == "solid"], latency[latency["dash"] == "dash"]  # mean solid, p95 dashed
+    assert list(mean["latency_ms"]) == pytest.approx([300.0, 2000.0])
+    assert list(p95["p95_latency_ms"]) == pytest.approx([560.0, 2900.0])
     tokens = points[points["panel"] == "tokens per question"]
-    assert list(tokens["value"]) == pytest.approx([160 / 3, 150.0])
-    assert list(points[points["panel"] == "cost per question"]["value"]) == pytest.approx([0.07, 0.2])
+    assert list(tokens["tokens"]) == pytest.approx([160 / 3, 150.0])
+    assert list(points[points["panel"] == "cost per question"]["cost"]) == pytest.approx([0.07, 0.2])
     # the hover: run, questions, then mean, p50, p95 latency, tokens and cost as the other pages write them
-    hover = [t["field"] for t in spec["vconcat"][0]["encoding"]["tooltip"]]
     shown = ["label", "questions", "mean latency", "p50 latency", "p95 latency", "tokens per question"]
+    hover = spec["data"][0]["meta"]["columns"]
     assert [f for f in hover if f in [*shown, "cost per question"]] == [*shown, "cost per question"]
     assert mean[[*shown, "cost per question"]].values.tolist() == [
         ["mon", "3", "300 ms", "200 ms", "560 ms", "53", "0.0700"],
@@ -232,7 +221,7 @@ def test_trends_has_no_cost_panel_without_prices(db):
     evaluation(db, "mon", MON, MON_SCORES)
     at = app("pages/trends.py")
     spec, points = figure(at, "tokens per question")
-    assert panel_titles(spec) == [LATENCY, "tokens per question"] and "cost per question" not in points.columns
+    assert plotly_panels(spec) == [LATENCY, "tokens per question"] and "cost per question" not in points.columns
     assert set(points["panel"]) == {LATENCY, "tokens per question"}
     table = next(d.value for d in at.dataframe if "p95_latency_ms" in d.value.columns)
     assert "cost" not in table.columns and list(table["tokens"]) == pytest.approx([160 / 3])
@@ -240,7 +229,7 @@ def test_trends_has_no_cost_panel_without_prices(db):
 
 @pytest.mark.slow
 def test_trends_keeps_each_charts_spec_by_its_inputs(db, monkeypatch):
-    """A rerun over the same data sends the kept Vega-Lite spec: no chart is built and validated again (issue 29:
+    """A rerun over the same data sends the kept plotly figure: no chart is built again (issue 29:
     computed results kept by their inputs, not recomputed per render); other inputs draw anew."""
     import pages.views.trends as views
 
@@ -255,4 +244,4 @@ def test_trends_keeps_each_charts_spec_by_its_inputs(db, monkeypatch):
     next(m for m in at.multiselect if m.label == "Metrics").set_value(["faithfulness", "judge_correctness"]).run()
     assert sorted(built) == ["costs", "metrics", "metrics"]
     spec, _ = figure(at, "judge correctness")
-    assert panel_titles(spec) == ["faithfulness", "judge correctness"]
+    assert plotly_panels(spec) == ["faithfulness", "judge correctness"]

@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import streamlit as st
 
-from pages.views import charts
+from pages.views import plotly_charts as pc
 from pages.views.common import show_error
 from pages.views.markup import NOT_AVAILABLE, escape_markdown, fmt_pct, fmt_score, plural
 from pages.views.tables import score_column, table
@@ -95,23 +95,30 @@ KEPT_CHARTS = 32
 
 @st.cache_resource(max_entries=KEPT_CHARTS, show_spinner=False)
 def agreement_heatmap(matrix: tuple[tuple[int, ...], ...], criterion: str):
-    """The judge x human grid of one criterion's pairs, as a Vega-Lite spec (Altair validates a chart against the
-    schema each time it is converted: ~12 ms a chart, on every render; the spec is validated once)."""
+    """The judge x human grid of one criterion's pairs (a plotly figure, kept by its counts: a rerun sends it
+    again without building it)."""
     scores = [str(s) for s in range(1, 6)]
-    return charts.heatmap(matrix, scores, scores, "human score", "judge score", f"{criterion}: judge x human").to_dict()
+    return pc.heatmap(matrix, scores, scores, "human score", "judge score", f"{criterion}: judge x human")
 
 
 @st.cache_resource(max_entries=KEPT_CHARTS, show_spinner=False)
 def base_rates_chart(judge: tuple[float, ...], people: tuple[float, ...]):
-    """Each score's share among the judge's scores and people's ratings, side by side (a Vega-Lite spec)."""
+    """Each score's share among the judge's scores and people's ratings, side by side (a plotly figure)."""
     frame = pd.DataFrame(
         {
             "score": [str(s) for s in range(1, 6)] * 2,
             "share": list(judge) + list(people),
+            "share_text": [fmt_pct(v) for v in list(judge) + list(people)],
             "rater": ["judge"] * 5 + ["people"] * 5,
         }
     )
-    return charts.grouped_bars(frame, "score", "share", "rater", "Base rates").to_dict()
+    return pc.grouped_bars(frame, "score", "share", "rater", "Base rates", "share_text")
+
+
+@st.cache_resource(max_entries=KEPT_CHARTS, show_spinner=False)
+def claims_heatmap(matrix, labels: tuple[str, ...]):
+    """People's verdicts on claims against the verifier's, counted in a grid (a plotly figure)."""
+    return pc.heatmap(matrix, list(labels), list(labels), "verifier", "people", "People vs the verifier")
 
 
 def stats_row(name: str, s: Agreement) -> dict:
@@ -200,8 +207,8 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
     shares = [tuple(sum(p[rater] == s for p in pairs) / n for s in range(1, 6)) for rater in ("judge", "human")]
     matrix = tuple(tuple(int(n) for n in row) for row in stats.matrix)
     # keyed: two criteria may draw alike
-    left.vega_lite_chart(agreement_heatmap(matrix, criterion), width="stretch", key=f"heat-{criterion}")
-    right.vega_lite_chart(base_rates_chart(*shares), width="stretch", key=f"rates-{criterion}")
+    pc.draw(agreement_heatmap(matrix, criterion), f"heat-{criterion}", left)
+    pc.draw(base_rates_chart(*shares), f"rates-{criterion}", right)
     wide = disagreements(pairs)
     if wide:
         with st.expander(f"Disagreements by 2 or more ({len(wide)})"):
@@ -232,10 +239,7 @@ def claim_section(db, run_ids: list[int]) -> None:
         column_config={c: score_column(c) for c in per_verdict.select_dtypes("float").columns},
     )
     labels = result["labels"]
-    right.altair_chart(
-        charts.heatmap(result["matrix"], labels, labels, "verifier", "people", "People vs the verifier"),
-        width="stretch",
-    )
+    pc.draw(claims_heatmap(result["matrix"], tuple(labels)), "claims-heatmap", right)
 
 
 SAVED = "calibration_saved"  # the correction set version just saved, said once after the rerun that shows it

@@ -15,6 +15,7 @@ from pipeline.errors import WorkbenchError
 from pipeline.models.health import UNREADABLE_FIX, Check, probe_model_servers, unreadable_entries
 from pipeline.regression.alerts import below_floor_metrics, count_open_alerts
 from pipeline.session import Database, open_workbench, replay_journal
+from pipeline.settings_file import live_settings
 
 # A local file: a Material icon as page_icon makes the browser fetch it from fonts.gstatic.com, and an emoji
 # needs an emoji font.
@@ -49,6 +50,7 @@ def page_setup(file: str, heading: bool = True) -> tuple[Settings, Database]:
     this = page(file)
     st.set_page_config(page_title=f"{this.label} · RAG quality workbench", page_icon=FAVICON, layout="wide")
     settings, db = resources()
+    settings = live_settings(settings)  # a setting changed in the file since the start that applies at once
     with st.sidebar:
         for listed in PAGES:
             st.page_link(listed.file, label=listed.label, icon=listed.icon)

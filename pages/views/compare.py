@@ -1,5 +1,6 @@
-"""Widgets of the Compare page: choosing run A and run B, the metric tiles, the item diff, two answers side
-by side. Run names, questions, answers and claims are untrusted text: escaped or shown in tables."""
+"""Widgets of the Compare page: choosing run A and run B, the metric tiles, latency, tokens and cost with B − A,
+the item diff, every item's costs and two answers side by side with their claims' verdicts. Run names, questions,
+answers and claims are untrusted text: escaped or shown in tables."""
 
 from __future__ import annotations
 
@@ -8,12 +9,24 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from pages.views.markup import annotated_markdown, escape_markdown, fmt_score, plural, status_markdown
-from pages.views.tables import HALF_PX, delta_column, score_column, table
+from pages.views.drilldown import show_claims
+from pages.views.markup import (
+    NOT_AVAILABLE,
+    annotated_markdown,
+    escape_markdown,
+    fmt_change,
+    fmt_cost,
+    fmt_count,
+    fmt_ms,
+    fmt_score,
+    plural,
+    status_markdown,
+)
+from pages.views.tables import delta_column, score_column, table
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import status_label
+from pipeline.evaluation.compare_items import ItemPair, Usage, difference
 from pipeline.evaluation.compare_runs import ItemChange, RunComparison, Side, Tile
-from pipeline.history.present import verdict_label
 from pipeline.vocabulary import Status
 
 TILES_PER_ROW = 4
@@ -176,12 +189,7 @@ def choose_change(result: RunComparison) -> ItemChange | None:
         st.info(f"No item {direction.split(' (')[0]} on {labels[metric]}.")
         return None
     table(change_table(changes), hide_index=True, width="stretch", column_config=CHANGE_COLUMNS)
-    return st.selectbox(
-        "Open an item side by side",
-        changes,
-        format_func=lambda c: f"{c.item_id}: {c.delta:+.2f} · {c.question[:80]}",
-        key="compare_item",
-    )
+    return changes[0]
 
 
 CHANGE_COLUMNS = {
@@ -214,17 +222,101 @@ def change_table(changes: list[ItemChange]) -> pd.DataFrame:
     )
 
 
-def show_side_by_side(change: ItemChange, result: RunComparison, answers: tuple) -> None:
-    st.markdown(f"**Question** ({escape_markdown(change.item_id)})")
-    st.text(change.question)
-    values = (change.a, change.b)
-    for column, side, which, value, answer, run_id in zip(
-        st.columns(2), (result.a, result.b), "AB", values, answers, (change.a_run_id, change.b_run_id), strict=True
+def usage_text(usage: Usage | None, priced: bool) -> str:
+    """One answer's (or run's) latency, tokens and cost in a few words."""
+    if usage is None:
+        return "no run"
+    cost = f" · cost {fmt_cost(usage.cost)}" if priced else ""
+    return f"{fmt_ms(usage.latency_ms)} · {fmt_count(usage.tokens)} tokens{cost}"
+
+
+def show_costs(result: RunComparison) -> None:
+    """Latency p50 and p95 per question, tokens and cost of the runs' answers: B's, with B − A (lower is better)."""
+    st.subheader("Latency, tokens and cost: B − A")
+    a, b = result.a.costs, result.b.costs
+    priced = a.usage.cost is not None
+    figures = [
+        ("latency p50", a.usage.latency_ms, b.usage.latency_ms, fmt_ms),
+        ("latency p95", a.p95_ms, b.p95_ms, fmt_ms),
+        ("tokens", a.usage.tokens, b.usage.tokens, fmt_count),
+    ] + ([("cost", a.usage.cost, b.usage.cost, fmt_cost)] if priced else [])
+    for column, (label, va, vb, fmt) in zip(st.columns(TILES_PER_ROW), figures, strict=False):
+        change = difference(va, vb)
+        with column:
+            st.metric(
+                label,
+                fmt(vb),
+                delta=None if change is None else fmt_change(change, fmt),
+                delta_color="off" if not change else "inverse",  # less time, fewer tokens, lower cost: better
+                delta_arrow="off" if not change else "auto",
+            )
+            st.caption(f"A {fmt(va)} → B {fmt(vb)}")
+    st.caption(
+        f"Of the answers' model calls ({plural(a.items, 'item')} in A, {plural(b.items, 'item')} in B), at the "
+        "costs first measured (a reply replayed from the cache counts what it cost then). "
+        + (
+            "Cost at the prices set now."
+            if priced
+            else "No cost: no price per 1,000 tokens is set (see Settings & health)."
+        )
+    )
+
+
+def pair_table(pairs: list[ItemPair], priced: bool) -> pd.DataFrame:
+    rows = []
+    for p in pairs:
+        u = p.usage
+        row = {
+            "item": p.item_id,  # the question is in the chooser below: the table fits 1280 px
+            "status A → B": f"{p.a_status or NOT_AVAILABLE} → {p.b_status or NOT_AVAILABLE}",
+            "latency A → B": f"{fmt_ms(u.a and u.a.latency_ms)} → {fmt_ms(u.b and u.b.latency_ms)}",
+            "latency B − A": fmt_change(u.latency_ms, fmt_ms),
+            "tokens A → B": f"{fmt_count(u.a and u.a.tokens)} → {fmt_count(u.b and u.b.tokens)}",
+            "tokens B − A": fmt_change(u.tokens, fmt_count),
+        }
+        if priced:
+            row["cost B − A"] = fmt_change(u.cost, fmt_cost)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def choose_pair(result: RunComparison, preferred: ItemChange | None) -> ItemPair | None:
+    """Every item both runs answered, with what each answer cost; returns the item chosen for the side-by-side
+    view (first: the item the diff above shows first, else one that got worse)."""
+    st.subheader("Item by item")
+    if not result.pairs:
+        st.info("The runs share no item that both answered.")
+        return None
+    priced = result.a.costs.usage.cost is not None
+    table(pair_table(result.pairs, priced), hide_index=True, width="stretch")
+    pairs = result.pairs
+    if preferred is not None:
+        pairs = sorted(pairs, key=lambda p: p.item_id != preferred.item_id)
+    return st.selectbox(
+        "Open an item side by side",
+        pairs,
+        format_func=lambda p: f"{p.item_id}: {p.question[:80]}",
+        key=f"compare_item_{preferred.item_id if preferred else ''}",
+    )
+
+
+def show_side_by_side(pair: ItemPair, result: RunComparison, answers: tuple) -> None:
+    st.markdown(f"**Question** ({escape_markdown(pair.item_id)})")
+    st.text(pair.question)
+    priced = result.a.costs.usage.cost is not None
+    usages = (pair.usage.a, pair.usage.b)
+    for column, side, which, usage, answer, run_id in zip(
+        st.columns(2, gap="large"),
+        (result.a, result.b),
+        "AB",
+        usages,
+        answers,
+        (pair.a_run_id, pair.b_run_id),
+        strict=True,
     ):
         with column:
-            st.markdown(
-                f"**{which}: {escape_markdown(side.run.name)}** · {escape_markdown(change.metric)} {fmt_score(value)}"
-            )
+            st.markdown(f"**{which}: {escape_markdown(side.run.name)}**")
+            st.caption(escape_markdown(usage_text(usage, priced)))
             show_answer(answer, run_id)
 
 
@@ -244,16 +336,4 @@ def show_answer(answer: AnswerResult | None, run_id: int | None) -> None:
         st.markdown(escape_markdown(f"{answer.answer} ({answer.abstain_reason})"))
     else:
         st.markdown(annotated_markdown(answer.answer or "", answer.final_claims))
-    claims = answer.final_claims
-    if claims:
-        table(
-            pd.DataFrame(
-                [
-                    {"#": c.claim_no, "verdict": verdict_label(c.verdict), "verifier": c.verifier, "claim": c.text}
-                    for c in claims
-                ]
-            ),
-            hide_index=True,
-            width="stretch",
-            fit_px=HALF_PX,  # one of two answers side by side
-        )
+    show_claims(answer)  # each claim with its verdict and evidence, as the drilldown shows them

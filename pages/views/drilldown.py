@@ -32,7 +32,7 @@ from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, made_how, status_label
 from pipeline.evaluation.given import contexts_heading, origin_line
 from pipeline.evaluation.registry import label_of
-from pipeline.history.present import VERDICT_STYLES, invalid_line, invalid_replies
+from pipeline.history.present import VERDICT_STYLES, invalid_line, invalid_replies, verdict_label
 from pipeline.history.runs import RunColumn, StoredRun, listed_columns
 from pipeline.history.trace_view import prompt_as_text
 from pipeline.knowledge.injection import flag_warning, injection_flags
@@ -206,7 +206,7 @@ def show_claims(result: AnswerResult) -> None:
         )
     for claim in claims:
         source = f" · [{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""
-        label = f"Claim {claim.claim_no}: {claim.text} — {claim.verdict} ({claim.verifier}){source}"
+        label = f"Claim {claim.claim_no}: {claim.text} — {verdict_label(claim.verdict)} ({claim.verifier}){source}"
         with st.expander(escape_markdown(label), icon=getattr(VERDICT_STYLES.get(claim.verdict), "icon", None)):
             st.caption(escape_markdown(claim.reason or ""))
             if claim.passage:

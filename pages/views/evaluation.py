@@ -292,6 +292,7 @@ def show_report(result: EvalReport) -> None:
             help="The setting `floors` (e.g. faithfulness=0.7): a metric whose mean falls below its floor is flagged "
             "whatever its baseline.",
         )
+        st.page_link("pages/settings.py", label="Change the floors", icon=":material/tune:")
     if result.cause is not None:  # what changed since the baseline comes first: levels alone mislead
         st.warning(escape_markdown(f"Since the baseline {result.baseline}: {result.cause.sentence}"))
     if result.detectable:  # what the comparison could have seen: "no regression" means little without it

@@ -10,11 +10,10 @@ import dataclasses
 import time
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages.views import charts
+from pages.views import plotly_charts as pc
 from pages.views.common import escape_keeping_code, show_error
 from pages.views.compare import compare_link
 from pages.views.evaluation import choose_dataset, fresh_checkbox, show_mapping
@@ -450,23 +449,13 @@ def quality_chart(board: Leaderboard) -> None:
         st.info("No combination has both a mean and a latency yet.")
         return
     name = label_of(quality)
-    chart = charts.pareto_scatter(
-        frame,
-        "latency_ms",
-        "quality",
-        "front",
-        "combination",
-        f"{name} against p50 latency",
-        [
-            alt_tooltip("combination", "combination"),
-            alt_tooltip("quality_text", name),
-            alt_tooltip("latency_text", "p50 latency"),
-            alt_tooltip("cache_hits", "replayed from the cache"),
-        ],
-        x_title="p50 latency per question (ms)",
-        y_title=name,
-    )
-    st.altair_chart(chart, width="stretch")
+    fields = [
+        ("combination", "combination"),
+        ("quality_text", name),
+        ("latency_text", "p50 latency"),
+        ("cache_hits", "replayed from the cache"),
+    ]
+    pc.draw(pareto_figure(frame, name, fields), "pareto")
     st.caption(
         escape_markdown(
             f"Pareto front (no other combination is at least as good on both {name} and latency, and better on "
@@ -476,5 +465,17 @@ def quality_chart(board: Leaderboard) -> None:
     )
 
 
-def alt_tooltip(column: str, title: str) -> alt.Tooltip:
-    return alt.Tooltip(f"{column}:N", title=title)
+@st.cache_resource(max_entries=8, show_spinner=False)
+def pareto_figure(frame: pd.DataFrame, name: str, fields: list[tuple[str, str]]):
+    """The combinations' quality against p50 latency, the front marked (a plotly figure, kept by its points)."""
+    return pc.pareto_scatter(
+        frame,
+        "latency_ms",
+        "quality",
+        "front",
+        "combination",
+        f"{name} against p50 latency",
+        fields,
+        x_title="p50 latency per question (ms)",
+        y_title=name,
+    )

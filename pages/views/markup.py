@@ -8,6 +8,7 @@ import re
 from pipeline.evaluation.registry import label_of
 from pipeline.formatting import (  # noqa: F401 - the pages import the formatters from here
     NOT_AVAILABLE,
+    fmt_change,
     fmt_cost,
     fmt_count,
     fmt_ms,

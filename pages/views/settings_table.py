@@ -1,6 +1,6 @@
 """The settings tables of Settings & health: the essential settings first, then every other setting in an
 expander per group, each with its value, where it came from, its environment variable, its valid values and its
-meaning (all from the declarations in pipeline/config.py)."""
+meaning and whether a change applies at once (all from the declarations in pipeline/config.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import streamlit as st
 from pages.views.tables import table
 from pipeline.config import GROUPS, declarations
 
-COLUMNS = ["setting", "value", "source", "environment variable", "valid values", "meaning"]
+COLUMNS = ["setting", "value", "source", "environment variable", "valid values", "applies", "meaning"]
 
 
 def _table(rows: list[dict]) -> None:
@@ -26,7 +26,7 @@ def _table(rows: list[dict]) -> None:
 def _with_declaration(rows: list[dict]) -> dict[str, dict]:
     by_name = {row["setting"]: row for row in rows}
     return {
-        d.name: {**by_name[d.name], "valid values": d.valid_values(), "meaning": d.doc}
+        d.name: {**by_name[d.name], "valid values": d.valid_values(), "applies": d.applies, "meaning": d.doc}
         for d in declarations()
         if d.name in by_name
     }

@@ -64,13 +64,13 @@ class AnswerRound:
             failed = attempt.record.failed_claims if flagged else []
             if generation <= settings.max_retries:
                 self.ctx.emit(retrying(attempt.record, attempt_no + 1, failed, topic if off_target else None, settings))
-        if self.ctx.schedule != "sequential":  # one slot: the classifications wait until the answer is decided
-            self.settle()
         return True
 
     def settle(self) -> None:
-        """Give the rejected claims still being classified their final verdicts (the engine calls it after the
-        decision on one slot, where nothing the shown answer waits on may queue behind a classification)."""
+        """Give the rejected claims still being classified their final verdicts. The engine calls it after the
+        decision: telling contradicted from unsupported changes neither the score nor the outcome, so the answer is
+        shown without waiting for it (on one slot it has not even started: nothing the shown answer waits on may
+        queue behind a classification; with slots to spare it has been running alongside)."""
         self._settle_classifications()
 
     def _grade_first(self, passages: list[Passage]) -> Graded:

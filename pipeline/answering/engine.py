@@ -225,7 +225,7 @@ class QuestionRun:
         if not answer_round.answer(passages):
             return False
         ctx.emit(decide(self.settings, self.result, retrieval.relevant))
-        answer_round.settle()  # already settled before the decision unless on one slot
+        answer_round.settle()  # the rejected claims' contradicted-or-unsupported verdicts, after the answer is shown
         return True
 
     def similarity_scale(self) -> SimilarityScale:

@@ -13,6 +13,7 @@ from pipeline.answering.events import AnswerResult
 from pipeline.config import Settings
 from pipeline.errors import InputError
 from pipeline.evaluation import family
+from pipeline.evaluation.compare_items import ItemPair, RunCosts, item_pairs, run_costs
 from pipeline.evaluation.datasets import identity_text, version_label
 from pipeline.evaluation.judge import recorded_version
 from pipeline.evaluation.matching import in_terms_of_a, matched_items
@@ -35,6 +36,7 @@ class Side:
     run: evals.EvalRun
     dataset_hash: str | None
     latency: dict = field(default_factory=dict)  # p50_ms, p95_ms (original costs) and replayed (evals.latency_summary)
+    costs: RunCosts | None = None  # latency, tokens and cost of its items' answers
 
     @property
     def latency_text(self) -> str:
@@ -114,6 +116,7 @@ class RunComparison:
     shared: list[str]  # golden ids both runs hold
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
+    pairs: list[ItemPair] = field(default_factory=list)  # every shared item, those that got worse first
 
     @property
     def same_pin(self) -> bool:
@@ -153,12 +156,20 @@ def default_pair(db: Database) -> tuple[str | None, str | None, str]:
     return runs[1]["name"], newest.name, f"the newest run ({newest.name}) has no baseline; A is the run before it"
 
 
-def _side(db: Database, name: str, which: str) -> Side:
+def _side(settings: Settings, db: Database, name: str, which: str) -> Side:
     run = evals.get_eval_run(db, name)
     if run is None:
         raise InputError(f"there is no evaluation named {name!r} (run {which})", fix="choose one from the list")
     identity = baselines.dataset_identity(db, run.id) or (None, None)
-    return Side(run, identity[0], evals.latency_summary(db, run.id))
+    latency = evals.latency_summary(db, run.id)
+    return Side(run, identity[0], latency, run_costs(settings, db, run.id, latency))
+
+
+def _worse_first(pairs: list[ItemPair], changes: list[ItemChange]) -> list[ItemPair]:
+    """The items that got worse on some metric first, then those that got better, then the rest (A's order)."""
+    worse = {c.item_id for c in changes if c.worse}
+    better = {c.item_id for c in changes if not c.worse}
+    return sorted(pairs, key=lambda p: 0 if p.item_id in worse else 1 if p.item_id in better else 2)
 
 
 def _not_comparable(metric: str, a: Side, b: Side) -> str | None:
@@ -232,7 +243,7 @@ def _changes(
 
 def compare_runs(settings: Settings, db: Database, a_name: str, b_name: str) -> RunComparison:
     """Run A against run B; the metrics are the registry's, in its order, that either run scored."""
-    a, b = _side(db, a_name, "A"), _side(db, b_name, "B")
+    a, b = _side(settings, db, a_name, "A"), _side(settings, db, b_name, "B")
     if a.run.id == b.run.id:
         raise InputError(f"A and B are both {a_name!r}", fix="choose two different evaluation runs")
     scored = {r["metric"] for side in (a, b) for r in evals.metric_summary(db, side.run.id)}
@@ -241,15 +252,22 @@ def compare_runs(settings: Settings, db: Database, a_name: str, b_name: str) -> 
     matched = matched_items(db, a.run.id, b.run.id)
     shared = sorted(set(matched.values()))
     compared = [m for m in metrics if _not_comparable(m, a, b) is None]
+    changes = _changes(db, a, b, compared, shared, matched)
     return RunComparison(
         a,
         b,
         _tiles(settings, db, a, b, metrics, matched),
-        _changes(db, a, b, compared, shared, matched),
+        changes,
         shared,
         sorted(items_a - set(matched.values())),
         sorted(items_b - set(matched)),
+        _worse_first(item_pairs(settings, db, a.run.id, b.run.id, matched), changes),
     )
+
+
+def answers_of(db: Database, pair: ItemPair) -> tuple[AnswerResult | None, AnswerResult | None]:
+    """Both runs' answers to the paired item, with their claims (None where a run is gone or the item failed)."""
+    return tuple(load_result(db, run_id) if run_id is not None else None for run_id in (pair.a_run_id, pair.b_run_id))
 
 
 def answers(db: Database, change: ItemChange) -> tuple[AnswerResult | None, AnswerResult | None]:

@@ -25,7 +25,7 @@ from pipeline.declarations import option_values, prompt_versions
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.dataset import GivenContext
 from pipeline.models.llm import LLM
-from pipeline.models.slots import schedule
+from pipeline.models.slots import host_slots, schedule
 from pipeline.text import Sentence, cited_numbers, is_meta_statement, sentences
 from pipeline.verification.chain import VerifierChain, effective_chain
 from pipeline.verification.claims import CheckedClaim
@@ -120,12 +120,13 @@ def check_given(
     pipeline: str,
     kind: str = KIND,
     one_at_a_time: bool = False,
+    side_by_side: int = 1,
 ) -> GivenRun:
     """Verify a given answer against its contexts; the calls are `llm`'s (taken into the log here). Raises the
     model layer's WorkbenchError as a failed run (with the calls made); unreadable replies leave it unverified.
     `kind`: imported, or traced for an answer received in a trace. `one_at_a_time`: the caller checks no other
-    answer meanwhile, so on one slot the claims are verified together, passage by passage (the server's prompt
-    cache holds each passage); answers checked side by side interleave their calls on the slot, which undoes that."""
+    answer meanwhile; `side_by_side`: else how many answers the caller checks at once (an evaluation's
+    concurrency). Whether the answer's calls go one after another is `in_sequence`'s choice."""
     started, t0 = datetime.now(timezone.utc), time.perf_counter()
     passages = given_passages(contexts)
     result = AnswerResult(
@@ -140,7 +141,7 @@ def check_given(
     )
     with tracing.recording(f"{kind} answer", pipeline=pipeline, contexts=len(passages)) as trace:
         try:
-            together = one_at_a_time and schedule(settings)[0] == "sequential"
+            together = in_sequence(settings, 1 if one_at_a_time else side_by_side, one_at_a_time)
             attempt = _checked_attempt(settings, llm, question, answer, passages, together)
             tracing.annotate(status=attempt.record.status, faithfulness=attempt.record.faithfulness)
         except WorkbenchError as exc:  # a model could not be reached: the run failed, its calls are kept
@@ -161,6 +162,21 @@ def check_given(
         [], retrievals, datetime.now(timezone.utc), llm.take_calls(), llm.take_cache_entries(), trace.records()
     )
     return GivenRun(result, log)
+
+
+def in_sequence(settings: Settings, side_by_side: int, one_at_a_time: bool = False) -> bool:
+    """Whether a given answer's verifier calls go one after another in its own thread, ordered so that consecutive
+    calls share a document (its sentences against the same context, its claims passage by passage), which the
+    server's prompt cache then holds: where the slots are full anyway. One answer at a time on one slot; or, with
+    several slots, at least as many answers side by side as the verifier's host has slots (an answer's calls
+    spread over a pool would only queue for them, each reading its document afresh on another slot). Answers side
+    by side on one slot interleave their calls there, which undoes the sharing, so they keep the pool."""
+    if one_at_a_time:
+        return schedule(settings)[0] == "sequential"
+    if side_by_side <= 1:
+        return False
+    slots = host_slots(settings, settings.model_hosts()[0], settings.verifier_model).count
+    return slots > 1 and side_by_side >= slots
 
 
 def _checked_attempt(

@@ -71,15 +71,18 @@ def evaluate_item(
     knowledge: KnowledgeSnapshot | None = None,
     pipeline: str | None = None,
     conversation: InConversation | None = None,
+    side_by_side: int = 1,
 ) -> ItemOutcome:
     """(status, log, scores, error) of one item; nothing is written here. The item's trace has the question
     run and every metric under one root. With `knowledge` (a Ray worker, db None) it retrieves from that
     snapshot of the knowledge base instead of the store, and the response cache (in the store) is not used. An
     item that carries its answer is checked as given (`pipeline`: who wrote it). `conversation`: a turn's
-    conversation and the turns answered before it."""
+    conversation and the turns answered before it. `side_by_side`: how many items the caller evaluates at once."""
     question = clean_question(item.question, settings)
     if item.given:
-        return _given_item(settings, db, item, question, pin, abandon, eval_run_id, metrics, pipeline, conversation)
+        return _given_item(
+            settings, db, item, question, pin, abandon, eval_run_id, metrics, pipeline, conversation, side_by_side
+        )
     history = conversation.history if conversation else ()
     with tracing.recording("evaluate item", item=item.id) as trace:
         run = QuestionRun(
@@ -108,11 +111,23 @@ def evaluate_item(
 
 
 def _given_item(
-    settings, db, item: GoldenItem, question: str, pin, abandon, eval_run_id, metrics, pipeline, conversation=None
+    settings,
+    db,
+    item: GoldenItem,
+    question: str,
+    pin,
+    abandon,
+    eval_run_id,
+    metrics,
+    pipeline,
+    conversation=None,
+    side_by_side: int = 1,
 ):
     with tracing.recording("evaluate item", item=item.id) as trace:
         llm = LLM(settings, db, origin="evaluation", eval_run_id=eval_run_id)
-        given = check_given(settings, llm, question, item.answer, item.contexts, pipeline or "imported")
+        given = check_given(
+            settings, llm, question, item.answer, item.contexts, pipeline or "imported", side_by_side=side_by_side
+        )
         if conversation is not None:  # the turn the file gives, stored on the run (the Runs conversation view)
             for record in (given.result, given.log.run):
                 record.conversation_id, record.turn_no = conversation.conversation_id, item.turn

@@ -360,7 +360,7 @@ def _executor(
             yield items_for
         return
     yield lambda pin, eval_run_id, metrics, cancel, pipeline: LocalItems(
-        settings, db, pin, eval_run_id, metrics, pipeline, knowledge
+        settings, db, pin, eval_run_id, metrics, pipeline, knowledge, concurrency
     )
 
 
@@ -377,10 +377,12 @@ class LocalItems:
         metrics: list[str],
         pipeline: str | None = None,
         knowledge=None,
+        side_by_side: int = 1,
     ):
         self.settings, self.db, self.pin, self.eval_run_id, self.metrics = settings, db, pin, eval_run_id, metrics
         self.pipeline = pipeline
         self.knowledge = knowledge  # a KnowledgeSnapshot to retrieve from instead of the store's knowledge base
+        self.side_by_side = side_by_side  # items evaluated at once (the evaluation's concurrency)
 
     async def run(
         self, item: GoldenItem, timeout: float, pool: ThreadPoolExecutor, conversation: InConversation | None = None
@@ -399,6 +401,7 @@ class LocalItems:
             self.knowledge,
             self.pipeline,
             conversation,
+            self.side_by_side,
         )
         try:
             return await asyncio.wait_for(
