@@ -7,7 +7,8 @@ import streamlit as st
 
 from pages.views.answer import follow_live, show_answer
 from pages.views.chat_start import example_picker
-from pages.views.common import ollama_checks, page_setup, show_error, show_failed_checks
+from pages.views.common import page_setup, show_error, show_failed_checks, sidebar_health
+from pages.views.navigation import START_PAGE
 from pipeline.answering.conversation import Turn
 from pipeline.answering.engine import VerifiedQueryEngine
 from pipeline.errors import InputError
@@ -16,7 +17,7 @@ from pipeline.history.conversations import new_conversation_id
 from pipeline.knowledge.documents import count_chunks
 
 settings, db = page_setup(__file__)
-show_failed_checks(ollama_checks(settings.ollama_host, settings))
+show_failed_checks(sidebar_health(settings, START_PAGE, st.session_state))  # the sidebar's reading of this load
 if count_chunks(db, settings.embed_model) == 0:
     st.warning(
         "The knowledge base is empty: add documents on the Knowledge base page, "

@@ -28,15 +28,15 @@ has_runs = bool(list_eval_runs(db))
 st.session_state.setdefault(START_OPEN, not has_runs)
 if not st.session_state[START_OPEN]:
     st.button("Start an evaluation", type="primary", icon=":material/play_arrow:", on_click=open_start_form)
-start_box = st.expander(
-    "Start an evaluation",
-    key=START_OPEN,
-    on_change="rerun",  # tracked, so that the button can open it and hides while it is open
-    icon=":material/play_arrow:",
-)
-# drawn only while open: closed, its widgets (a radio, a file uploader, text and number inputs) would still
-# be sent and mounted, and their scripts loaded, on every first render of the report
-if start_box.open:
+else:  # one control at a time: the button while the form is closed, the form (closable) while open
+    start_box = st.expander(
+        "Start an evaluation",
+        key=START_OPEN,
+        on_change="rerun",  # tracked: closing it brings the button back
+        icon=":material/play_arrow:",
+    )
+    # its widgets (a radio, a file uploader, text and number inputs) are drawn only while it is open: they would
+    # otherwise be sent and mounted, and their scripts loaded, on every first render of the report
     with start_box:
         dataset = choose_dataset(Path(settings.kb_path).parent / "eval", db)
         if dataset is not None:

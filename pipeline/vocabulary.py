@@ -38,3 +38,20 @@ class Status(StrEnum):
     # scored: faithfulness has a value (the checker's word before the threshold makes it accepted or flagged);
     # an attempt stored before attempts were labelled accepted or flagged still carries it
     VERIFIED = "verified"
+
+    @property
+    def word(self) -> str:
+        """The status in a few words, as every table shows it: 'no claims', not the stored 'no_claims'."""
+        return STATUS_WORDS.get(self, self.value.replace("_", " "))
+
+
+# Where the words are not the stored value's words.
+STATUS_WORDS = {Status.VERIFIED: "scored"}
+
+
+def status_word(status: str) -> str:
+    """A stored status in words; an unknown one with its underscores as spaces."""
+    try:
+        return Status(status).word
+    except ValueError:
+        return str(status).replace("_", " ")

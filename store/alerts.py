@@ -95,6 +95,18 @@ def count_below_floor(db: Database) -> int:
         return cur.execute("SELECT count(*) FROM alerts WHERE status = 'open' AND kind = ?", [FLOOR]).fetchone()[0]
 
 
+def below_floor_metrics(db: Database) -> tuple[int, int]:
+    """(metrics, breaches): how many distinct metrics are below their floor in an open breach, and in how many
+    breaches (one per evaluation, or traced service and day); faithfulness low in two runs is one metric, two
+    breaches."""
+    with db.cursor() as cur:
+        return tuple(
+            cur.execute(
+                "SELECT count(DISTINCT metric), count(*) FROM alerts WHERE status = 'open' AND kind = ?", [FLOOR]
+            ).fetchone()
+        )
+
+
 def acknowledge(db: Database, alert_id: int, comment: str) -> bool:
     with db.cursor() as cur:
         done = cur.execute(

@@ -152,6 +152,8 @@ def test_an_edit_saves_a_new_version_and_the_diff_shows_it(golden):
         "What does the first chunk say?",
     )
     assert set(changed["field"]) == {"question", "reference", "tags", "provenance"}
+    provenance = changed[changed["field"] == "provenance"].iloc[0]  # readable, not JSON
+    assert provenance["after"] == "kind: single-hop · chunk ids: c1, c11 · model: m · review: edited"
 
 
 @pytest.mark.slow

@@ -119,19 +119,21 @@ def test_the_leaderboard_shows_each_combination_with_its_interval_calls_tokens_a
     assert list(shown["combination"]) == LABELS == [r.label for r in board.rows]
     assert list(shown["reference"]) == [True, False, False]  # the sweep's reference: the first combination
     assert list(shown["top_k"]) == ["3", "5", "8"] and list(shown["evaluation"]) == [f"{SWEEP}/{x}" for x in LABELS]
+    quality = frame_with(at, LABELS[0])  # a metric a row, a combination a column
+    costs = frame_with(at, "p50 latency (ms)").set_index("combination")
     for (_, cells), row in zip(shown.iterrows(), board.rows, strict=True):
-        for metric, column in (("context_recall", "context recall"), ("judge_correctness", "judge correctness")):
-            assert row.metrics[metric].n == 6 and cells[column] == interval(row.metrics[metric])
+        for metric, label in (("context_recall", "context recall"), ("judge_correctness", "judge correctness")):
+            assert row.metrics[metric].n == 6 and quality.loc[label, row.label] == interval(row.metrics[metric])
+        assert cells["Pareto front"] == row.pareto
+        cells = costs.loc[row.label]
         assert cells["calls"] == row.calls > 0 and cells["cache hits"] == row.cache_hits
         assert cells["tokens"] == row.prompt_tokens + row.completion_tokens > 0
         assert cells["p50 latency (ms)"] == pytest.approx(row.latency_p50_ms)
         assert (
             cells["p95 latency (ms)"] == pytest.approx(row.latency_p95_ms) and row.latency_p95_ms >= row.latency_p50_ms
         )
-        assert cells["Pareto front"] == row.pareto
-    assert [float(cell.split()[0]) for cell in shown["context recall"]] == sorted(  # rising with top_k, as scored
-        float(cell.split()[0]) for cell in shown["context recall"]
-    )
+    recall = [float(quality.loc["context recall", label].split()[0]) for label in LABELS]
+    assert recall == sorted(recall)  # rising with top_k, as scored
     best_on = [", ".join(label.replace("_", " ") for label in row.best_for) or None for row in board.rows]
     assert [None if pd.isna(cell) else cell for cell in shown["best on"]] == best_on
     assert "context recall" in shown["best on"].iloc[2]

@@ -25,6 +25,8 @@ from pipeline.history.conversations import earlier_turns
 from pipeline.history.evaluations import list_eval_runs, run_ids_of
 from pipeline.history.runs import load_result, recent_chat_run_ids, scores_for_run
 from pipeline.text import short_source
+from pipeline.verification.claims import scored_claims
+from pipeline.vocabulary import Status
 
 CHAT = "Recent chat runs"
 SCORES = [1, 2, 3, 4, 5]
@@ -102,7 +104,7 @@ def show_run(result: AnswerResult, hidden: bool, db=None) -> None:
             if hidden:
                 st.markdown(escape_markdown(result.answer or ""))
             else:
-                st.markdown(annotated_markdown(result.answer or "", result.final_claims))
+                st.markdown(annotated_markdown(result.answer or "", claims_to_rate(result)))
     with sources:
         st.markdown(f"**Retrieved context** ({len(result.passages)} chunks)")
         with st.container(height=BOX_HEIGHT, key="annotate-sources"):
@@ -157,11 +159,20 @@ def score_radios(run_id: int) -> dict[str, int | None]:
     return scores
 
 
+def claims_to_rate(result: AnswerResult) -> list:
+    """The claims the rater is asked about: those of the answer shown, and only the answer's own. An abstention
+    shows its abstention, not the withheld attempt whose claims these are; an extraction error is the extractor's
+    mistake, not a claim of the answer."""
+    if result.status == Status.ABSTAINED:
+        return []
+    return scored_claims(result.final_claims)
+
+
 def claim_verdicts(result: AnswerResult, hidden: bool) -> dict[tuple[int, int], str]:
-    """The person's verdict of each claim; while the verifier's are hidden they start empty and only the claims
-    given a verdict are saved."""
+    """The person's verdict of each claim of the answer shown (claims_to_rate); while the verifier's are hidden
+    they start empty and only the claims given a verdict are saved."""
     verdicts = {}
-    claims = result.final_claims
+    claims = claims_to_rate(result)
     if not claims:
         return {}
     box = st.container(height=CLAIMS_HEIGHT if len(claims) > 4 else "content", border=len(claims) > 4)

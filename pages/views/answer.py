@@ -34,18 +34,22 @@ from pipeline.answering.events import (
     VerdictSettled,
 )
 from pipeline.answering.status import made_how, status_label, withheld_because
-from pipeline.history.present import placement
+from pipeline.history.present import placement, verdict_label
 from pipeline.knowledge.injection import flag_warning
 from pipeline.models.replay import replay_note
 from pipeline.text import short_source
-from pipeline.verification.claims import Verdict
+from pipeline.verification.claims import Verdict, scored_claims
 from pipeline.verification.sentence_first import claims_label
 from pipeline.vocabulary import Status
 
 
-def unsupported_banner(answer: str, claims) -> str:
-    """How many claims are not supported, and where they are: marked in the answer or listed as not placed."""
-    bad = [c for c in claims if c.verdict != Verdict.SUPPORTED]
+def unsupported_banner(answer: str, claims) -> str | None:
+    """How many of the scored claims are not supported, and where they are: marked in the answer or listed as not
+    placed; None when all are supported. Extraction errors are not the answer's claims: never counted here."""
+    scored = scored_claims(claims)
+    bad = [c for c in scored if c.verdict != Verdict.SUPPORTED]
+    if not bad:
+        return None
     unplaced = {c.claim_no for c in placement(answer, claims).unplaced_problems}
     marked = len(bad) - len(unplaced)
     where = []
@@ -53,7 +57,21 @@ def unsupported_banner(answer: str, claims) -> str:
         where.append(f"{marked} marked in the answer")
     if unplaced:
         where.append(f"{len(unplaced)} listed below it as not placed")
-    return f"{len(bad)} of {len(claims)} claims are not supported by the sources: {' and '.join(where)}."
+    verb = "is" if len(bad) == 1 else "are"
+    return f"{len(bad)} of {plural(len(scored), 'claim')} {verb} not supported by the sources: {' and '.join(where)}."
+
+
+def extraction_error_note(claims) -> str | None:
+    """What the claim extractor got wrong, said as such: those claims are not the answer's, so they are neither
+    supported nor unsupported and the score leaves them out; None when there are none."""
+    errors = len(claims) - len(scored_claims(claims))
+    if not errors:
+        return None
+    which = "was an extraction error" if errors == 1 else "were extraction errors"
+    return (
+        f"{plural(errors, 'extracted claim')} of {len(claims)} {which}: the extractor got them wrong, so they are "
+        "not the answer's claims and are left out of its score (see Claims)."
+    )
 
 
 def step_line(event: Event) -> str:
@@ -188,9 +206,12 @@ def show_answer(result: AnswerResult) -> None:
     else:
         st.markdown(annotated_markdown(result.answer or "", claims))
         show_on_topic(result.final_record)
-    bad = [c for c in claims if c.verdict != Verdict.SUPPORTED]
-    if bad and result.status != Status.ABSTAINED:
-        st.warning(unsupported_banner(result.answer or "", claims))
+    banner = unsupported_banner(result.answer or "", claims) if result.status != Status.ABSTAINED else None
+    if banner:
+        st.warning(banner)
+    note = extraction_error_note(claims)
+    if note:
+        st.caption(note)
     warning = flag_warning(claims)
     if warning:
         st.warning(escape_markdown(warning[0].upper() + warning[1:] + "."), icon=":material/flag:")
@@ -247,7 +268,7 @@ def show_claims(result: AnswerResult) -> None:
             {
                 "#": str(c.claim_no),
                 "claim": escape_markdown(c.text),
-                "verdict": escape_markdown(c.verdict),
+                "verdict": escape_markdown(verdict_label(c.verdict)),
                 "verifier": escape_markdown(c.verifier or ""),
                 "evidence": escape_markdown(
                     (f"[{c.passage.n}] {short_source(c.passage.source)}: " if c.passage else "") + (c.evidence or "")

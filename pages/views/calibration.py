@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import streamlit as st
 
@@ -61,6 +63,31 @@ def figure(s: Agreement, name: str) -> str:
         return fmt_score(value)
     reason = s.why_not(name)
     return f"{NOT_AVAILABLE} ({reason})" if reason else NOT_AVAILABLE
+
+
+NOT_AVAILABLE_WHY = re.compile(rf"^{NOT_AVAILABLE} \((.+)\)$")
+
+
+def stats_table(rows: list[dict]) -> None:
+    """The statistics' rows as a static table, each undefined figure a plain n/a in its cell and its reason said
+    once under the table (one sentence repeated in fifteen cells was a wall of text), with where it applies."""
+    frame = pd.DataFrame(rows).set_index("")
+    reasons: dict[str, list[str]] = {}
+    for row_name, row in frame.iterrows():
+        for column, cell in row.items():
+            found = NOT_AVAILABLE_WHY.match(str(cell))
+            if found:
+                reasons.setdefault(found.group(1), []).append(f"{row_name}: {column}")
+                frame.loc[row_name, column] = NOT_AVAILABLE
+    st.table(frame)
+    if reasons:
+        st.caption(
+            escape_markdown(
+                "n/a: "
+                + "; ".join(f"{why} ({', '.join(dict.fromkeys(where))})" for why, where in reasons.items())
+                + "."
+            )
+        )
 
 
 KEPT_CHARTS = 32
@@ -132,7 +159,7 @@ def overview(stats: dict[str, Agreement], scope: str) -> None:
     """Judge vs people, one row per criterion that has pairs; the ones without are named below the table."""
     st.subheader("Judge vs people, by criterion")
     rows = [stats_row(c.capitalize(), s) for c, s in stats.items() if s.n]
-    st.table(pd.DataFrame(rows).set_index(""))
+    stats_table(rows)
     missing = [c for c, s in stats.items() if not s.n]  # e.g. a criterion added after these answers were rated
     if missing:
         st.caption(
@@ -159,8 +186,7 @@ def criterion_section(db, run_ids: list[int], criterion: str, pairs: list[dict],
         *([self_row(itself)] if itself is not None else []),
         stats_row("annotator vs annotator", inter_annotator(db, run_ids, criterion)),
     ]
-    # a static table: its cells wrap, so a figure's "n/a (why)" does not push the interval off screen at 1280 px
-    st.table(pd.DataFrame(rows).set_index(""))
+    stats_table(rows)
     if itself is not None:
         sentence = self_vs_people(stats, itself)
         if sentence:
@@ -306,7 +332,7 @@ def rejudge_section(settings, db, run_ids: list[int], before: dict[str, Agreemen
             stats_row(f"{criterion}: after (v{version}, leave-one-out)", after),
         ]
     if rows:
-        table(pd.DataFrame(rows), hide_index=True, width="stretch")
+        stats_table(rows)
         st.caption(
             escape_markdown(
                 "Compare the intervals, not only the point values: overlapping intervals mean the change may be noise."

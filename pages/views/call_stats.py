@@ -8,11 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from pages.views.common import resources
+from pages.views.markup import stage_label
 from pages.views.tables import count_column, ms_column, table
 from pipeline.history.call_stats import CallStats, evaluation_call_stats, run_call_stats
 
 COLUMNS = {
-    "stage": st.column_config.TextColumn("stage"),
+    "stage": st.column_config.TextColumn("stage", help="The prompt the calls were built from, in words."),
     "calls": count_column("calls"),
     "cache_hits": count_column("cache hits"),
     "errors": count_column("errors"),
@@ -31,6 +32,7 @@ def show_call_stats(stats: CallStats, title: str = "Model calls by stage") -> No
     st.subheader(title)
     rows = [dataclasses.asdict(s) for s in [*stats.stages, stats.total]]
     frame = pd.DataFrame(rows)
+    frame["stage"] = frame["stage"].map(stage_label)
     if not stats.priced:
         frame = frame.drop(columns="cost")
     table(frame, hide_index=True, width="stretch", column_config=COLUMNS)
@@ -42,7 +44,7 @@ def show_call_stats(stats: CallStats, title: str = "Model calls by stage") -> No
             if stats.priced
             else " Set the prices per 1,000 prompt and completion tokens for a cost estimate."
         ),
-        help="Settings: price_per_1k_prompt_tokens, price_per_1k_completion_tokens.",
+        help="Settings: `price_per_1k_prompt_tokens`, `price_per_1k_completion_tokens`.",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -11,8 +12,8 @@ from pages.views.markup import escape_markdown, plural
 from pages.views.navigation import PAGES, page
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
-from pipeline.models.health import UNREADABLE_FIX, Check, check_ollama, unreadable_entries
-from pipeline.regression.alerts import count_below_floor, count_open_alerts
+from pipeline.models.health import UNREADABLE_FIX, Check, probe_model_servers, unreadable_entries
+from pipeline.regression.alerts import below_floor_metrics, count_open_alerts
 from pipeline.session import Database, open_workbench, replay_journal
 from pipeline.settings_file import live_settings
 
@@ -26,9 +27,21 @@ def resources() -> tuple[Settings, Database]:
     return open_workbench()
 
 
-@st.cache_data(ttl=15, show_spinner=False)
-def ollama_checks(host: str, _settings: Settings) -> list[Check]:
-    return check_ollama(_settings)
+# A rerun of the same page (a widget changed) within this many seconds shows the health read at its load.
+HEALTH_REUSE_S = 10.0
+
+
+def sidebar_health(settings: Settings, page_file: str, state, probe=probe_model_servers, clock=time.monotonic):
+    """The model servers' health for the sidebar, read afresh on every page load: a page opened (or reloaded, a new
+    session) probes again, with the probe's own short timeout; only the same page's reruns soon after reuse the
+    reading. A cache shared by every session once said "Ollama ready" for 15 s after Ollama stopped."""
+    hosts = ", ".join(settings.model_hosts())
+    kept = state.get("sidebar_health")
+    if kept and kept["page"] == page_file and kept["hosts"] == hosts and clock() - kept["at"] < HEALTH_REUSE_S:
+        return kept["checks"]
+    checks = probe(settings)
+    state["sidebar_health"] = {"page": page_file, "hosts": hosts, "at": clock(), "checks": checks}
+    return checks
 
 
 def page_setup(file: str, heading: bool = True) -> tuple[Settings, Database]:
@@ -43,7 +56,7 @@ def page_setup(file: str, heading: bool = True) -> tuple[Settings, Database]:
             st.page_link(listed.file, label=listed.label, icon=listed.icon)
         st.divider()
         hosts = ", ".join(settings.model_hosts())
-        checks = ollama_checks(hosts, settings)
+        checks = sidebar_health(settings, this.file, st.session_state)
         failed = [c for c in checks if not c.ok]
         if failed:
             st.error(f"Ollama: {plural(len(failed), 'problem')}; see Settings & health", icon=":material/error:")
@@ -51,7 +64,7 @@ def page_setup(file: str, heading: bool = True) -> tuple[Settings, Database]:
             st.success(f"Ollama ready at {escape_markdown(hosts)}", icon=":material/check_circle:")
     try:
         replay_journal(db)  # results kept while the store was busy are saved before the page reads it
-        open_alerts, below_floor = count_open_alerts(db), count_below_floor(db)
+        open_alerts, (below_floor, breaches) = count_open_alerts(db), below_floor_metrics(db)
     except WorkbenchError as exc:  # the store is locked by another process too long, or cannot be opened
         show_error(exc)
         st.stop()
@@ -85,7 +98,8 @@ def page_setup(file: str, heading: bool = True) -> tuple[Settings, Database]:
                 "pages/trends.py",
                 label=f"{plural(below_floor, 'metric')} below floor",
                 icon=":material/vertical_align_bottom:",
-                help="A run's metric below its floor (not a regression): see them on the Trends page.",
+                help=f"{plural(breaches, 'open floor breach', 'open floor breaches')}: a run's metric below its "
+                "floor (not a regression). See them on the Trends page.",
             )
     if heading:
         st.title(this.title)

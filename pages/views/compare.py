@@ -88,7 +88,10 @@ def show_settings_diff(diff: dict) -> None:
     if not diff:
         st.caption("Both runs used the same settings and prompt versions.")
         return
-    rows = [{"setting": key, "A": _setting_text(a), "B": _setting_text(b)} for key, (a, b) in diff.items()]
+    # a setting in words, as on Settings & health (its key joins them with _)
+    rows = [
+        {"setting": key.replace("_", " "), "A": _setting_text(a), "B": _setting_text(b)} for key, (a, b) in diff.items()
+    ]
     with st.expander(f"Settings that differ ({len(rows)})", expanded=True):
         table(pd.DataFrame(rows), hide_index=True, width="stretch")
 

@@ -10,8 +10,6 @@ previous item pending review (Streamlit's own button shortcuts, which ignore key
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import streamlit as st
 
@@ -41,12 +39,25 @@ BOX_HEIGHT = 200  # px: the question's and the reference's boxes under review, e
 
 
 def cell(value) -> str | None:
-    """A field's value as one table cell of text: lists and objects as JSON, nothing as a missing cell."""
+    """A field's value as one table cell of readable text: a list comma-separated, an object (an item's provenance)
+    as "key: value" pairs in words (kind: single-hop · chunk ids: c1, c2 · review: accepted), nothing as a missing
+    cell."""
     if value is None:
         return None
-    if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return " · ".join(f"{str(k).replace('_', ' ')}: {readable(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(readable(v) for v in value)
     return str(value)
+
+
+def readable(value) -> str:
+    """A provenance value: yes or no for a flag, a stored word with its underscores as hyphens."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | dict):
+        return cell(value) or ""
+    return str(value).replace("_", "-") if isinstance(value, str) and " " not in value else str(value)
 
 
 def review_state(item) -> str | None:
@@ -246,7 +257,7 @@ def source_line(item) -> str:
         return f"From run {p['run_id']}{draft}."
     parts = [f"{item.origin}"]
     if p.get("kind"):
-        parts.append(f"kind {p['kind']}")
+        parts.append(f"a {str(p['kind']).replace('_', '-')} question")  # single_hop: a single-hop question
     chunks = p.get("chunk_ids") or []
     if chunks:
         parts.append(f"from {plural(len(chunks), 'chunk')}: {', '.join(str(c) for c in chunks)}")

@@ -21,6 +21,7 @@ from pages.views.markup import (
     fmt_ms,
     fmt_score,
     highlighted_chunk,
+    stage_label,
     status_markdown,
 )
 from pages.views.navigation import DRILLDOWN_TABS
@@ -30,7 +31,8 @@ from pipeline.answering.budget import stored_budgets
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, made_how, status_label
 from pipeline.evaluation.given import contexts_heading, origin_line
-from pipeline.history.present import VERDICT_STYLES, invalid_line, invalid_replies
+from pipeline.evaluation.registry import label_of
+from pipeline.history.present import VERDICT_STYLES, invalid_line, invalid_replies, verdict_label
 from pipeline.history.runs import RunColumn, StoredRun, listed_columns
 from pipeline.history.trace_view import prompt_as_text
 from pipeline.knowledge.injection import flag_warning, injection_flags
@@ -205,7 +207,7 @@ def show_claims(result: AnswerResult) -> None:
         )
     for claim in claims:
         source = f" · [{claim.passage.n}] {short_source(claim.passage.source)}" if claim.passage else ""
-        label = f"Claim {claim.claim_no}: {claim.text} — {claim.verdict} ({claim.verifier}){source}"
+        label = f"Claim {claim.claim_no}: {claim.text} — {verdict_label(claim.verdict)} ({claim.verifier}){source}"
         with st.expander(escape_markdown(label), icon=getattr(VERDICT_STYLES.get(claim.verdict), "icon", None)):
             st.caption(escape_markdown(claim.reason or ""))
             if claim.passage:
@@ -258,6 +260,7 @@ def show_calls(calls: list[dict]) -> None:
         ["stage", "model", "origin", "cache_hit", "prompt_tokens", "completion_tokens", "latency_ms", "error"]
     ]
     frame.insert(0, "#", range(1, len(calls) + 1))
+    frame["stage"] = frame["stage"].map(stage_label)
     table(
         frame,
         hide_index=True,
@@ -273,7 +276,7 @@ def show_calls(calls: list[dict]) -> None:
     for n, call in enumerate(calls, start=1):
         tokens = f"{call['prompt_tokens'] or 0}+{call['completion_tokens'] or 0} tokens"
         label = (
-            f"{n}. {call['stage']} · {call['model']} · {tokens} · {fmt_ms(call['latency_ms'] or 0)}"
+            f"{n}. {stage_label(call['stage'])} · {call['model']} · {tokens} · {fmt_ms(call['latency_ms'] or 0)}"
             + (f" · {call_replay(call)}" if call["cache_hit"] else "")
             + (" · failed" if call["error"] else "")
         )
@@ -292,6 +295,9 @@ def show_calls(calls: list[dict]) -> None:
 def scores_frame(scores: list[dict]) -> pd.DataFrame:
     """The Scores tab's table: a score whose every model call was replayed says so, and when it was first computed."""
     frame = pd.DataFrame(scores).drop(columns=["replayed", "first_computed_at"])
+    frame["metric"] = frame["metric"].map(label_of)  # in words, as every page names a metric
+    if "status" in frame:  # a score's status in words: not applicable, not the stored not_applicable
+        frame["status"] = frame["status"].map(lambda s: s.replace("_", " ") if isinstance(s, str) else s)
     frame["replay"] = [call_replay(s) if s["replayed"] else "" for s in scores]
     return frame
 
@@ -311,6 +317,7 @@ def show_timeline(calls: list[dict]) -> None:
         return
     st.caption("Timeline of the calls that reached the model")
     frame = pd.DataFrame(calls)
+    frame["stage"] = frame["stage"].map(stage_label)
     frame["finished_at"] = frame["started_at"] + frame["latency_ms"].map(lambda ms: timedelta(milliseconds=ms))
     frame["finished_at"] = visible_ends(frame["started_at"], frame["finished_at"])
     stages = list(dict.fromkeys(frame["stage"]))  # in the order the run reached them, the first at the top

@@ -24,6 +24,7 @@ from pipeline.evaluation.jobs import EvalJob, jobs, start_job
 from pipeline.evaluation.registry import UNIT, get_metric, label_of, metric_names, scale_of
 from pipeline.evaluation.runner import EvalReport, pipeline_of, weak_slices, what_it_measured, worst_items
 from pipeline.verification.sentence_first import claims_label
+from pipeline.vocabulary import status_word
 
 TILES_PER_ROW = 5
 
@@ -407,7 +408,7 @@ def turn_cell(row: dict, turn: int) -> str:
 
 def floor_text(c) -> str:
     """A floor breach in a few words: metric mean (floor value)."""
-    return f"{c.metric} {fmt_score(c.new_value)} (floor {fmt_score(c.baseline_value)})"
+    return f"{label_of(c.metric)} {fmt_score(c.new_value)} (floor {fmt_score(c.baseline_value)})"
 
 
 def extraction_line(result: EvalReport) -> str:
@@ -434,11 +435,16 @@ def show_slices(result: EvalReport) -> None:
     if not result.slices:
         return
     st.subheader("Slices by tag")
-    frame = pd.DataFrame(result.slices).pivot(index="tag", columns="metric", values="mean")
-    # every metric column in one format (two decimals, as the tiles): rounded alone, a column showed 1, 0 and 0.5
-    table(frame, width="stretch", column_config={m: score_column(label_of(m)) for m in frame.columns})
+    # a metric a row, a tag a column: a dataset has a few tags, an evaluation up to nine metrics (as columns they
+    # did not fit 1280 px)
+    frame = pd.DataFrame(result.slices).pivot(index="metric", columns="tag", values="mean")
+    order = {m: i for i, m in enumerate(metric_names())}
+    frame = frame.loc[sorted(frame.index, key=lambda m: order.get(m, len(order)))]
+    frame.index = [label_of(m) for m in frame.index]
+    # every column in one format (two decimals, as the tiles): rounded alone, a column showed 1, 0 and 0.5
+    table(frame, width="stretch", column_config={t: score_column(str(t)) for t in frame.columns})
     for tag, metric, mean in weak_slices(result):
-        with st.expander(escape_markdown(f"Weak slice: {tag} on {metric} ({fmt_score(mean)})")):
+        with st.expander(escape_markdown(f"Weak slice: {tag} on {label_of(metric)} ({fmt_score(mean)})")):
             worst = pd.DataFrame(worst_items(result, tag, metric))
             table(
                 with_links(worst)[["item_id", metric, "question", "link"]],
@@ -465,21 +471,36 @@ def show_items(result: EvalReport) -> None:
     score_columns = [m for m in metric_names() if m in frame.columns]
     cols = st.columns(3)
     tags = cols[0].multiselect("Tags", sorted({t for ts in frame["tags"] for t in (ts or [])}))
-    metric = cols[1].selectbox("Low score on", ["(any)"] + score_columns)
+    metric = cols[1].selectbox(
+        "Low score on", ["(any)"] + score_columns, format_func=lambda m: m if m == "(any)" else label_of(m)
+    )
     low, high = scale_of(metric) if metric != "(any)" else UNIT
     below = cols[2].slider("Below", 0.0, 5.0, (low + high) / 2)
     if tags:
         frame = frame[frame["tags"].map(lambda ts: bool(set(tags) & set(ts or [])))]
     if metric != "(any)":
         frame = frame[frame[metric].notna() & (frame[metric] < below)].sort_values(metric)
+    # the component metrics with the question, then the judge's criteria: all in one table did not fit 1280 px
+    frame = with_links(frame)
+    frame["status"] = [
+        status_word(run) if item == "done" or not isinstance(item, str) else status_word(item)
+        for item, run in zip(frame["item_status"], frame["run_status"], strict=True)
+    ]
+    judged = [m for m in score_columns if m.startswith("judge_")]
+    components = [m for m in score_columns if m not in judged]
+    failed = "error" in frame and frame["error"].notna().any()
+    link = {"link": st.column_config.LinkColumn("run", display_text="open", width=50)}
     table(
-        with_links(frame)[
-            ["item_id", "item_status", "run_status", *score_columns, "question", "tags", "error", "link"]
-        ],
+        frame[["item_id", "status", *components, "question", *(["error"] if failed else []), "link"]],
         hide_index=True,
         width="stretch",
-        column_config={
-            **{m: score_column(label_of(m)) for m in score_columns},
-            "link": st.column_config.LinkColumn("run", display_text="open"),
-        },
+        column_config={**{m: score_column(label_of(m)) for m in components}, **link},
     )
+    if judged:
+        st.caption("The judge's scores (1-5) of the same items:")
+        table(
+            frame[["item_id", *judged, "link"]],
+            hide_index=True,
+            width="stretch",
+            column_config={**{m: score_column(label_of(m).removeprefix("judge ")) for m in judged}, **link},
+        )

@@ -296,20 +296,43 @@ def leaderboard_frame(board: Leaderboard) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+COST_COLUMNS = ["calls", "cache hits", "tokens", "cost", "p50 latency (ms)", "p95 latency (ms)", "replayed"]
+
+
 def leaderboard_table(board: Leaderboard) -> None:
+    """The leaderboard in three tables that each fit 1280 px (in one, its two dozen columns scrolled sideways): the
+    combinations with their settings, status and standing; each metric's interval, a metric a row and a combination
+    a column; and what each cost."""
     st.subheader("Leaderboard")
-    st.caption(
-        "Each metric: mean [95% t interval] over the items scored. Latency, tokens and cost are original costs: a "
-        "question answered from the shared response cache counts what it cost when first computed, and `replayed` "
-        "is the share of its calls the cache answered."
-    )
+    frame = leaderboard_frame(board)
+    metrics = [label_of(m) for m in board.metrics]
+    costs = [c for c in COST_COLUMNS if c in frame.columns]
     table(
-        leaderboard_frame(board),
+        frame.drop(columns=[*metrics, *costs]),
         hide_index=True,
         width="stretch",
         column_config={
             "reference": st.column_config.CheckboxColumn("reference"),
             "items": count_column("items"),
+            "Pareto front": st.column_config.CheckboxColumn("Pareto front"),
+            "compare": st.column_config.LinkColumn(
+                "against the reference", display_text="Open in Compare", help="Compare: A the reference, B this one"
+            ),
+        },
+    )
+    st.caption("Each metric: mean [95% t interval] over the items scored.")
+    quality = frame.set_index("combination")[metrics].T
+    quality.index.name = "metric"
+    table(quality, width="stretch")
+    st.caption(
+        "Latency, tokens and cost are original costs: a question answered from the shared response cache counts "
+        "what it cost when first computed, and replayed is the share of its calls the cache answered."
+    )
+    table(
+        frame[["combination", *costs]],
+        hide_index=True,
+        width="stretch",
+        column_config={
             "calls": count_column("calls"),
             "cache hits": count_column("cache hits"),
             "tokens": count_column("tokens"),
@@ -318,10 +341,6 @@ def leaderboard_table(board: Leaderboard) -> None:
             "p95 latency (ms)": ms_column("p95 latency (ms)"),
             "replayed": st.column_config.NumberColumn(
                 "replayed", format="percent", help="the share of calls replayed from the response cache"
-            ),
-            "Pareto front": st.column_config.CheckboxColumn("Pareto front"),
-            "compare": st.column_config.LinkColumn(
-                "against the reference", display_text="Open in Compare", help="Compare: A the reference, B this one"
             ),
         },
     )
@@ -378,8 +397,8 @@ def tests_table(board: Leaderboard) -> None:
             f"Each combination against {board.reference}, per metric, over the items both scored: the paired tests "
             "of the regression check (a paired t-test, or the claim-level test for faithfulness), two-sided, with "
             f"Holm's correction across all {plural(board.n_tests, 'test')} at alpha {board.alpha:g}. Better or worse: "
-            "significant after the correction; negligible: significant but smaller than min_effect. A test needs at "
-            "least 5 shared items."
+            "significant after the correction; negligible: significant but smaller than the setting min effect. A "
+            "test needs at least 5 shared items."
         )
     )
     untested = [r.label for r in board.rows if not r.is_reference and not r.tests]

@@ -14,7 +14,7 @@ def show_hosts(statuses: list[HostStatus], plan: str, why: str) -> None:
     """The hosts table and the schedule a question's calls follow now (`plan`, because of `why`)."""
     st.subheader("Model hosts")
     st.caption(
-        "Each Ollama host calls are spread over (setting ollama_hosts, else OLLAMA_HOST alone): a call goes to the "
+        "Each Ollama host calls are spread over (setting `ollama_hosts`, else `OLLAMA_HOST` alone): a call goes to the "
         "host with the most free slots among those serving the model at its pinned digest (the digest on the "
         "first host in the list that has it). Calls in flight, latency (median of its last 200 requests) and "
         "backoff are this app process's; a host that failed is skipped until its backoff ends."

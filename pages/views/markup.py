@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.evaluation.registry import label_of
 from pipeline.formatting import (  # noqa: F401 - the pages import the formatters from here
     NOT_AVAILABLE,
     fmt_change,
@@ -15,7 +16,7 @@ from pipeline.formatting import (  # noqa: F401 - the pages import the formatter
     fmt_score,
     fmt_time,
 )
-from pipeline.history.present import VERDICT_STYLES, placement
+from pipeline.history.present import VERDICT_STYLES, placement, verdict_label
 from pipeline.text import plural  # noqa: F401 - the pages count with it; the CLI imports it from pipeline.text
 from pipeline.verification.claims import CheckedClaim, Verdict
 from pipeline.vocabulary import Status
@@ -85,7 +86,7 @@ def annotated_markdown(answer: str, claims: list[CheckedClaim]) -> str:
     markdown = " ".join(out)
     if placed.unplaced:
         listed = "  \n".join(
-            f"{verdict_icon(c.verdict)} claim {c.claim_no} ({c.verdict}): {escape_markdown(c.text)}"
+            f"{verdict_icon(c.verdict)} claim {c.claim_no} ({verdict_label(c.verdict)}): {escape_markdown(c.text)}"
             for c in placed.unplaced
         )
         markdown += f"\n\n**Not placed** (no sentence of the answer holds these claims):  \n{listed}"
@@ -104,6 +105,15 @@ def highlighted_chunk(text: str, span: tuple[int, int] | None, verdict: str = Ve
         + "**]"
         + escape_markdown(text[end:])
     )
+
+
+def stage_label(stage: str) -> str:
+    """A stage (the prompt a model call was built from) in words: 'metric_context_precision' is 'context precision
+    (metric)', 'judge_correctness' 'correctness (judge)', 'embed_query' 'embed query'."""
+    for prefix in ("metric", "judge"):
+        if stage.startswith(prefix + "_"):
+            return f"{label_of(stage.removeprefix(prefix + '_')).removeprefix('judge ')} ({prefix})"
+    return stage.replace("_", " ")
 
 
 NO_CALL_TEXT = "No text was kept for this call (keeping call texts is off, or the call predates them)."

@@ -16,7 +16,11 @@ COLUMNS = ["setting", "value", "source", "environment variable", "valid values",
 def _table(rows: list[dict]) -> None:
     # Every row visible at once ("auto" would show ten and scroll the rest inside the table). A dataframe renders
     # every cell as text: values and docs are not Markdown here.
-    table(pd.DataFrame(rows, columns=COLUMNS), hide_index=True, width="stretch", height="content")
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["setting"] = frame["setting"].str.replace("_", " ")  # in words; the key joins them with _
+    help_ = "In words; its key in the settings file joins the words with _ (embed model: embed_model)."
+    config = {"setting": st.column_config.TextColumn("setting", help=help_)}
+    table(frame, hide_index=True, width="stretch", height="content", column_config=config)
 
 
 def _with_declaration(rows: list[dict]) -> dict[str, dict]:

@@ -20,16 +20,19 @@ STATUS_TEXT = {
     Status.ACCEPTED: "✅ accepted: faithfulness at or above the threshold",
     Status.FLAGGED: "⚠️ flagged: below the faithfulness threshold, unsupported claims marked",
     Status.ABSTAINED: "🤐 abstained",
-    Status.OFF_TOPIC: "🎯 does not address the question: no attempt answered what was asked; the best one is shown",
-    Status.NO_CLAIMS: "ℹ️ no checkable claims",
-    Status.NO_CONTEXTS: "ℹ️ no contexts given: nothing to check the answer against",
+    Status.OFF_TOPIC: "🎯 off topic: no attempt answered what was asked; the best one is shown",
+    Status.NO_CLAIMS: "ℹ️ no claims: the answer makes no checkable claims",
+    Status.NO_CONTEXTS: "ℹ️ no contexts: none were given, so nothing to check the answer against",
     Status.NOT_EVALUATED: "ℹ️ not evaluated: a received trace kept as it came",
-    Status.UNVERIFIED: "❔ could not be verified",
+    Status.UNVERIFIED: "❔ unverified: its claims could not be verified",
     Status.FAILED: "🚫 failed",
     Status.CANCELLED: "⏹️ cancelled",
     Status.RUNNING: "⏳ running",
-    Status.VERIFIED: "scored (stored before attempts were labelled accepted or flagged)",
+    Status.VERIFIED: "scored: stored before attempts were labelled accepted or flagged",
 }
+
+# Each label starts with the status's word (Status.word: what every table shows), then says more: one label per
+# status everywhere.
 
 # Why a run abstained -> the answer it shows.
 NOT_COVERED = "The knowledge base does not cover this question."

@@ -16,7 +16,8 @@ from pipeline.evaluation.registry import UNIT, get_metric, label_of, ordered_met
 
 @dataclass
 class Diagnosis:
-    component: str  # generator | retrieval | reranking | prompt | none | unknown | a registered component
+    # generator | retrieval | reranking | prompt | none | unknown | abstention | a registered component
+    component: str
     sentence: str
     unmeasured: list[str] = field(default_factory=list)  # what could not be measured, and why
 
@@ -30,10 +31,14 @@ def diagnose(
     max_invalid: float = 0.2,
     gap: float = 0.2,
     abstained: int = 0,
+    items: int = 0,
 ) -> Diagnosis:
     """`why_missing` says, per metric without a mean, why (e.g. "8 invalid, 2 not applicable"). `abstained`: the
-    items whose answer abstained; they make no claims, so faithfulness (and with it a sentence about the claims the
-    generator adds) leaves them out, and the sentence says how many."""
+    items whose answer abstained, of `items`; they make no claims, so faithfulness (and with it a sentence about the
+    claims the generator adds) leaves them out, and the sentence says how many. When every item abstained there is
+    no answer to blame the generator for: the diagnosis is the abstentions themselves."""
+    if items and abstained >= items:
+        return _all_abstained(items)
     unmeasured = _unmeasured(means, judge_invalid_rate, why_missing or {}, max_invalid)
     found = _grid(means, low, high, gap, _left_out(abstained))
     if unmeasured:
@@ -62,6 +67,17 @@ def _unmeasured(means, judge_invalid_rate, why_missing, max_invalid) -> list[str
             f"the judge's scores ({judge_invalid_rate:.0%} of its replies were invalid, more than {max_invalid:.0%})"
         )
     return out
+
+
+def _all_abstained(items: int) -> Diagnosis:
+    every = "The only item" if items == 1 else f"All {items} items"
+    return Diagnosis(
+        "abstention",
+        f"{every} abstained: no answer was given, so no claim of the generator could be checked and faithfulness "
+        "says nothing. Look at why they abstained (each item's reason in Results): retrieval that finds no "
+        "passage that answers, a knowledge base that does not cover the questions, or a faithfulness threshold "
+        "that withholds every answer.",
+    )
 
 
 def _left_out(abstained: int) -> str:

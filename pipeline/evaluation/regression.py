@@ -349,7 +349,8 @@ def check(db: Database, settings: Settings, run_name: str, baseline_name: str | 
     run, baseline = resolve(db, run_name, baseline_name)
     comparisons = compare(db, settings, run, baseline)
     means = {row["metric"]: row["mean"] for row in evals.metric_summary(db, run.id)}
-    grid = diagnose(means, settings.diagnosis_low, settings.diagnosis_high)
+    abstained, items = evals.abstained_items(db, run.id)
+    grid = diagnose(means, settings.diagnosis_low, settings.diagnosis_high, abstained=abstained, items=items)
     diff = config_diff(described_config(db, baseline), described_config(db, run)) if baseline else {}
     cause = cause_of(run, baseline, diff, [c for c in comparisons if c.regression])
     alerts = [

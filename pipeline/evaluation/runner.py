@@ -638,6 +638,7 @@ def report(settings: Settings, db: Database, name: str) -> EvalReport:
                 **{row["metric"]: why_missing(row) for row in summary if row["mean"] is None},
             },
             abstained=abstained[0],
+            items=abstained[1],
         ),
         evals.slice_summary(db, eval_run.id),
         items,

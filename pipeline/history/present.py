@@ -39,6 +39,11 @@ VERDICT_STYLES = {
 VERDICT_RANK = {verdict: rank for rank, verdict in enumerate(VERDICT_STYLES)}
 
 
+def verdict_label(verdict: str) -> str:
+    """A claim's verdict in words, as every page shows it: 'extraction error', not the stored 'extraction_error'."""
+    return str(verdict).replace("_", " ")
+
+
 @dataclass
 class Segment:
     text: str

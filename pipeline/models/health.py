@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pipeline.config import Settings
@@ -47,6 +48,17 @@ def check_ollama(settings: Settings, statuses: list[HostStatus] | None = None) -
     if settings.llm_backend == "openai":
         return check_openai(settings, model_roles(settings, CHAT_ROLES)) + ollama
     return ollama
+
+
+# How long a page's health probe waits for a model server: a page is not held up by a host that does not answer
+# (the settings' request timeout, minutes for a slow model call, is for the calls themselves).
+PROBE_TIMEOUT_S = 2.0
+
+
+def probe_model_servers(settings: Settings) -> list[Check]:
+    """check_ollama, each request waiting at most PROBE_TIMEOUT_S: the health a page's sidebar shows."""
+    timeout = min(settings.request_timeout_s, PROBE_TIMEOUT_S)
+    return check_ollama(dataclasses.replace(settings, request_timeout_s=timeout))
 
 
 def _ollama_checks(settings: Settings, roles: dict[str, list[str]], statuses: list[HostStatus] | None) -> list[Check]:

@@ -5,7 +5,15 @@ kind FLOOR is a metric below its floor ("below floor"), counted and shown apart 
 
 from __future__ import annotations
 
-from store.alerts import FLOOR, count_below_floor, count_open_alerts, list_alerts, metric_series, pin_baseline
+from store.alerts import (
+    FLOOR,
+    below_floor_metrics,
+    count_below_floor,
+    count_open_alerts,
+    list_alerts,
+    metric_series,
+    pin_baseline,
+)
 from store.alerts import acknowledge as _acknowledge
 from store.baselines import clean_runs
 from store.baselines import pinned as pinned_baseline
@@ -14,6 +22,7 @@ from store.db import Database
 __all__ = [
     "FLOOR",
     "acknowledge",
+    "below_floor_metrics",
     "clean_runs",
     "count_below_floor",
     "count_open_alerts",
