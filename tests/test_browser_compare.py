@@ -47,8 +47,8 @@ def test_the_compare_page_explains_an_unknown_name_and_shows_the_default_pair(co
         assert page.locator("a[href*='evil.example']").count() == 0
         # the default: B the newest run, A its baseline ('after' is below its faithfulness floor, which is no
         # reason to skip it: it is the baseline)
-        expect(page.get_by_text("A: after", exact=True)).to_be_visible(timeout=30_000)
-        expect(page.get_by_text("B: rerun", exact=True)).to_be_visible()
+        expect(page.get_by_text("A: after", exact=True).first).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("B: rerun", exact=True).first).to_be_visible()
         expect(page.get_by_test_id("stMetric").first).to_be_visible(timeout=30_000)
         expect(page.get_by_text("got better (1)")).to_be_visible()  # the RAG item, answered right again
         link = page.get_by_role("link", name="Open run B on Evaluate")
@@ -65,7 +65,7 @@ def test_comparing_two_runs_shows_the_deltas_and_the_item_that_got_worse(compare
     with chromium() as browser:
         page, errors = new_page(browser)
         page.goto(f"{compared_app}/compare")
-        expect(page.get_by_text("B: rerun", exact=True)).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("B: rerun", exact=True).first).to_be_visible(timeout=60_000)
         # the default A is 'after' (the baseline of 'rerun'): compare 'before' with 'after'
         choose(page, "Run A (before)", "before")
         expect(page.get_by_text("A: before", exact=True).first).to_be_visible(timeout=30_000)
