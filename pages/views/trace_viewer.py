@@ -40,6 +40,7 @@ WATERFALL_COLOURS = {"span": "#1f77b4", "selected": "#ff7f0e", "error": "#d62728
 # The tree's columns, in px: at 1280 px the tree's three fifths of the page are about 480 px (of 818, the sidebar
 # open): the step takes what the box, the duration and the calls leave.
 TREE_STEP_PX, TREE_MS_PX, TREE_CALLS_PX = 340, 56, 48
+ATTRIBUTE_NAME_PX, ATTRIBUTE_VALUE_PX = 120, 185  # fit the detail pane's 318 px at a 1280 px window
 DOCUMENT_SHORT = 400  # characters of a document shown whole; a longer one scrolls in its box
 
 
@@ -189,6 +190,12 @@ def show_span_detail(
             pd.DataFrame({"attribute": list(attributes), "value": [attribute_text(v) for v in attributes.values()]}),
             hide_index=True,
             width="stretch",
+            column_config={  # the detail pane is 2/5 of 1280 px: a long value is cut in its cell, not scrolled
+                "attribute": st.column_config.TextColumn("attribute", width=ATTRIBUTE_NAME_PX),
+                "value": st.column_config.TextColumn(
+                    "value", width=ATTRIBUTE_VALUE_PX, help="hover a cell to read it whole"
+                ),
+            },
         )
     show_documents(span_documents(row, retrievals), row)
     if not linked:
