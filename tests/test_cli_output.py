@@ -13,38 +13,17 @@ from datetime import datetime
 import numpy as np
 import pytest
 from conftest import ROOT
+from test_ci_gate import N, store_run
 from test_history import make_runs
 from test_store import sample_log
 
 from pipeline.cli.main import main
 from pipeline.evaluation.registry import metric_names
 from pipeline.formatting import fmt_count, fmt_time
-from store.evals import create_eval_run, mark_eval_run
 from store.runs import save_run
 
 FORMATS = ("table", "markdown", "json", "csv")
-N = 12  # items per stored evaluation: enough for the gate's paired tests
 GATE_HEADINGS = ("metric", "slice", "baseline", "new", "change", "95% interval", "p", "Holm p", "n", "verdict")
-
-
-def store_run(db, name, values_by_metric):
-    """An evaluation's scores written straight into the store (no model involved), its items tagged "rag"."""
-    run_id = create_eval_run(db, name, "golden.jsonl", "h", {"top_k": 5}, "llama3.2", "d1", "judge-v1", N, 1)
-    with db.cursor() as cur:
-        for metric, values in values_by_metric.items():
-            for k, v in enumerate(values):
-                cur.execute(
-                    "INSERT INTO scores (eval_run_id, item_id, run_id, metric, value, status) "
-                    "VALUES (?, ?, ?, ?, ?, 'ok')",
-                    [run_id, f"i{k}", 1000 * run_id + k, metric, float(v)],
-                )
-        for k in range(N):
-            cur.execute(
-                "INSERT INTO eval_items (eval_run_id, item_id, run_id, status, question, tags) "
-                "VALUES (?, ?, ?, 'done', 'q', ['rag'])",
-                [run_id, f"i{k}", 1000 * run_id + k],
-            )
-    mark_eval_run(db, run_id, "finished")
 
 
 @pytest.fixture
