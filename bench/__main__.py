@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from bench import (
+    align,
     answer_cost,
     answer_vs_seed,
     collect,
@@ -48,14 +49,18 @@ SUITES = {
     "synth": synth.run,
     "sweep": sweep.run,
     "judge_variance": judge_variance.run,
+    "align": align.run,
     "imported": lambda: imported.run(1000, "fast"),  # `gpu` at 1,000 rows takes ~80 min: python -m bench.imported
 }
 
 
 def main(names: list[str]) -> int:
     if "--json" in names:
-        if [n for n in names if n != "--json"] != ["regression"]:
-            print("--json goes with one benchmark: python -m bench regression --json", file=sys.stderr)
+        chosen = [n for n in names if n != "--json"]
+        if chosen == ["align"]:
+            return align.main(["--json"])
+        if chosen != ["regression"]:
+            print("--json goes with one benchmark: python -m bench regression --json (or align)", file=sys.stderr)
             return 2
         return regression.main(names)
     names, n_runs = scale.parse_runs(names)
