@@ -2,11 +2,11 @@
 did not learn from? Simulated data sets run through the real procedure (pipeline/calibration/alignment.py) with
 a scripted judge in place of the model.
 
-- A biased judge: it scores a short answer one point above what it deserves (and ±1 noise on 20% of items (--noise), drawn
-  again for every prompt, as a real judge's errors move with its prompt). A clarification that names short
-  answers removes the bias; a few-shot set with two or more short answers people scored below the judge removes
-  it on half the items. The clarification writer names whichever of short or long answers the disagreements it
-  is shown over-score most.
+- A biased judge: it scores a short answer one point above what it deserves, and misjudges 20% of items by one
+  point either way (--noise), drawn again for every prompt, as a real judge's errors move with its prompt. A
+  clarification that names short answers removes the bias; a few-shot set with two or more short answers people
+  scored below the judge removes it on half the items. The clarification writer names whichever of short or long
+  answers the disagreements it is shown over-score most.
 - A noise judge: the same noise and no bias; nothing can help it.
 
 Each data set has 40 rated answers (20 questions, 2 answers each). The true gain of the kept prompt is its kappa
