@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -38,6 +39,9 @@ INNER_FOLDS = 4
 DISAGREE_AT = 1  # |judge - people| from which a pair is a disagreement the clarification is written from
 LEVEL = 0.95
 RESAMPLES = 2000
+# scipy.stats.bootstrap's interval: BCa (on 200 noise-judge data sets it accepted 4.0%, the percentile interval
+# 5.0%; python -m bench align); percentile where BCa is undefined (every resample alike, e.g. a gain of exactly 0)
+METHOD = "BCa"
 
 
 @dataclass(frozen=True)
@@ -345,15 +349,25 @@ def paired_intervals(items, new, old, human, seed) -> dict[str, tuple]:
         if len(group_index) < 2:
             out[name] = (None, None)
             continue
-        result = bootstrap(
-            (np.arange(len(group_index)),),
-            statistic,
-            n_resamples=RESAMPLES,
-            confidence_level=LEVEL,
-            method="percentile",
-            vectorized=True,
-            random_state=np.random.default_rng(seed),
-        )
-        low, high = result.confidence_interval
+        low, high = _interval(statistic, len(group_index), seed)
         out[name] = (None, None) if np.isnan(low) or np.isnan(high) else (float(low), float(high))
     return out
+
+
+def _interval(statistic, groups: int, seed: int) -> tuple[float, float]:
+    for method in dict.fromkeys((METHOD, "percentile")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # BCa's "degenerate distribution": the percentile interval follows
+            result = bootstrap(
+                (np.arange(groups),),
+                statistic,
+                n_resamples=RESAMPLES,
+                confidence_level=LEVEL,
+                method=method,
+                vectorized=True,
+                random_state=np.random.default_rng(seed),
+            )
+        low, high = result.confidence_interval
+        if not (np.isnan(low) or np.isnan(high)):
+            break
+    return low, high
