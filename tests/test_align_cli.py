@@ -140,25 +140,27 @@ def test_the_aligned_prompt_is_what_the_judge_sends(fake, settings, db):
 
 
 @pytest.mark.slow
-def test_an_alignment_killed_with_sigkill_resumes_without_redoing_finished_steps(fake, settings, db):
+def test_an_alignment_killed_with_sigkill_resumes_without_redoing_finished_steps(fake, settings, db, tmp_path):
     fake.judge_short_bias = True
     rated_store(db)
     db.close()
     env = {**os.environ, "COLUMNS": "200", "WORKBENCH_CACHE_ENABLED": "false"}  # a redone step reaches the fake
     command = [sys.executable, "-m", "pipeline", "align", "correctness", "--yes"]
-    child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    gate = fake.hold(match=lambda body: len(judge_requests(fake)) >= 70, timeout_s=120)
-    got_going = fake.wait_until(lambda f: gate.waiting >= 1, timeout_s=120)
+    log = open(tmp_path / "child.log", "w")  # noqa: SIM115 (closed below)
+    child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    gate = fake.hold(match=lambda body: len(judge_requests(fake)) >= 70, timeout_s=600)
+    got_going = fake.wait_until(lambda f: gate.waiting >= 1, timeout_s=600)  # a cold child imports for seconds
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     gate.release()
-    assert got_going, "the child never got going"
+    log.close()
+    assert got_going, "the child never got going: " + (tmp_path / "child.log").read_text()
     con = duckdb.connect(settings.store_path)
     finished = dict(con.execute("SELECT step, saved_at FROM alignment_steps").fetchall())
     con.close()
     assert "baseline" in finished and "outer0/inner0/clarify" in finished
     since = len(fake.requests)
-    rerun = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stderr
     assert f"{len(finished)} steps already done" in rerun.stdout
     current_system = judge_prompt("correctness").system

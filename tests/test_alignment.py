@@ -98,3 +98,14 @@ def test_too_few_questions_is_refused_with_what_to_do():
     items, judge = scripted(True, 4)
     with pytest.raises(InputError, match="at least 10 questions"):
         Procedure(judge, MemoryMemo()).run(items[:12], seed=4)
+
+
+def test_an_aligned_version_names_its_own_criterion_only_in_trend_series():
+    from pipeline.evaluation.judge import recorded_version
+
+    run = "judge-v1+corrections-v2+aligned-correctness-v1+aligned-grounding-v3"
+    config = {"judge_prompt_versions": {"grounding": "judge-grounding-v1"}}
+    assert recorded_version("judge_correctness", run, config) == "judge-v1+corrections-v2+aligned-correctness-v1"
+    assert recorded_version("judge_helpfulness", run, config) == "judge-v1+corrections-v2"
+    assert recorded_version("judge_grounding", run, config) == "judge-grounding-v1+corrections-v2+aligned-grounding-v3"
+    assert recorded_version("context_recall", run, config) == "judge-v1+corrections-v2"

@@ -90,8 +90,8 @@ def recorded_version(metric: str, run_version: str, config: dict) -> str:
     own = (config or {}).get("judge_prompt_versions", {}).get(criterion)
     if metric.startswith("judge_") and own:
         return criterion_version(run_version, own, criterion)
-    if metric.startswith("judge_") and ALIGNED in run_version:
-        return _only_own_aligned(run_version, criterion)
+    if ALIGNED in run_version:  # a metric other than this criterion's judge is not named by its aligned version
+        return _only_own_aligned(run_version, criterion if metric.startswith("judge_") else None)
     return run_version
 
 
