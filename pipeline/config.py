@@ -325,9 +325,9 @@ class Settings:
     judge_repeat_temperature: float = setting(
         0.7,
         "evaluation",
-        "sampling temperature of a judge scoring each item more than once (judge_repeats > 1), every repeat: at "
-        "the models' temperature (0 by default) a server answers the same prompt alike, so repeats would measure "
-        "its determinism, not the judge's spread; judge alignment measures with repeats when they are set",
+        "sampling temperature of a judge's repeats after the first (judge_repeats > 1; the first is asked as a "
+        "single judging is): at the models' temperature (0 by default) a server answers the same prompt alike, so "
+        "repeats would measure its determinism, not the judge's spread; judge alignment uses repeats when set",
         minimum=0,
         maximum=2,
     )

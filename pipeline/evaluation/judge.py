@@ -164,7 +164,6 @@ def judge(
                 user if user is not None else prompts.judge_input(question, answer, context, reference),
                 repeat,
                 common,
-                repeats,
             )
             for repeat in range(1, repeats + 1)
         ]
@@ -178,17 +177,15 @@ def repeat_seed(settings: Settings, repeat: int) -> int:
 
 
 def repeat_options(settings: Settings, repeat: int) -> dict:
-    """The sampling options of a judge repeat when an item is judged more than once: its seed and the repeats'
-    own temperature (judge_repeat_temperature), so that repeats sample the judge's spread."""
+    """The sampling options of a judge repeat after the first: its seed and the repeats' own temperature
+    (judge_repeat_temperature), so that repeats sample the judge's spread."""
     return {"seed": repeat_seed(settings, repeat), "temperature": settings.judge_repeat_temperature}
 
 
-def _judged(
-    llm: LLM, settings: Settings, criterion: str, prompt, user: str, repeat: int, common: dict, repeats: int = 1
-) -> MetricScore:
-    """One judging of one criterion. Judged once, it is asked at the models' temperature. Judged K > 1 times,
-    every repeat is sampled at the repeats' temperature with its own seed; the first may be answered from the
-    response cache, a later one bypasses it, so it asks the model again."""
+def _judged(llm: LLM, settings: Settings, criterion: str, prompt, user: str, repeat: int, common: dict) -> MetricScore:
+    """One judging of one criterion. The first repeat is asked as a single judging is (the models' temperature; the
+    response cache may answer it); a later one bypasses the cache and is sampled at the repeats' own temperature
+    with its own seed, so it asks the model again and shows how far the judge's score moves."""
     later = repeat > 1
     result = ask(
         llm,
@@ -196,7 +193,7 @@ def _judged(
         settings.judge_model,
         prompt,
         user,
-        options=repeat_options(settings, repeat) if repeats > 1 else None,
+        options=repeat_options(settings, repeat) if later else None,
         cache=not later,
     )
     if result.value is None:
