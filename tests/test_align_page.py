@@ -6,7 +6,7 @@ from test_align_cli import rated_store
 from test_app import app, fresh_streamlit_caches  # noqa: F401 (autouse: each AppTest opens this test's store)
 from test_evaluation import dataset
 
-from pipeline.calibration.annotations import save_rating
+from pipeline.calibration.annotations import judged_pairs, save_rating
 from pipeline.evaluation.runner import evaluation_pin, run_evaluation
 from pipeline.history.evaluations import run_ids_of
 from store import judge_versions
@@ -14,11 +14,11 @@ from store import judge_versions
 
 @pytest.mark.slow
 def test_the_page_plans_runs_and_lists_versions(fake, settings, kb_db):
-    fake.judge_short_bias = True
     run_evaluation(settings, kb_db, dataset(), "cal")  # the page's scope: an evaluation's judged runs
-    for run_id in run_ids_of(kb_db, 1):
-        save_rating(kb_db, run_id, "ana", {"correctness": 3, "helpfulness": 3, "faithfulness": 3})
+    for pair in judged_pairs(kb_db, run_ids_of(kb_db, 1), "correctness"):  # people agree with the unbiased judge
+        save_rating(kb_db, pair["run_id"], "ana", {"correctness": pair["judge"], "helpfulness": 3, "faithfulness": 3})
     rated_store(kb_db)
+    fake.judge_short_bias = True
     at = app("pages/calibration.py")
     assert any("No fitted versions yet" in c.value for c in at.caption)
 
