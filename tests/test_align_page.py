@@ -42,7 +42,7 @@ def test_the_page_plans_runs_and_lists_versions(fake, settings, kb_db):
     assert not at.exception, at.exception
     assert any("New judge prompt v1" in s.value for s in at.success), [w.value for w in at.warning]
     assert judge_versions.active(kb_db)["correctness"]["version"] == 1
-    [versions] = [t.value for t in at.table if "fitted on" in t.value.columns]
+    [versions] = [t.value for t in at.dataframe if "fitted on" in t.value.columns]
     assert list(versions["version"]) == ["v1"] and list(versions["in use"]) == ["yes"]
     assert list(versions["fitted on"]) == ["44 ratings"]
     at.selectbox(key="version_correctness").set_value("the built-in rubric (v0)").run()
