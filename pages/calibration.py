@@ -1,7 +1,8 @@
-"""How far the judge agrees with people, where it disagrees, and whether corrections help."""
+"""How far the judge agrees with people, where it disagrees, whether corrections help, and aligning the judge."""
 
 import streamlit as st
 
+from pages.views.alignment import alignment_section
 from pages.views.calibration import (
     agreement_by_criterion,
     choose_criterion,
@@ -30,6 +31,7 @@ if not any(s.n for s in stats.values()):
 overview(stats, label)
 criterion = choose_criterion([c for c in CRITERIA if stats[c].n])
 criterion_section(db, run_ids, criterion, pairs_by_criterion[criterion], stats[criterion])
+alignment_section(settings, db, criterion)
 claim_section(db, run_ids)
 corrections_form(db, pairs_by_criterion)
 rejudge_section(settings, db, run_ids, stats)

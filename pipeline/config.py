@@ -329,6 +329,15 @@ class Settings:
         minimum=1,
         maximum=20,
     )
+    judge_repeat_temperature: float = setting(
+        0.7,
+        "evaluation",
+        "sampling temperature of a judge's repeats after the first (judge_repeats > 1; the first is asked as a "
+        "single judging is): at the models' temperature (0 by default) a server answers the same prompt alike, so "
+        "repeats would measure its determinism, not the judge's spread; judge alignment uses repeats when set",
+        minimum=0,
+        maximum=2,
+    )
     floors: str = setting(
         "faithfulness=0.70,context_recall=0.75",
         "evaluation",

@@ -843,3 +843,41 @@ def m033_retrieval_spans(con: duckdb.DuckDBPyConnection) -> None:
     """The span of the run's trace that retrieved each chunk (the `retrieve` step of its round), so the trace
     explorer shows a retriever span's documents with their text, score and source; NULL for runs stored before."""
     con.execute("ALTER TABLE retrievals ADD COLUMN span_id VARCHAR")
+
+
+@migration
+def m034_judge_alignment(con: duckdb.DuckDBPyConnection) -> None:
+    """Judge prompt versions fitted on people's ratings (`align`): per criterion, each accepted version's rubric
+    clarification and few-shot examples, its held-out agreement and gain with their intervals, and the rated runs it
+    was fitted on; `judge_prompt_active` names the version each criterion's judge uses (none: the built-in rubric).
+    `alignment_steps` keeps every finished step of an alignment (a fold's clarification or scores) under its job,
+    so a killed alignment started again redoes none."""
+    con.execute("""
+        CREATE TABLE judge_prompt_versions (
+            criterion VARCHAR NOT NULL,
+            version INTEGER NOT NULL,
+            recipe VARCHAR NOT NULL,
+            clarification VARCHAR,
+            examples JSON,
+            held_out_kappa DOUBLE,
+            kappa_low DOUBLE,
+            kappa_high DOUBLE,
+            gain DOUBLE,
+            gain_low DOUBLE,
+            gain_high DOUBLE,
+            fitted_on JSON,
+            created_at TIMESTAMP DEFAULT current_timestamp,
+            PRIMARY KEY (criterion, version)
+        );
+        CREATE TABLE judge_prompt_active (
+            criterion VARCHAR PRIMARY KEY,
+            version INTEGER NOT NULL
+        );
+        CREATE TABLE alignment_steps (
+            job VARCHAR NOT NULL,
+            step VARCHAR NOT NULL,
+            value JSON NOT NULL,
+            saved_at TIMESTAMP DEFAULT current_timestamp,
+            PRIMARY KEY (job, step)
+        );
+    """)

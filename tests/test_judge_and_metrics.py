@@ -192,7 +192,7 @@ def test_each_judge_criterion_is_a_registered_metric_that_carries_its_own_correc
     correction = Correction(
         1, "correctness", 7, "When was the Transformer paper published?", "in 2016", 1, 4, "the year is wrong"
     )
-    pin = EvalPin(base.model, base.digest, base.prompt_version, [correction])
+    pin = EvalPin(base.model, base.digest, base.prompt_version, corrections=[correction])
     item = GoldenItem(id="t", question="When did the Transformer appear?", reference="In 2017.")
     inputs = MetricInput(llm, settings, item, result_with(), pin)
     scores = {name: get_metric(name).measure(inputs) for name in ("judge_correctness", "judge_helpfulness")}

@@ -1,6 +1,6 @@
 """Command line: one module of pipeline/cli/ per command (ask, ingest, doctor, eval, runs, show, gate,
-export-parquet, snapshot, collect, datasets, synth, sweep, bench-detector), each registering its own subparser and
-handler (`register(sub)`); this module builds the parser from them and runs the chosen handler.
+export-parquet, snapshot, collect, datasets, synth, sweep, bench-detector, align), each registering its own
+subparser and handler (`register(sub)`); this module builds the parser from them and runs the chosen handler.
 
 Exit 0 on success, 1 when the work failed (or a regression was found), 2 on bad usage or input; `gate` exits 3
 when the run is below a floor and has no regression; `ask` exits 4 when its answer was printed but could be kept
@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "synth",
     "sweep",
     "bench_detector",
+    "align",
 )
 
 

@@ -10,7 +10,7 @@ the judge reads, so an evaluation records them (registry.evaluation_config).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pipeline.config import Settings
 from pipeline.evaluation import judge_prompts as prompts
@@ -28,18 +28,46 @@ class JudgePin:
     model: str
     digest: str
     prompt_version: str
+    # criterion -> the aligned version its judge uses (store/judge_versions.py: version, clarification, examples);
+    # each one is named in prompt_version ("+aligned-correctness-v2"), so it is part of the metric's identity
+    aligned: dict = field(default_factory=dict)
 
     def label(self) -> str:
         return f"{self.model}@{self.digest[:12]} / {self.prompt_version}"
 
     def version_for(self, criterion: str) -> str:
-        """The prompt version the criterion's scores carry under this pin."""
-        return criterion_version(self.prompt_version, prompts.JUDGE_PROMPT_VERSIONS[criterion])
+        """The prompt version the criterion's scores carry under this pin (naming its own aligned version only)."""
+        return criterion_version(self.prompt_version, prompts.JUDGE_PROMPT_VERSIONS[criterion], criterion)
 
 
-def criterion_version(run_version: str, own_version: str) -> str:
+ALIGNED = "+aligned-"
+
+
+def aligned_suffix(aligned: dict) -> str:
+    """The part of a run's prompt version that names the aligned versions its judge used, in criterion order."""
+    return "".join(f"{ALIGNED}{c}-v{aligned[c]['version']}" for c in ALL_CRITERIA if c in aligned)
+
+
+def with_aligned(pin: JudgePin, aligned: dict) -> JudgePin:
+    """The pin of a judge that uses these aligned versions (criterion -> version row): a new prompt version."""
+    if not aligned:
+        return pin
+    return replace(pin, prompt_version=pin.prompt_version + aligned_suffix(aligned), aligned=dict(aligned))
+
+
+def _only_own_aligned(version: str, criterion: str | None) -> str:
+    """A run's prompt version with the aligned parts of other criteria left out (a criterion's identity does not
+    change when another criterion is aligned)."""
+    head, *parts = version.split(ALIGNED)
+    own = [p for p in parts if criterion is not None and p.rsplit("-v", 1)[0] == criterion]
+    return head + "".join(ALIGNED + p for p in own)
+
+
+def criterion_version(run_version: str, own_version: str, criterion: str | None = None) -> str:
     """A criterion's prompt version under a run's pin: its own version in place of judge-v1, keeping the
-    correction set's suffix ("judge-v1+corrections-v2" -> "judge-grounding-v1+corrections-v2")."""
+    correction set's suffix ("judge-v1+corrections-v2" -> "judge-grounding-v1+corrections-v2") and its own aligned
+    version's, not another criterion's."""
+    run_version = _only_own_aligned(run_version, criterion) if ALIGNED in run_version else run_version
     base = prompts.JUDGE_PROMPT_VERSION
     if own_version == base or not run_version.startswith(base):
         return run_version
@@ -58,8 +86,13 @@ def own_versions(criteria) -> dict[str, str]:
 def recorded_version(metric: str, run_version: str, config: dict) -> str:
     """The prompt version of a run's scores of a metric: for a judge criterion whose own version the run's
     configuration records, that version under the run's pin; otherwise the run's pin version."""
-    own = (config or {}).get("judge_prompt_versions", {}).get(metric.removeprefix("judge_"))
-    return criterion_version(run_version, own) if metric.startswith("judge_") and own else run_version
+    criterion = metric.removeprefix("judge_")
+    own = (config or {}).get("judge_prompt_versions", {}).get(criterion)
+    if metric.startswith("judge_") and own:
+        return criterion_version(run_version, own, criterion)
+    if ALIGNED in run_version:  # a metric other than this criterion's judge is not named by its aligned version
+        return _only_own_aligned(run_version, criterion if metric.startswith("judge_") else None)
+    return run_version
 
 
 def rubric(criterion: str) -> tuple[str, dict[int, str]]:
@@ -91,8 +124,9 @@ class MetricScore:
 
 
 # the settings the judge's scores depend on: its model, how many of people's corrections go into a prompt, and how
-# many times it judges each item (an evaluation records judge_repeats only when it is not 1: registry.py)
-OPTIONS = ("judge_model", "judge_corrections_k", "judge_repeats")
+# many times it judges each item and at what temperature (an evaluation records judge_repeats and
+# judge_repeat_temperature only when judge_repeats is not 1: registry.py)
+OPTIONS = ("judge_model", "judge_corrections_k", "judge_repeats", "judge_repeat_temperature")
 
 
 def judge_pin(llm: LLM, settings: Settings) -> JudgePin:
@@ -117,14 +151,16 @@ def judge(
     `user`: the judge's input when it is not the question, answer, context and reference (a turn criterion's)."""
     scores = []
     for criterion in criteria:
-        examples = tuple(prompts.correction_example(c) for c in corrections if c.criterion == criterion)
+        aligned = pin.aligned.get(criterion) or {}
+        examples = tuple(prompts.aligned_example(e) for e in aligned.get("examples", ()))
+        examples += tuple(prompts.correction_example(c) for c in corrections if c.criterion == criterion)
         common = dict(scorer_model=pin.model, scorer_digest=pin.digest, prompt_version=pin.version_for(criterion))
         asked = [
             _judged(
                 llm,
                 settings,
                 criterion,
-                prompts.judge_prompt(criterion, examples),
+                prompts.judge_prompt(criterion, examples, aligned.get("clarification") or ""),
                 user if user is not None else prompts.judge_input(question, answer, context, reference),
                 repeat,
                 common,
@@ -140,9 +176,16 @@ def repeat_seed(settings: Settings, repeat: int) -> int:
     return settings.seed + repeat - 1
 
 
+def repeat_options(settings: Settings, repeat: int) -> dict:
+    """The sampling options of a judge repeat after the first: its seed and the repeats' own temperature
+    (judge_repeat_temperature), so that repeats sample the judge's spread."""
+    return {"seed": repeat_seed(settings, repeat), "temperature": settings.judge_repeat_temperature}
+
+
 def _judged(llm: LLM, settings: Settings, criterion: str, prompt, user: str, repeat: int, common: dict) -> MetricScore:
-    """One judging of one criterion. The first repeat is asked as a single judging is (the response cache may
-    answer it); a later one bypasses the cache and sends its own seed, so it asks the model again."""
+    """One judging of one criterion. The first repeat is asked as a single judging is (the models' temperature; the
+    response cache may answer it); a later one bypasses the cache and is sampled at the repeats' own temperature
+    with its own seed, so it asks the model again and shows how far the judge's score moves."""
     later = repeat > 1
     result = ask(
         llm,
@@ -150,7 +193,7 @@ def _judged(llm: LLM, settings: Settings, criterion: str, prompt, user: str, rep
         settings.judge_model,
         prompt,
         user,
-        options={"seed": repeat_seed(settings, repeat)} if later else None,
+        options=repeat_options(settings, repeat) if later else None,
         cache=not later,
     )
     if result.value is None:

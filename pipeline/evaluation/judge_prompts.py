@@ -124,8 +124,10 @@ JUDGE_PROMPT_VERSIONS = {
 }
 
 
-def judge_prompt(criterion: str, corrections: tuple[str, ...] = ()) -> Prompt:
-    """The rubric prompt; `corrections` are people's past corrections of this judge, as worked examples."""
+def judge_prompt(criterion: str, corrections: tuple[str, ...] = (), clarification: str = "") -> Prompt:
+    """The rubric prompt; `corrections` are people's past corrections of this judge (or an aligned version's rated
+    answers), as worked examples; `clarification`, an aligned version's clarification of the rubric, follows the
+    rubric's own text (which stays the system text's opening, so the prompt is still known by it)."""
     description, anchors = {**RUBRICS, **TURN_RUBRICS}[criterion]
     levels = "\n".join(f"{score}: {text}" for score, text in sorted(anchors.items(), reverse=True))
     return Prompt(
@@ -141,6 +143,11 @@ def judge_prompt(criterion: str, corrections: tuple[str, ...] = ()) -> Prompt:
             + "\n\nJudge content, not length or style. "
             + DATA_RULE
             + " Reply with JSON: first your reasoning, then the score."
+            + (
+                f"\n\nWhat people who rated this criterion reward or punish, beyond the rubric: {clarification}"
+                if clarification
+                else ""
+            )
         ),
     )
 
@@ -151,6 +158,14 @@ def correction_example(correction) -> str:
     return (
         f"Question: {correction.question}\nAnswer excerpt: {correction.answer_excerpt}\n"
         f"Correct score: {correction.human_score}{judged}. Why: {correction.why}"
+    )
+
+
+def aligned_example(example: dict) -> str:
+    """A rated answer of an aligned version's few-shot set, as an example to follow."""
+    return (
+        f"Question: {example['question']}\nAnswer excerpt: {example['answer_excerpt']}\n"
+        f"Score people gave: {example['human_score']}."
     )
 
 

@@ -250,6 +250,7 @@ def evaluation_config(settings: Settings, metrics: Sequence[str], given_by: str 
     # a run judged once records what runs recorded before repeats existed, so resuming or comparing them sees no change
     if config.get("judge_repeats") == 1:
         del config["judge_repeats"]
+        config.pop("judge_repeat_temperature", None)
     versions = own_versions([c for c in (m.removeprefix("judge_") for m in metrics) if c in ALL_CRITERIA])
     return {**config, **({"judge_prompt_versions": versions} if versions else {})}
 

@@ -40,10 +40,10 @@ from pipeline.evaluation.dataset import Dataset, GoldenItem, conversations
 from pipeline.evaluation.datasets import holds, identity_text
 from pipeline.evaluation.diagnosis import Diagnosis, diagnose
 from pipeline.evaluation.item import InConversation, ItemOutcome, conversation_id_of, evaluate_item, timed_out, turn_of
-from pipeline.evaluation.judge import ALL_CRITERIA, JudgePin, judge_pin, own_versions
+from pipeline.evaluation.judge import ALL_CRITERIA, JudgePin, judge_pin, own_versions, with_aligned
 from pipeline.evaluation.judge_variance import CriterionVariance, evaluation_variance
 from pipeline.models.llm import LLM
-from store import baselines, evals, journal
+from store import baselines, evals, journal, judge_versions
 from store.annotations import current_corrections
 from store.db import Database
 
@@ -95,8 +95,8 @@ class EvalPin(JudgePin):
 def evaluation_pin(settings: Settings, db: Database) -> EvalPin:
     base = judge_pin(LLM(settings, db, origin="evaluation"), settings)
     version, corrections = current_corrections(db) if settings.judge_corrections_k > 0 else (None, [])
-    pinned = corrections_pin(base, version)
-    return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, corrections)
+    pinned = with_aligned(corrections_pin(base, version), judge_versions.active(db))
+    return EvalPin(pinned.model, pinned.digest, pinned.prompt_version, pinned.aligned, corrections=corrections)
 
 
 def chosen_metrics(metrics: Sequence[str] | None) -> list[str] | None:

@@ -3,6 +3,7 @@
 Which function answers a request is decided by the registered prompt it was built from (rules.py), never here."""
 
 import hashlib
+import json
 import re
 
 from .text import (
@@ -267,3 +268,34 @@ def judge_addresses(prompt):
     missing = [w for w in question if w not in answer_words]
     addresses = bool(question) and len(missing) <= len(question) / 2
     return {"addresses": addresses, "gap": "" if addresses else "it does not mention " + ", ".join(missing)}
+
+
+SHORT_WORDS = 12  # an answer of at most this many words is short, to the judge's short-answer bias
+_DISAGREEMENT = re.compile(r"Answer:\n(.*?)\nEvaluator's score: ([\d.]+)\nPeople's score: (\d)", re.S)
+
+
+def is_short(answer: str) -> bool:
+    return len(answer.split()) <= SHORT_WORDS
+
+
+def short_biased(reply: str, prompt: str, system: str) -> str:
+    """A judge that rates a short answer one point higher than its content earns (the bias judge_short_bias turns
+    on), unless the rubric it was sent says what people think of short answers (an aligned clarification)."""
+    answer = _section(prompt, "Answer", LABELS)
+    value = json.loads(reply)
+    if answer is None or not is_short(answer) or "short answers" in (system or "").lower():
+        return reply
+    return json.dumps({**value, "score": min(5, int(value["score"]) + 1)})
+
+
+def clarify_rubric(prompt):
+    """{"reasoning", "clarification"}: whichever of short and long answers the evaluator over-scores more, against
+    people, across the disagreements shown, stated as a rule."""
+    over = {True: [], False: []}
+    for answer, judged, people in _DISAGREEMENT.findall(prompt):
+        over[is_short(answer)].append(float(judged) - int(people))
+    mean = {short: sum(v) / len(v) if v else float("-inf") for short, v in over.items()}
+    kind = "short" if mean[True] >= mean[False] else "long"
+    why = f"the evaluator scored {kind} answers above people most often ({len(over[kind == 'short'])} of them)"
+    rule = f"People give {kind} answers no extra credit for their length: score {kind} answers by content alone."
+    return {"reasoning": why, "clarification": rule}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from .brain import (
     answer,
     answer_questions,
+    clarify_rubric,
     extract_claims,
     judge_addresses,
     judge_claim,
@@ -116,6 +117,8 @@ RULES = {
     "judge_topicality": judged,
     "judge_question_rewrite": rewrite_judged,
     # the seed pipeline the workbench replaced (bench/seed_pipeline.py: prompts.outside)
+    # judge alignment's rubric clarification (pipeline/calibration/align_judge.py)
+    "align_clarify": structured(clarify_rubric),
     "seed_generate": prose,
     "seed_extract": claims,
     # synth's question writers (pipeline/evaluation/synth/prompts.py)

@@ -12,9 +12,9 @@ import time
 from contextlib import contextmanager, nullcontext
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .brain import ANSWER_STYLES, noisy_score
+from .brain import ANSWER_STYLES, noisy_score, short_biased
 from .embeddings import EMBED_SCALES, scaled_vector
-from .prompts import registered, request_messages, rule_input
+from .prompts import first, registered, request_messages, rule_input
 from .rules import JUDGE_PROMPTS, RULES, Asked, classify, refusal
 from .text import _line_value
 
@@ -268,12 +268,15 @@ class FakeOllama:
         gpu=True,
         judge_noise=None,
         unfaithful_first=True,
+        judge_short_bias=False,
     ):
         """clock() -> seconds and sleep(seconds) drive the latency model (default: time.perf_counter and a wait
         that stop() cuts short); pass a VirtualClock and its sleep to make its waits instant and exact.
         judge_noise: scores (e.g. (3, 4)) among which the judge's rubric score is picked at random instead of by the
         rule brain, reproducibly: the pick depends only on the request's options.seed and its prompt (noisy_score);
-        None (default): the deterministic rule brain. Settable on a running fake."""
+        None (default): the deterministic rule brain. Settable on a running fake.
+        judge_short_bias: the judge's rubric scores a short answer one point higher, unless its system text says
+        what people think of short answers (what judge alignment's clarification does); settable on a running fake."""
         if answer_style not in ANSWER_STYLES:
             raise ValueError(f"unknown answer_style {answer_style!r}; expected one of {ANSWER_STYLES}")
         if embed_scale not in EMBED_SCALES:
@@ -312,6 +315,7 @@ class FakeOllama:
         self.prompt_cache = prompt_cache
         self.gpu = gpu  # /api/ps: loaded models in GPU memory (size_vram), else on the CPU (0), as Ollama reports
         self.judge_noise = judge_noise
+        self.judge_short_bias = judge_short_bias
         # the reply rule for each registered prompt's name (and rules.VERIFIER_MODEL, RAGAS, PLAIN); a test may
         # replace one on its own fake, e.g. fake.rules["llm_verifier"] = rules.yes_no
         self.rules = dict(RULES)
@@ -681,6 +685,8 @@ class FakeOllama:
         if self.judge_noise and call.prompt in JUDGE_PROMPTS and isinstance(fmt, dict):
             seed = (call.body.get("options") or {}).get("seed")
             text = json.dumps({**json.loads(text), "score": noisy_score(self.judge_noise, seed, prompt)})
+        if self.judge_short_bias and call.prompt in JUDGE_PROMPTS and isinstance(fmt, dict):
+            text = short_biased(text, prompt, first(messages, "system"))
         return text[: len(text) // 2] if call.fault == "truncated_json" else text
 
     def _fabricates(self, prompt) -> bool:
