@@ -50,6 +50,9 @@ TABLES = {
     "sweeps",
     "sweep_combinations",
     "judge_repeats",
+    "judge_prompt_versions",
+    "judge_prompt_active",
+    "alignment_steps",
 }
 
 
