@@ -99,11 +99,13 @@ def test_gate_help_lists_each_exit_code_the_gate_returns(capsys):
 
 def test_help_names_written_in_the_cli_match_the_modules_they_stand_for(capsys):
     """Names the parser writes itself, so that `--help` needs no heavy import, agree with their sources."""
-    from pipeline.cli import evaluate, sweep, synth
+    from pipeline.cli import align, evaluate, sweep, synth
+    from pipeline.evaluation.judge import CRITERIA
     from pipeline.evaluation.runner import EXECUTORS
     from pipeline.evaluation.synth.kinds import default_shares_text
     from pipeline.experiments.grid import ALTERNATIVE_SEPARATOR
 
     assert evaluate.EXECUTORS == EXECUTORS
+    assert align.CRITERIA == CRITERIA
     assert sweep.ALTERNATIVE_SEPARATOR == ALTERNATIVE_SEPARATOR
     assert synth.DEFAULT_SHARES_TEXT == default_shares_text()

@@ -143,9 +143,9 @@ def test_the_drilldown_shows_the_extraction_errors_apart_and_colours_no_sentence
     assert any(c.value.startswith("3 of 4 extraction errors") for c in at.caption)
     assert [e.label.split(" — ")[1].split(" \\(")[0] for e in at.expander if e.label.startswith("Claim ")] == [
         "supported",
-        "extraction\\_error",
-        "extraction\\_error",
-        "extraction\\_error",
+        "extraction error",
+        "extraction error",
+        "extraction error",
     ]
     answer = next(m.value for m in at.markdown if "green-background" in m.value and "claim 1" in m.value)
     assert "claim 2" not in answer and "claim 3" not in answer  # the errors mark no sentence

@@ -8,9 +8,10 @@ import sys
 
 from rich.text import Text
 
-from pipeline.calibration.align_run import Aligner, use_version, versions
-from pipeline.evaluation.judge import CRITERIA
 from pipeline.formatting import fmt_count, fmt_score, fmt_time
+
+# pipeline.evaluation.judge.CRITERIA, written out so that `--help` imports no model code (test_cli_help checks it)
+CRITERIA = ("correctness", "helpfulness", "faithfulness", "grounding", "topicality")
 
 
 def register(sub) -> None:
@@ -29,6 +30,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace, settings, db, out, err) -> int:
+    from pipeline.calibration.align_run import Aligner, use_version, versions
+
     if args.use is not None:
         use_version(db, args.criterion, args.use)
         out.print(f"{args.criterion}: the judge now uses {'the built-in rubric' if not args.use else f'v{args.use}'}")
