@@ -91,9 +91,9 @@ def test_a_first_evaluation_below_a_floor_says_so_apart_from_regressions(kb_db, 
     at = start(app("pages/evaluate.py"), "tiny", 2)
     [finished] = [s.value for s in at.success if s.value.startswith("Evaluation tiny")]
     assert finished.startswith("Evaluation tiny\\: finished · 2 done, 0 failed of 2 items · no regression alert · ")
-    assert "below floor\\: answer\\_relevancy 0\\." in finished and "\\(floor 0\\.99\\)" in finished
+    assert "below floor\\: answer relevancy 0\\." in finished and "\\(floor 0\\.99\\)" in finished
     [report] = [w.value for w in at.warning if w.value.startswith("Below the floor you set")]
-    assert "answer\\_relevancy" in report and "faithfulness" not in report and "not a regression" in report
+    assert "answer relevancy" in report and "faithfulness" not in report and "not a regression" in report
     assert "No open regression alerts." in [c.value for c in at.sidebar.caption]
     assert [link.value for link in at.sidebar.page_link if "floor" in link.value] == ["1 metric below floor"]
 
