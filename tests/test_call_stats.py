@@ -8,6 +8,7 @@ import pytest
 from test_app import fresh_streamlit_caches  # noqa: F401 - the autouse fixture: no cached store across tests
 from test_evaluation import ITEMS, dataset
 
+from pages.views.markup import stage_label
 from pipeline.config import load_settings
 from pipeline.errors import ConfigError
 from pipeline.evaluation.runner import run_evaluation
@@ -135,7 +136,7 @@ def test_the_evaluate_report_and_the_drilldown_show_the_analytics(fake, settings
     at = app("pages/evaluate.py")
     table = stage_table(at)
     stats = evaluation_call_stats(settings, kb_db, outcome.eval_run_id)
-    assert list(table["stage"]) == [s.stage for s in stats.stages] + ["all stages"]
+    assert list(table["stage"]) == [stage_label(s.stage) for s in stats.stages] + ["all stages"]  # in words
     assert table["calls"].iloc[-1] == stats.total.calls and "cost" not in table.columns
     assert any("cost estimate" in c.value for c in at.caption)
 

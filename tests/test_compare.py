@@ -247,7 +247,7 @@ def test_compare_lists_the_settings_two_runs_differ_in_such_as_the_context_budge
     at = open_compare(a="whole", b="budget 60")
     (differ,) = [e for e in at.expander if e.label == "Settings that differ (1)"]
     frame = next(d.value for d in at.dataframe if "setting" in d.value.columns)
-    assert frame.to_dict("records") == [{"setting": "context_budget_tokens", "A": "600", "B": "60"}]
+    assert frame.to_dict("records") == [{"setting": "context budget tokens", "A": "600", "B": "60"}]
     assert "faithfulness" in {m.label for m in at.metric}  # its effect, metric by metric
 
 
