@@ -248,12 +248,20 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     assert at.title[0].value == f"Run {accepted.run_id}"
     text = markdown_text(at)
     assert ":green-background[**" in text and "21 million passages" in text
-    assert not at.get("vega_lite_chart")  # the other tabs are drawn when chosen
-    (waterfall,) = show_tab(at, "Trace").get("plotly_chart")
-    assert json.loads(waterfall.proto.spec)["layout"]["title"]["text"] == "Waterfall"
+    (steps,) = at.get("plotly_chart")  # above the tabs: the run's steps; the other tabs are drawn when chosen
+    steps = json.loads(steps.proto.spec)
+    assert steps["layout"]["title"]["text"] == "Where the time went: the run's steps"
+    step_names = [name.split(" ", 1)[1].strip("\u00a0") for name in steps["data"][0]["y"]]
+    assert step_names[0] == "question" and {"retrieve", "attempt 1"} <= set(step_names)
+    waterfall = [json.loads(c.proto.spec) for c in show_tab(at, "Trace").get("plotly_chart")]
+    assert [w["layout"]["title"]["text"] for w in waterfall][-1] == "Waterfall"
+    assert len(waterfall[-1]["data"][0]["y"]) > len(step_names)  # every span, not the first two levels only
     assert not at.dataframe or "cache_hit" not in at.dataframe[-1].value.columns  # the Calls tab's table is not
-    (timeline,) = show_tab(at, "Calls").get("vega_lite_chart")
-    assert json.loads(timeline.proto.spec)["encoding"]["x"]["field"] == "started_at"
+    timeline = json.loads(show_tab(at, "Calls").get("plotly_chart")[-1].proto.spec)
+    assert timeline["layout"]["title"]["text"] == "Timeline of the calls that reached the model"
+    assert {"llama3.2", "nomic-embed-text"} <= {bar["name"] for bar in timeline["data"]}  # a colour per model
+    assert not at.get("vega_lite_chart")
+    assert all(bar["orientation"] == "h" and bar["base"] for bar in timeline["data"])
 
 
 def open_runs_page(run_id: str, tab: str | None = None) -> AppTest:
@@ -535,7 +543,12 @@ def test_drilldown_shows_the_trace_and_every_call_with_its_text_cached_ones_incl
     assert labels and all("replayed from the cache \\(first computed at " in label for label in labels)
     calls = next(d.value for d in at.dataframe if "cache_hit" in d.value.columns)
     assert len(calls) == len(labels) and calls["cache_hit"].all() and set(calls["origin"]) == {"chat"}
+    assert not at.code  # a call's prompt and completion are drawn when it is opened
+    for n in range(1, len(labels) + 1):  # open them all, as clicks do
+        at.session_state[f"call-{again.run_id}-{n}"] = True
+    at.run()
     codes = [c.value for c in at.code]
+    assert len(codes) == 2 * len(labels)
     assert any("[system]" in c and "[user]" in c and QUESTION in c for c in codes)
     assert any("<b>bold</b> The RAG index held" in c for c in codes)  # shown as code: text, never HTML
 

@@ -219,6 +219,9 @@ def test_a_run_added_from_the_runs_page_and_the_drilldown_joins_the_next_version
     assert any(f"run {second} is already in dataset" in e.value and "Fix:" in e.value for e in at.error)
 
     at = open_runs_page(str(third))
+    assert not [s for s in at.selectbox if s.label == "Add to dataset"]  # the form is drawn when opened
+    at.session_state[f"drilldown-adding-{third}"] = True
+    at.run()
     widget(at.selectbox, "Add to dataset").set_value("from runs")
     widget(at.button, f"Add run {third}").click().run()
     assert not at.exception, at.exception

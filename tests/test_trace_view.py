@@ -165,3 +165,16 @@ def test_selecting_a_span_in_the_trace_tab_shows_its_calls_prompt_and_completion
     assert any("[system]" in c and "[user]" in c and QUESTION in c for c in codes)  # the prompt
     lines = [m.value for m in trace_tab.markdown]
     assert any(line.startswith("Call 1 · generate · llama3") for line in lines), lines
+
+    # the filter, drawn once opened: the spans whose name holds "generate", whatever is folded; closed, all again
+    assert not [t for t in at.text_input if t.label == "Find spans"]
+    at.session_state[f"trace-{result.run_id}-filter"] = True
+    at.run()
+    at.text_input(key=f"trace-{result.run_id}-find").set_value("GENERATE").run()
+    found = next(d.value for d in at.tabs[2].dataframe if "step" in d.value.columns)
+    assert 0 < len(found) < len(tree) and all(step.endswith(" generate") for step in found["step"]), found
+    at.checkbox(key=f"trace-{result.run_id}-errors").check().run()  # and failed: none did
+    assert any("0 spans of" in c.value for c in at.tabs[2].caption)
+    at.session_state[f"trace-{result.run_id}-filter"] = False
+    at.run()
+    assert len(next(d.value for d in at.tabs[2].dataframe if "step" in d.value.columns)) == len(tree)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -18,6 +17,7 @@ from pages.views.markup import (
     NO_CALL_TEXT,
     annotated_markdown,
     escape_markdown,
+    fmt_count,
     fmt_ms,
     fmt_score,
     highlighted_chunk,
@@ -25,8 +25,9 @@ from pages.views.markup import (
     status_markdown,
 )
 from pages.views.navigation import DRILLDOWN_TABS
+from pages.views.plotly_charts import draw, timeline
 from pages.views.tables import count_column, ms_column, score_column, table
-from pages.views.trace_viewer import show_trace_viewer
+from pages.views.trace_viewer import show_steps, show_trace_viewer
 from pipeline.answering.budget import stored_budgets
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, made_how, status_label
@@ -43,15 +44,12 @@ from pipeline.vocabulary import Status
 
 DRILLDOWN_TAB = "drilldown_tab"
 CHUNK_ROW_PX = 60  # a retrieved chunk's row shows a few lines of its text
-TIMELINE_COLUMNS = [  # what the calls' timeline draws and shows on hover
-    "started_at",
-    "finished_at",
-    "stage",
-    "model",
-    "prompt_tokens",
-    "completion_tokens",
-    "latency_ms",
-    "error",
+TIMELINE_HOVER = [  # what a bar of the calls' timeline shows on hover
+    ("stage", "stage"),
+    ("model", "model"),
+    ("tokens", "prompt + completion tokens"),
+    ("latency", "latency"),
+    ("error", "error"),
 ]
 
 
@@ -83,15 +81,31 @@ def show_drilldown(stored: StoredRun, db=None) -> None:
     if db is not None:
         show_turn_of_conversation(db, result, stored.spans)
     if db is not None and result.question:
-        with st.expander("Add this run to a dataset", icon=":material/dataset:"):
-            add_run_form(db, result.run_id, key=f"drilldown-add-{result.run_id}")
+        # drawn when opened (an open click reruns the page): its widgets are not mounted on every drilldown
+        adding = st.expander(
+            "Add this run to a dataset",
+            icon=":material/dataset:",
+            key=f"drilldown-adding-{result.run_id}",
+            on_change="rerun",
+        )
+        if adding.open:
+            with adding:
+                add_run_form(db, result.run_id, key=f"drilldown-add-{result.run_id}")
     for column in (c for c in columns if c.wide):  # long text, each under its heading: the question, ...
         st.subheader(column.label.capitalize())
         st.text(column.show(getattr(result, column.name)))
     if result.error:
         st.error(escape_markdown(result.error))
-    # only the chosen tab is drawn (a click reruns the page): the five drawn together, with their tables, code
-    # blocks and charts, took a new browser tab about 2 s on two cores, the first alone about 1 s
+    show_steps(stored.spans, stored.calls, key=f"run-{result.run_id}")
+    drilldown_tabs(stored)
+
+
+# A fragment: a tab's click (or a widget inside a tab) reruns the tabs alone, not the page's sidebar, header and
+# store reads. Only the chosen tab is drawn: the five drawn together, with their tables, code blocks and charts,
+# took a new browser tab about 2 s on two cores, the first alone about 1 s.
+@st.fragment
+def drilldown_tabs(stored: StoredRun) -> None:
+    result = stored.result
     answer_tab, retrieval_tab, trace_tab, calls_tab, scores_tab = st.tabs(
         list(DRILLDOWN_TABS), key=DRILLDOWN_TAB, on_change="rerun"
     )
@@ -111,8 +125,8 @@ def show_drilldown(stored: StoredRun, db=None) -> None:
     if calls_tab.open:
         with calls_tab:
             show_run_call_stats(result.run_id)
-            show_calls(stored.calls)
-            show_timeline(stored.calls)
+            show_calls(stored.calls, key=f"call-{result.run_id}")
+            show_timeline(stored.calls, key=f"calls-timeline-{result.run_id}")
             if not stored.calls:
                 st.caption("No model calls were recorded for this run.")
     if scores_tab.open:
@@ -250,8 +264,9 @@ def show_chunks(retrievals: list[dict], heading: str = "Retrieved chunks") -> No
         )
 
 
-def show_calls(calls: list[dict]) -> None:
-    """Every call, cached ones included, each openable to the prompt it sent and the completion it got."""
+def show_calls(calls: list[dict], key: str) -> None:
+    """Every call, cached ones included, each openable to the prompt it sent and the completion it got (drawn
+    when opened: an open click reruns the tabs)."""
     if not calls:
         return
     cached = sum(bool(c["cache_hit"]) for c in calls)
@@ -280,7 +295,10 @@ def show_calls(calls: list[dict]) -> None:
             + (f" · {call_replay(call)}" if call["cache_hit"] else "")
             + (" · failed" if call["error"] else "")
         )
-        with st.expander(escape_markdown(label)):
+        opened = st.expander(escape_markdown(label), key=f"{key}-{n}", on_change="rerun")
+        if not opened.open:
+            continue
+        with opened:
             if call["error"]:
                 st.error(escape_markdown(call["error"]))
             if call.get("prompt_text") is None and call.get("completion_text") is None:
@@ -311,34 +329,28 @@ def call_replay(call: dict) -> str:
     )
 
 
-def show_timeline(calls: list[dict]) -> None:
+def show_timeline(calls: list[dict], key: str) -> None:
     calls = [c for c in calls if not c["cache_hit"]]
     if not calls:
         return
-    st.caption("Timeline of the calls that reached the model")
     frame = pd.DataFrame(calls)
     frame["stage"] = frame["stage"].map(stage_label)
     frame["finished_at"] = frame["started_at"] + frame["latency_ms"].map(lambda ms: timedelta(milliseconds=ms))
     frame["finished_at"] = visible_ends(frame["started_at"], frame["finished_at"])
+    frame["tokens"] = [
+        f"{fmt_count(c.get('prompt_tokens') or 0)} + {fmt_count(c.get('completion_tokens') or 0)}" for c in calls
+    ]
+    frame["latency"] = [fmt_ms(c["latency_ms"] or 0) for c in calls]
+    frame["error"] = frame["error"].fillna("")
     stages = list(dict.fromkeys(frame["stage"]))  # in the order the run reached them, the first at the top
-    chart = (
-        alt.Chart(frame[TIMELINE_COLUMNS])
-        .mark_bar()
-        .encode(
-            x=alt.X("started_at:T", title="time"),
-            x2="finished_at:T",
-            y=alt.Y("stage:N", sort=stages, title=None),
-            color=alt.Color("model:N"),
-            tooltip=[
-                "stage:N",
-                "model:N",
-                "prompt_tokens:Q",
-                "completion_tokens:Q",
-                alt.Tooltip("latency_ms:Q", format=".0f"),
-                "error:N",
-            ],
-        )
-        .properties(height=max(60, 28 * len(stages)))
-        .interactive(bind_y=False)
+    figure = timeline(
+        frame,
+        "started_at",
+        "finished_at",
+        "stage",
+        "model",
+        stages,
+        TIMELINE_HOVER,
+        "Timeline of the calls that reached the model",
     )
-    st.altair_chart(chart, width="stretch")
+    draw(figure, key=key)

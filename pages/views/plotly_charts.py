@@ -1,6 +1,6 @@
 """The app's plotly figures (Calibration's heatmaps and base rates, Trends' panels over time, the sweep's Pareto
-front), built on one layout: times on 24-hour axes (pipeline.formatting's d3 pattern), the app's palette, no
-plotly logo or mode bar (CONFIG, for st.plotly_chart).
+front, a run's calls over time), built on one layout: times on 24-hour axes (pipeline.formatting's d3 pattern),
+the app's palette, no plotly logo or mode bar (CONFIG, for st.plotly_chart).
 
 plotly renders a subset of HTML in hover labels, trace names and text (<b>, <a href>, <br>): every piece of text
 that may come from a model, a document or a user (run, series, service, combination names, figures written by
@@ -273,6 +273,31 @@ def pareto_scatter(
     return figure
 
 
+def timeline(
+    frame: pd.DataFrame, start: str, end: str, row: str, color: str, rows: list[str], fields: Hover, title: str
+) -> go.Figure:
+    """One bar per frame row from its `start` to its `end` (times), on the line of its `row` value (`rows`: their
+    order, the first at the top), one colour per `color` value; zoomable along the time axis."""
+    figure = go.Figure()
+    colors = series_colors(frame[color])
+    for name, part in frame.groupby(color, sort=True):
+        figure.add_bar(
+            y=[safe(v) for v in part[row]],
+            x=[(b - a).total_seconds() * 1000 for a, b in zip(part[start], part[end], strict=True)],
+            base=iso(part[start]),
+            orientation="h",
+            name=safe(name),
+            marker_color=colors[str(name)],
+            **hover(part, fields, start, row),
+        )
+    styled(figure, title, max(60, 28 * len(rows)), legend=True)
+    time_axes(figure)
+    figure.update_yaxes(type="category", categoryorder="array", categoryarray=[safe(r) for r in rows][::-1])
+    figure.update_yaxes(fixedrange=True)
+    figure.update_layout(margin=MARGIN | {"l": 160, "t": figure.layout.margin.t})
+    return figure
+
+
 def prepare() -> None:
     """Build one figure of each kind and throw it away: plotly imports the classes of a trace or layout part the
     first time one is made (~0.6 s of the first chart on two cores), so a server calls this before its first page."""
@@ -284,3 +309,4 @@ def prepare() -> None:
     add_star(figure, 2, frame, "t", "v", [("s", "s")])
     add_floor(figure, 2, 0.5, "floor")
     pareto_scatter(frame, "v", "v", "f", "s", "t", [("s", "s")], "x", "y").to_dict()
+    timeline(frame.assign(e=frame["t"]), "t", "e", "s", "s", ["a"], [("s", "s")], "t").to_dict()

@@ -51,19 +51,12 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str, retrievals: list
     if not rows:
         st.caption("No trace was recorded for this run.")
         return
-    folded_key, span_key, depth_key = f"{key}-folded", f"{key}-span", f"{key}-depth"
+    folded_key, span_key = f"{key}-folded", f"{key}-span"
     folded: list[str] = st.session_state.setdefault(folded_key, [])
     by_id = {r.span_id: r for r in rows}
     numbers = {r.span_id: n for n, r in enumerate(rows, start=1)}
     st.subheader(f"Trace ({plural(len(rows), 'span')})")
-    query = span_filter(key)
-    deepest = max(r.depth for r in rows)
-    max_depth = None
-    if deepest and not query.asks:
-        levels = st.columns([1, 2])[0].select_slider(
-            "Levels shown", options=list(range(1, deepest + 2)), value=deepest + 1, key=depth_key
-        )
-        max_depth = levels - 1
+    query, max_depth = span_filter(key, max(r.depth for r in rows))
     if query.asks:  # every matching span, in tree order, whatever is folded
         shown = [r for r in rows if query.matches(r.name, r.kind, r.duration_ms, r.error)]
         st.caption(f"{plural(len(shown), 'span')} of {len(rows)} match.")
@@ -98,16 +91,29 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str, retrievals: list
     show_waterfall(shown, selected, f"{key}-waterfall", span_key, numbers)
 
 
-def span_filter(key: str) -> SpanQuery:
-    """The spans of this trace to list: by name, kind, duration, failure (as the Spans page asks across runs)."""
-    name_col, kind_col, ms_col, error_col = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
-    name = name_col.text_input("Find spans", key=f"{key}-find", placeholder="part of a span's name")
-    kind = kind_col.selectbox(
-        "Kind", [None, *SPAN_KINDS], format_func=lambda k: "any kind" if k is None else k, key=f"{key}-kind"
-    )
-    slower = ms_col.number_input("At least (ms)", min_value=0, value=None, step=100, key=f"{key}-min-ms")
-    errors = error_col.checkbox("Failed only", key=f"{key}-errors")
-    return SpanQuery(name=name, kind=kind, min_ms=slower, errors=errors)
+def span_filter(key: str, deepest: int) -> tuple[SpanQuery, int | None]:
+    """The spans of this trace to list: by name, kind, duration, failure (as the Spans page asks across runs), or
+    down to a depth; (the query, the deepest level shown or None). Its widgets are drawn when the filter is opened
+    (a click reruns the tabs), so a Trace tab's first click does not load five kinds of widget; closed, every span
+    is listed."""
+    opened = st.expander("Find and filter spans", icon=":material/filter_alt:", key=f"{key}-filter", on_change="rerun")
+    if not opened.open:
+        return SpanQuery(), None
+    with opened:
+        name_col, kind_col, ms_col, error_col = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
+        name = name_col.text_input("Find spans", key=f"{key}-find", placeholder="part of a span's name")
+        kind = kind_col.selectbox(
+            "Kind", [None, *SPAN_KINDS], format_func=lambda k: "any kind" if k is None else k, key=f"{key}-kind"
+        )
+        slower = ms_col.number_input("At least (ms)", min_value=0, value=None, step=100, key=f"{key}-min-ms")
+        errors = error_col.checkbox("Failed only", key=f"{key}-errors")
+        query = SpanQuery(name=name, kind=kind, min_ms=slower, errors=errors)
+        if not deepest or query.asks:
+            return query, None
+        levels = st.columns([1, 2])[0].select_slider(
+            "Levels shown", options=list(range(1, deepest + 2)), value=deepest + 1, key=f"{key}-depth"
+        )
+        return query, levels - 1
 
 
 def show_tree(shown: list[SpanRow], folded: list[str], key: str, span_key: str, max_depth: int | None) -> None:
@@ -275,7 +281,9 @@ def _picked_in_waterfall(chart_key: str, span_key: str, span_ids: list[str]) -> 
         st.session_state[span_key] = span_ids[index]
 
 
-def waterfall_figure(rows: list[SpanRow], selected: str | None, numbers: dict[str, int] | None = None):
+def waterfall_figure(
+    rows: list[SpanRow], selected: str | None, numbers: dict[str, int] | None = None, title: str = "Waterfall"
+):
     """The waterfall as a plotly figure: one horizontal bar per span from its start to its end (numbered as the
     span list numbers them, indented by depth, in tree order from the top), zoomable along the time axis. Names
     and attributes are the application's text: escaped, so plotly shows its tags as text."""
@@ -305,7 +313,7 @@ def waterfall_figure(rows: list[SpanRow], selected: str | None, numbers: dict[st
     )
     height = min(ROW_PX * len(rows), WATERFALL_MAX_PX) + 80
     figure.update_layout(
-        title="Waterfall",
+        title=title,
         height=height,
         margin={"l": 10, "r": 10, "t": 40, "b": 40},
         xaxis_title="ms from the start of the trace",
@@ -315,6 +323,19 @@ def waterfall_figure(rows: list[SpanRow], selected: str | None, numbers: dict[st
         dragmode="zoom",
     )
     return figure
+
+
+def show_steps(spans: list, calls: list[dict], key: str) -> None:
+    """Where the run's time went, above its tabs: the trace's first two levels (the run and its steps) as a
+    waterfall. It also loads the chart scripts the Trace and Calls tabs draw with, so their first click does not."""
+    rows = visible_rows(trace_rows(spans, calls), max_depth=1)
+    if len(rows) > 1:
+        st.plotly_chart(
+            waterfall_figure(rows, None, title="Where the time went: the run's steps"),
+            width="stretch",
+            key=f"{key}-steps",
+            config=CONFIG,
+        )
 
 
 def waterfall_label(row: SpanRow, number: int) -> str:
