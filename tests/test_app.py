@@ -220,6 +220,9 @@ def test_evaluate_page_filters_results_by_low_score(fake, settings, kb_db):
     run_evaluation(settings, kb_db, load_dataset(ROOT / "data" / "eval" / "golden.jsonl").select(limit=6), "six")
     at = app("pages/evaluate.py")
     assert len(at.dataframe[-1].value) == 6
+    assert not at.slider  # the filter is drawn when opened
+    at.session_state["eval_items_filter"] = True
+    at.run()
     low = next(s for s in at.selectbox if s.label == "Low score on")
     low.set_value("judge_correctness").run()
     slider = next(s for s in at.slider if s.label == "Below")

@@ -37,7 +37,7 @@ def test_the_app_starts_with_every_view_module_imported_the_precompute_waiting_a
 
 
 @pytest.mark.slow
-def test_precompute_leaves_evaluate_and_calibration_nothing_to_compute_on_their_first_visit(
+def test_precompute_leaves_evaluate_compare_and_calibration_nothing_to_compute_on_their_first_visit(
     fake, settings, db, tmp_path, monkeypatch
 ):
     """What serve_app's thread runs once the server is up: the newest evaluation's report and the first Calibration
@@ -63,7 +63,8 @@ def test_precompute_leaves_evaluate_and_calibration_nothing_to_compute_on_their_
     agreement._INTERVALS.clear()
 
     done = precompute(*resources())
-    assert done[0] == "the report of evaluation newest" and done[1].startswith("Calibration's agreement for all runs")
+    assert done[0] == "the report of evaluation newest" and done[1] == "the comparison of older with newest"
+    assert done[2].startswith("Calibration's agreement for all runs")
     assert agreement._INTERVALS  # the correctness pairs' interval was computed
 
     def computed_again(*args, **kwargs):
@@ -71,6 +72,7 @@ def test_precompute_leaves_evaluate_and_calibration_nothing_to_compute_on_their_
 
     monkeypatch.setattr(agreement, "table_interval", computed_again)
     monkeypatch.setattr(cached, "report", computed_again)
+    monkeypatch.setattr(cached, "compare_runs", computed_again)
     at = app("pages/calibration.py")
     assert not at.exception, at.exception
     assert at.table[0].value.loc["Correctness", "95% interval"].startswith("[")
@@ -78,6 +80,9 @@ def test_precompute_leaves_evaluate_and_calibration_nothing_to_compute_on_their_
     assert not at.exception, at.exception
     assert at.selectbox(key="eval_selected").value == "newest"
     assert len(at.metric) >= len(expected.metrics)  # a tile per metric, from the kept report
+    at = app("pages/compare.py")
+    assert not at.exception, at.exception
+    assert [s.value for s in at.selectbox][:2] == ["older", "newest"]  # A, B: the kept comparison shown
 
 
 def test_a_busy_store_at_start_is_one_line_in_the_log_and_the_pages_compute_their_own(caplog):

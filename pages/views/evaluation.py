@@ -462,6 +462,26 @@ def with_links(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+ITEMS_FILTER = "eval_items_filter"  # session state: whether the results' filter is open
+
+
+def items_filter(frame: pd.DataFrame, score_columns: list[str]) -> tuple[list[str], str, float]:
+    """(tags, the metric to find low scores on or "(any)", the score they are below). Its widgets are drawn when the
+    filter is opened (a click reruns the page), so a first render does not load a multiselect's and a slider's
+    scripts for a filter most visits do not use; closed, every item is listed."""
+    opened = st.expander("Filter the items", icon=":material/filter_alt:", key=ITEMS_FILTER, on_change="rerun")
+    if not opened.open:
+        return [], "(any)", 0.0
+    with opened:
+        cols = st.columns(3)
+        tags = cols[0].multiselect("Tags", sorted({t for ts in frame["tags"] for t in (ts or [])}))
+        metric = cols[1].selectbox(
+            "Low score on", ["(any)"] + score_columns, format_func=lambda m: m if m == "(any)" else label_of(m)
+        )
+        low, high = scale_of(metric) if metric != "(any)" else UNIT
+        return tags, metric, cols[2].slider("Below", 0.0, 5.0, (low + high) / 2)
+
+
 def show_items(result: EvalReport) -> None:
     st.subheader("Results")
     frame = pd.DataFrame(result.items)
@@ -469,13 +489,7 @@ def show_items(result: EvalReport) -> None:
         st.info("No items finished yet.")
         return
     score_columns = [m for m in metric_names() if m in frame.columns]
-    cols = st.columns(3)
-    tags = cols[0].multiselect("Tags", sorted({t for ts in frame["tags"] for t in (ts or [])}))
-    metric = cols[1].selectbox(
-        "Low score on", ["(any)"] + score_columns, format_func=lambda m: m if m == "(any)" else label_of(m)
-    )
-    low, high = scale_of(metric) if metric != "(any)" else UNIT
-    below = cols[2].slider("Below", 0.0, 5.0, (low + high) / 2)
+    tags, metric, below = items_filter(frame, score_columns)
     if tags:
         frame = frame[frame["tags"].map(lambda ts: bool(set(tags) & set(ts or [])))]
     if metric != "(any)":

@@ -1,5 +1,6 @@
-"""What the two slowest pages show first, computed once when the server starts (issue 29): the newest
-evaluation's report (Evaluate) and the agreement of Calibration's first scope with its kappa intervals. The pages
+"""What the slowest pages show first, computed once when the server starts (issue 29): the newest evaluation's
+report (Evaluate), the comparison of the newest evaluation with its baseline (Compare) and the agreement of
+Calibration's first scope with its kappa intervals. The pages
 keep these by their inputs (pages/views/cached.py, pipeline/calibration/agreement.py), so their first visit after
 `make run` finds them computed instead of computing them in the visitor's script run. Nothing is shown or
 stored; a failure is logged and leaves the page to compute as it always could."""
@@ -9,10 +10,11 @@ from __future__ import annotations
 import logging
 import time
 
-from pages.views.cached import evaluation_report
+from pages.views.cached import comparison, evaluation_report
 from pages.views.calibration import agreement_by_criterion, scope_run_ids, scopes
 from pipeline.calibration.agreement import inter_annotator
 from pipeline.errors import WorkbenchError
+from pipeline.evaluation.compare_runs import default_pair
 from pipeline.evaluation.judge import CRITERIA
 from pipeline.history.evaluations import list_eval_runs
 
@@ -21,13 +23,17 @@ THREAD = "precompute"  # the name of the thread serve_app starts
 
 
 def precompute(settings, db) -> list[str]:
-    """Compute what Evaluate and Calibration show by default; what was computed, in words."""
+    """Compute what Evaluate, Compare and Calibration show by default; what was computed, in words."""
     done = []
     runs = list_eval_runs(db)
     if runs:
         name = runs[0]["name"]  # the newest, Evaluate's default
         evaluation_report(settings, db, name)
         done.append(f"the report of evaluation {name}")
+    a, b, _ = default_pair(db)  # Compare's default
+    if a is not None and b is not None:
+        comparison(settings, db, a, b)
+        done.append(f"the comparison of {a} with {b}")
     label, scope = next(iter(scopes(db).items()), (None, None))  # Calibration's default
     run_ids = scope_run_ids(db, scope) if scope else []
     if run_ids:
