@@ -11,7 +11,7 @@ import streamlit as st
 from pages.views.common import page_setup
 from pages.views.conversation import conversation_picker, show_conversation
 from pages.views.datasets import add_run_form
-from pages.views.drilldown import show_drilldown
+from pages.views.drilldown import open_span, show_drilldown
 from pages.views.markup import escape_markdown, fmt_count, plural
 from pages.views.navigation import page
 from pages.views.tables import count_column, ms_column, score_column, table
@@ -75,6 +75,7 @@ if raw_id:
         st.error(f"There is no run {escape_markdown(repr(raw_id))}: it may have been deleted, or the link is mistyped.")
         st.stop()
     st.title(f"Run {stored.result.run_id}")
+    open_span(stored.result.run_id, st.query_params.pop("span", None))
     show_drilldown(stored, db)
     st.stop()
 

@@ -178,3 +178,29 @@ def test_selecting_a_span_in_the_trace_tab_shows_its_calls_prompt_and_completion
     at.session_state[f"trace-{result.run_id}-filter"] = False
     at.run()
     assert len(next(d.value for d in at.tabs[2].dataframe if "step" in d.value.columns)) == len(tree)
+
+
+@pytest.mark.slow
+def test_a_link_to_a_span_opens_the_trace_tab_with_that_span_selected(fake, settings, kb_db):
+    from streamlit.testing.v1 import AppTest
+    from test_app import ROOT
+
+    from pages.views.span_search import span_link
+    from pipeline.answering.engine import VerifiedQueryEngine, final_result
+    from pipeline.history.runs import load_run
+
+    result = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
+    generate = next(s for s in load_run(kb_db, result.run_id).spans if s.name == "generate")
+    link = span_link({"run_id": result.run_id, "span_id": generate.span_id})  # as the Spans page links it
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
+    for name, value in link.items():
+        at.query_params[name] = value
+    at.run()
+    at.switch_page("pages/runs.py")
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state["drilldown_tab"] == "Trace"
+    assert at.selectbox(key=f"trace-{result.run_id}-span").value == generate.span_id
+    assert "span" not in at.query_params  # dropped: a later rerun keeps the user's own choice
+    at.selectbox(key=f"trace-{result.run_id}-span").set_value(generate.parent_id).run()
+    assert at.selectbox(key=f"trace-{result.run_id}-span").value == generate.parent_id

@@ -27,7 +27,7 @@ from pages.views.markup import (
 from pages.views.navigation import DRILLDOWN_TABS
 from pages.views.plotly_charts import draw, timeline
 from pages.views.tables import count_column, ms_column, score_column, table
-from pages.views.trace_viewer import show_steps, show_trace_viewer
+from pages.views.trace_viewer import selected_key, show_steps, show_trace_viewer
 from pipeline.answering.budget import stored_budgets
 from pipeline.answering.events import AnswerResult
 from pipeline.answering.status import NOT_EVALUATED, made_how, status_label
@@ -51,6 +51,14 @@ TIMELINE_HOVER = [  # what a bar of the calls' timeline shows on hover
     ("latency", "latency"),
     ("error", "error"),
 ]
+
+
+def open_span(run_id: int, span_id: str | None) -> None:
+    """A link to a span (?run_id=&span=, from the Spans page): the drilldown opens on its Trace tab with the span
+    selected. The link's span is then dropped from the address, so later reruns keep the user's own choice."""
+    if span_id:
+        st.session_state[DRILLDOWN_TAB] = "Trace"
+        st.session_state[selected_key(f"trace-{run_id}")] = span_id
 
 
 def show_drilldown(stored: StoredRun, db=None) -> None:

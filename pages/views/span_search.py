@@ -3,6 +3,8 @@ the spans found, each linked to its run's drilldown. Names, errors and questions
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import pandas as pd
 import streamlit as st
 
@@ -45,7 +47,7 @@ def show_span_hits(hits: SpanHits) -> None:
     frame = pd.DataFrame(hits.spans)
     frame = pd.DataFrame(
         {
-            "run": frame["run_id"].map(lambda run_id: f"/runs?run_id={run_id}"),
+            "run": [f"/runs?{urlencode(span_link(s))}" for s in hits.spans],
             "span": frame["name"],
             "kind": frame["kind"],
             "ms": frame["latency_ms"],
@@ -60,7 +62,10 @@ def show_span_hits(hits: SpanHits) -> None:
         key="span-hits",
         column_config={
             "run": st.column_config.LinkColumn(
-                "run", display_text=r"/runs\?run_id=(\d+)", width=WIDTHS["run"], help="open the run's drilldown"
+                "run",
+                display_text=r"/runs\?run_id=(\d+)",
+                width=WIDTHS["run"],
+                help="open the run's drilldown at this span",
             ),
             "span": st.column_config.TextColumn("span", width=WIDTHS["span"]),
             "kind": st.column_config.TextColumn("kind", width=WIDTHS["kind"]),
@@ -72,17 +77,26 @@ def show_span_hits(hits: SpanHits) -> None:
     show_run_links(hits.spans)
 
 
+def span_link(span: dict) -> dict[str, str]:
+    """The query of a run's drilldown opened on its Trace tab with this span selected (pages/runs.py)."""
+    return {"run_id": str(span["run_id"]), "span": str(span["span_id"])}
+
+
 def show_run_links(spans: list[dict]) -> None:
-    """A link to each run found (the first RUN_LINKS, in the order their spans are listed)."""
-    runs = list(dict.fromkeys((s["run_id"], s["question"] or "") for s in spans))[:RUN_LINKS]
-    st.caption("Open a run: its Trace tab finds the span by name (Find spans).")
-    for run_id, question in runs:
+    """A link to each run found (the first RUN_LINKS, in the order their spans are listed), at its first span
+    listed: the slowest of that run's matching spans."""
+    first = {}
+    for span in spans:
+        first.setdefault(span["run_id"], span)
+    st.caption("Open a run at its slowest matching span (its Trace tab, the span selected).")
+    for span in list(first.values())[:RUN_LINKS]:
+        question = span["question"] or ""
         short = question if len(question) <= 80 else question[:79] + "…"
         st.page_link(
             "pages/runs.py",
-            label=escape_markdown(f"Run {run_id}" + (f": {short}" if short else "")),
+            label=escape_markdown(f"Run {span['run_id']}" + (f": {short}" if short else "")),
             icon=":material/account_tree:",
-            query_params={"run_id": str(run_id)},
+            query_params=span_link(span),
         )
 
 

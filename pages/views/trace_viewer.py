@@ -51,7 +51,7 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str, retrievals: list
     if not rows:
         st.caption("No trace was recorded for this run.")
         return
-    folded_key, span_key = f"{key}-folded", f"{key}-span"
+    folded_key, span_key = f"{key}-folded", selected_key(key)
     folded: list[str] = st.session_state.setdefault(folded_key, [])
     by_id = {r.span_id: r for r in rows}
     numbers = {r.span_id: n for n, r in enumerate(rows, start=1)}
@@ -89,6 +89,11 @@ def show_trace_viewer(spans: list, calls: list[dict], key: str, retrievals: list
         )
         show_span_detail(by_id[selected], rows, calls, list(retrievals), folded_key, folded)
     show_waterfall(shown, selected, f"{key}-waterfall", span_key, numbers)
+
+
+def selected_key(key: str) -> str:
+    """The session state key of the span selected in the trace viewer of this `key`."""
+    return f"{key}-span"
 
 
 def span_filter(key: str, deepest: int) -> tuple[SpanQuery, int | None]:
