@@ -204,3 +204,12 @@ def test_a_link_to_a_span_opens_the_trace_tab_with_that_span_selected(fake, sett
     assert "span" not in at.query_params  # dropped: a later rerun keeps the user's own choice
     at.selectbox(key=f"trace-{result.run_id}-span").set_value(generate.parent_id).run()
     assert at.selectbox(key=f"trace-{result.run_id}-span").value == generate.parent_id
+
+
+def test_the_steps_chart_names_an_items_metric_in_words_and_every_other_span_as_recorded():
+    from pages.views.trace_viewer import step_words
+
+    assert step_words("metric judge_correctness") == "metric judge correctness"
+    assert step_words("metric context_precision") == "metric context precision"
+    assert step_words("metric not_a_metric") == "metric not_a_metric"  # not ours: as recorded
+    assert step_words("similarity_scale") == "similarity_scale" and step_words("retrieve") == "retrieve"

@@ -7,6 +7,7 @@ A component of its own: it takes stored spans and calls (ours or a received trac
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import pandas as pd
@@ -16,6 +17,7 @@ from pages.views.charts import visible_ends
 from pages.views.markup import NO_CALL_TEXT, escape_markdown, fmt_ms, fmt_score, plural
 from pages.views.plotly_charts import CONFIG, safe
 from pages.views.tables import ms_column, table
+from pipeline.evaluation.registry import get_metric, label_of
 from pipeline.history.span_search import SpanQuery
 from pipeline.history.trace_view import (
     SpanDocument,
@@ -333,7 +335,7 @@ def waterfall_figure(
 def show_steps(spans: list, calls: list[dict], key: str) -> None:
     """Where the run's time went, above its tabs: the trace's first two levels (the run and its steps) as a
     waterfall. It also loads the chart scripts the Trace and Calls tabs draw with, so their first click does not."""
-    rows = visible_rows(trace_rows(spans, calls), max_depth=1)
+    rows = [replace(r, name=step_words(r.name)) for r in visible_rows(trace_rows(spans, calls), max_depth=1)]
     if len(rows) > 1:
         st.plotly_chart(
             waterfall_figure(rows, None, title="Where the time went: the run's steps"),
@@ -341,6 +343,14 @@ def show_steps(spans: list, calls: list[dict], key: str) -> None:
             key=f"{key}-steps",
             config=CONFIG,
         )
+
+
+def step_words(name: str) -> str:
+    """A step in the user's words where it scores a metric of an evaluation item ('metric judge_correctness' is
+    'metric judge correctness', as the reports name the metric); any other span's name as it was recorded (the
+    Trace tab shows them all as recorded)."""
+    metric = name.removeprefix("metric ")
+    return f"metric {label_of(metric)}" if metric != name and get_metric(metric) else name
 
 
 def waterfall_label(row: SpanRow, number: int) -> str:
