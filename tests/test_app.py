@@ -267,17 +267,23 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     assert all(bar["orientation"] == "h" and bar["base"] for bar in timeline["data"])
 
 
-def open_runs_page(run_id: str, tab: str | None = None) -> AppTest:
-    """The Runs page at ?run_id=, its drilldown on `tab` (the first, Answer and claims, unless given)."""
+def open_page(page: str, state: dict | None = None, **params: str) -> AppTest:
+    """`page` opened from the app's entry with the query `params` (a deep link) and the session `state` set."""
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    at.query_params["run_id"] = run_id
-    if tab is not None:
-        at.session_state["drilldown_tab"] = tab
+    for key, value in params.items():
+        at.query_params[key] = value
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
     at.run()
-    at.switch_page("pages/runs.py")
+    at.switch_page(page)
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+def open_runs_page(run_id: str, tab: str | None = None) -> AppTest:
+    """The Runs page at ?run_id=, its drilldown on `tab` (the first, Answer and claims, unless given)."""
+    return open_page("pages/runs.py", {"drilldown_tab": tab} if tab else None, run_id=run_id)
 
 
 def show_tab(at: AppTest, tab: str) -> AppTest:

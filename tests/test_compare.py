@@ -136,17 +136,9 @@ def test_two_real_runs_show_the_worse_item_with_both_answers_and_claims(fake, se
 
 
 def open_compare(**params):
-    from streamlit.testing.v1 import AppTest
-    from test_app import ROOT
+    from test_app import open_page
 
-    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page("pages/compare.py")
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("pages/compare.py", **params)
 
 
 @pytest.mark.slow

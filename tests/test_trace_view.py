@@ -182,8 +182,7 @@ def test_selecting_a_span_in_the_trace_tab_shows_its_calls_prompt_and_completion
 
 @pytest.mark.slow
 def test_a_link_to_a_span_opens_the_trace_tab_with_that_span_selected(fake, settings, kb_db):
-    from streamlit.testing.v1 import AppTest
-    from test_app import ROOT
+    from test_app import open_page
 
     from pages.views.span_search import span_link
     from pipeline.answering.engine import VerifiedQueryEngine, final_result
@@ -192,13 +191,7 @@ def test_a_link_to_a_span_opens_the_trace_tab_with_that_span_selected(fake, sett
     result = final_result(VerifiedQueryEngine(settings=settings, db=kb_db).stream(QUESTION))
     generate = next(s for s in load_run(kb_db, result.run_id).spans if s.name == "generate")
     link = span_link({"run_id": result.run_id, "span_id": generate.span_id})  # as the Spans page links it
-    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=60)
-    for name, value in link.items():
-        at.query_params[name] = value
-    at.run()
-    at.switch_page("pages/runs.py")
-    at.run()
-    assert not at.exception, at.exception
+    at = open_page("pages/runs.py", **link)
     assert at.session_state["drilldown_tab"] == "Trace"
     assert at.selectbox(key=f"trace-{result.run_id}-span").value == generate.span_id
     assert "span" not in at.query_params  # dropped: a later rerun keeps the user's own choice
