@@ -58,7 +58,12 @@ def open_span(run_id: int, span_id: str | None) -> None:
     selected. The link's span is then dropped from the address, so later reruns keep the user's own choice."""
     if span_id:
         st.session_state[DRILLDOWN_TAB] = "Trace"
-        st.session_state[selected_key(f"trace-{run_id}")] = span_id
+        st.session_state[selected_key(trace_key(run_id))] = span_id
+
+
+def trace_key(run_id: int) -> str:
+    """The key of a run's trace viewer (its selected span, folds and filter are kept under it)."""
+    return f"trace-{run_id}"
 
 
 def show_drilldown(stored: StoredRun, db=None) -> None:
@@ -129,7 +134,7 @@ def drilldown_tabs(stored: StoredRun) -> None:
                 st.caption("Nothing was retrieved for this run.")
     if trace_tab.open:
         with trace_tab:
-            show_trace_viewer(stored.spans, stored.calls, key=f"trace-{result.run_id}", retrievals=stored.retrievals)
+            show_trace_viewer(stored.spans, stored.calls, key=trace_key(result.run_id), retrievals=stored.retrievals)
     if calls_tab.open:
         with calls_tab:
             show_run_call_stats(result.run_id)

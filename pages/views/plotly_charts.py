@@ -292,9 +292,10 @@ def timeline(
         )
     styled(figure, title, max(60, 28 * len(rows)), legend=True)
     time_axes(figure)
-    figure.update_yaxes(type="category", categoryorder="array", categoryarray=[safe(r) for r in rows][::-1])
-    figure.update_yaxes(fixedrange=True)
-    figure.update_layout(margin=MARGIN | {"l": 160, "t": figure.layout.margin.t})
+    figure.update_yaxes(
+        type="category", categoryorder="array", categoryarray=[safe(r) for r in rows][::-1], fixedrange=True
+    )
+    figure.update_layout(margin_l=160)  # the stage names, beside the bars
     return figure
 
 

@@ -15,7 +15,7 @@ import streamlit as st
 
 from pages.views.charts import visible_ends
 from pages.views.markup import NO_CALL_TEXT, escape_markdown, fmt_ms, fmt_score, plural
-from pages.views.plotly_charts import CONFIG, safe
+from pages.views.plotly_charts import CONFIG, draw, safe
 from pages.views.tables import ms_column, table
 from pipeline.evaluation.registry import get_metric, label_of
 from pipeline.history.span_search import SpanQuery
@@ -337,12 +337,7 @@ def show_steps(spans: list, calls: list[dict], key: str) -> None:
     waterfall. It also loads the chart scripts the Trace and Calls tabs draw with, so their first click does not."""
     rows = [replace(r, name=step_words(r.name)) for r in visible_rows(trace_rows(spans, calls), max_depth=1)]
     if len(rows) > 1:
-        st.plotly_chart(
-            waterfall_figure(rows, None, title="Where the time went: the run's steps"),
-            width="stretch",
-            key=f"{key}-steps",
-            config=CONFIG,
-        )
+        draw(waterfall_figure(rows, None, title="Where the time went: the run's steps"), key=f"{key}-steps")
 
 
 def step_words(name: str) -> str:
