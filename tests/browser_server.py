@@ -217,3 +217,17 @@ def screenshot(page, name: str) -> None:
     folder = ROOT / "test-artifacts"
     folder.mkdir(exist_ok=True)
     page.screenshot(path=str(folder / name), full_page=True)
+
+
+def open_trace_tab(page, url: str, run_id: int):
+    """A run's drilldown in `page`, its Trace tab chosen once the page has drawn; the tab's panel."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{url}/runs?run_id={run_id}", timeout=90_000)
+    expect(page.get_by_role("heading", name=f"Run {run_id}", exact=True)).to_be_visible(timeout=90_000)
+    wait_idle(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
+    page.get_by_role("tab", name="Trace", exact=True).click()
+    panel = page.get_by_role("tabpanel", name="Trace")
+    expect(panel.get_by_text("Select a span", exact=False)).to_be_visible(timeout=60_000)
+    wait_idle(page)
+    return panel

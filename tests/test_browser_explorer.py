@@ -13,6 +13,7 @@ from browser_server import (
     app_env,
     assert_no_failure,
     chromium,
+    open_trace_tab,
     prepared_store,
     screenshot,
     serving,
@@ -132,29 +133,18 @@ def test_a_span_search_across_runs_finds_every_retriever_and_the_slow_generation
     expect(page.get_by_role("link", name=re.compile(rf"^Run {app.fast}: "))).to_have_count(0)
     assert_no_failure(page, "spans")
     screenshot(page, "span-search.png")
-    link.click()  # the run's drilldown
+    link.click()  # the run's drilldown, on its Trace tab with the slow generation's span selected
     expect(page.get_by_role("heading", name=f"Run {app.slow}", exact=True)).to_be_visible(timeout=90_000)
-    page.close()
-
-
-def open_trace(app, page, run_id: int):
-    from playwright.sync_api import expect
-
-    page.goto(f"{app.url}/runs?run_id={run_id}", timeout=90_000)
-    expect(page.get_by_role("heading", name=f"Run {run_id}", exact=True)).to_be_visible(timeout=90_000)
-    wait_idle(page)
-    page.get_by_role("tab", name="Trace", exact=True).click()
     panel = page.get_by_role("tabpanel", name="Trace")
-    expect(panel.get_by_text("Select a span", exact=False)).to_be_visible(timeout=60_000)
-    wait_idle(page)
-    return panel
+    expect(panel.get_by_role("combobox", name="Span")).to_have_value(re.compile(r"generate"), timeout=60_000)
+    page.close()
 
 
 def test_a_retriever_span_clicked_in_the_waterfall_shows_its_documents(app):
     from playwright.sync_api import expect
 
     page = wide_page(app)
-    panel = open_trace(app, page, app.slow)
+    panel = open_trace_tab(page, app.url, app.slow)
     tree = panel.get_by_test_id("stDataFrame").first
     fits(tree)
     # no step name is cut: the widest, in the grid's font, fits its column (less the cell's padding)
@@ -188,7 +178,7 @@ def test_a_retriever_span_clicked_in_the_waterfall_shows_its_documents(app):
     screenshot(page, "trace-documents.png")
 
     # a received trace's retriever span, in the same explorer
-    panel = open_trace(app, page, app.traced)
+    panel = open_trace_tab(page, app.url, app.traced)
     spans = panel.get_by_role("combobox", name="Span")
     spans.click()
     page.keyboard.type("VectorIndexRetriever")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import browser_server
 import pytest
 from browser_server import (
     app_env,
@@ -58,16 +59,8 @@ def app(ingested_store, tmp_path_factory):
 
 
 def open_trace_tab(app):
-    from playwright.sync_api import expect
-
     page = new_page(app.browser)
-    page.goto(f"{app.url}/runs?run_id={app.run_id}", timeout=90_000)
-    expect(page.get_by_role("heading", name=f"Run {app.run_id}", exact=True)).to_be_visible(timeout=90_000)
-    wait_idle(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
-    page.get_by_role("tab", name="Trace", exact=True).click()
-    panel = page.get_by_role("tabpanel", name="Trace")
-    expect(panel.get_by_text("Select a span", exact=False)).to_be_visible(timeout=60_000)
-    return page, panel
+    return page, browser_server.open_trace_tab(page, app.url, app.run_id)
 
 
 def expect_the_answer_call(panel) -> None:
