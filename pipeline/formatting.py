@@ -12,6 +12,11 @@ def fmt_score(value: float | None, decimals: int = 2) -> str:
     return NOT_AVAILABLE if value is None else f"{value:.{decimals}f}"
 
 
+def fmt_on_scale(value: float | None, scale: tuple[float, float]) -> str:
+    """A mean with its scale where that is not 0-1: 0.83, or 4.20 /5 for a judge's 1-5."""
+    return fmt_score(value) + ("" if value is None or scale == (0.0, 1.0) else f" /{scale[1]:g}")
+
+
 def fmt_pct(share: float | None, decimals: int = 0) -> str:
     """A share in 0-1 as a percentage: 0.834 -> '83%'."""
     return NOT_AVAILABLE if share is None else f"{share * 100:.{decimals}f}%"

@@ -1,10 +1,18 @@
 """The one number format the pages use (pages/views/markup.py)."""
 
-from pages.views.markup import fmt_count, fmt_ms, fmt_pct, fmt_score, status_markdown
+from pages.views.markup import fmt_count, fmt_ms, fmt_on_scale, fmt_pct, fmt_score, status_markdown
 
 
 def test_scores_have_two_decimals():
     assert [fmt_score(0.8349), fmt_score(4.0), fmt_score(None)] == ["0.83", "4.00", "n/a"]
+
+
+def test_a_mean_shows_its_scale_unless_it_is_0_to_1():
+    assert [fmt_on_scale(0.834, (0.0, 1.0)), fmt_on_scale(4.2, (1.0, 5.0)), fmt_on_scale(None, (1.0, 5.0))] == [
+        "0.83",
+        "4.20 /5",
+        "n/a",
+    ]
 
 
 def test_percentages_counts_and_durations():

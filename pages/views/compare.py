@@ -18,7 +18,7 @@ from pages.views.markup import (
     fmt_cost,
     fmt_count,
     fmt_ms,
-    fmt_score,
+    fmt_on_scale,
     plural,
     status_markdown,
 )
@@ -122,10 +122,6 @@ def show_side(side: Side, which: str) -> None:
     )
 
 
-def value_text(value: float | None, scale: tuple[float, float]) -> str:
-    return fmt_score(value) + ("" if value is None or scale == (0.0, 1.0) else f" /{scale[1]:g}")
-
-
 def paired_text(tile: Tile) -> str | None:
     """The tile's help: the regression check's paired change over the items both runs scored."""
     paired = tile.paired
@@ -158,14 +154,14 @@ def show_tile(tile: Tile) -> None:
         delta, colour, arrow = f"{tile.delta:+.2f}", "normal" if tile.higher_is_better else "inverse", "auto"
     st.metric(
         tile.label,
-        value_text(tile.b_mean, tile.scale),
+        fmt_on_scale(tile.b_mean, tile.scale),
         delta=delta,
         delta_color=colour,
         delta_arrow=arrow,
         help=paired_text(tile),
     )
     st.caption(
-        f"A {value_text(tile.a_mean, tile.scale)} (n={tile.a_n}) → B {value_text(tile.b_mean, tile.scale)} "
+        f"A {fmt_on_scale(tile.a_mean, tile.scale)} (n={tile.a_n}) → B {fmt_on_scale(tile.b_mean, tile.scale)} "
         f"(n={tile.b_n})"
     )
 

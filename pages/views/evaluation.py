@@ -13,7 +13,7 @@ import streamlit as st
 from pages.views.call_stats import show_evaluation_call_stats
 from pages.views.common import show_error
 from pages.views.job_notices import follow_jobs
-from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_pct, fmt_score, plural
+from pages.views.markup import escape_markdown, fmt_count, fmt_ms, fmt_on_scale, fmt_pct, fmt_score, plural
 from pages.views.tables import score_column, table
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation import datasets
@@ -280,7 +280,9 @@ def show_report(result: EvalReport) -> None:
     for start in range(0, len(tiles), TILES_PER_ROW):
         row_metrics = tiles[start : start + TILES_PER_ROW]
         for col, row in zip(st.columns(TILES_PER_ROW), row_metrics, strict=False):
-            col.metric(label_of(row["metric"]), mean_text(row["metric"], row["mean"]), help=metric_help(row))
+            col.metric(
+                label_of(row["metric"]), fmt_on_scale(row["mean"], scale_of(row["metric"])), help=metric_help(row)
+            )
     if result.below_floor:
         st.warning(
             escape_markdown("Below the floor you set: " + "; ".join(floor_text(c) for c in result.below_floor))
@@ -403,7 +405,7 @@ def turn_cell(row: dict, turn: int) -> str:
     cell = row["turns"].get(turn)
     if cell is None:
         return ""
-    return f"{mean_text(row['metric'], cell['mean'])} (n={cell['n']})"
+    return f"{fmt_on_scale(cell['mean'], scale_of(row['metric']))} (n={cell['n']})"
 
 
 def floor_text(c) -> str:
@@ -415,13 +417,6 @@ def extraction_line(result: EvalReport) -> str:
     errors, claims = result.extraction_errors
     rate = result.extraction_error_rate
     return f"{errors} of {claims}" + (f" ({fmt_pct(rate, 1)}, not scored)" if rate else "")
-
-
-def mean_text(metric: str, mean: float | None) -> str:
-    if mean is None:
-        return "n/a"
-    scale = scale_of(metric)
-    return fmt_score(mean) + ("" if scale == UNIT else f" /{scale[1]:g}")
 
 
 def metric_help(row: dict) -> str:

@@ -12,6 +12,7 @@ from pipeline.formatting import (  # noqa: F401 - the pages import the formatter
     fmt_cost,
     fmt_count,
     fmt_ms,
+    fmt_on_scale,
     fmt_pct,
     fmt_score,
     fmt_time,
