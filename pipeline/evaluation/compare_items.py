@@ -85,9 +85,8 @@ def _usage(settings: Settings, row: dict | None) -> Usage | None:
     return Usage(row["latency_ms"], int(row["prompt_tokens"]), int(row["completion_tokens"]), cost_of(settings, row))
 
 
-def run_costs(settings: Settings, db: Database, eval_run_id: int, latency: dict) -> RunCosts:
-    """The run's costs; `latency` is its evals.latency_summary."""
-    rows = evals.item_usage(db, eval_run_id)
+def run_costs(settings: Settings, rows: list[dict], latency: dict) -> RunCosts:
+    """The run's costs from its items' usage (`rows`: evals.item_usage); `latency` is its evals.latency_summary."""
     totals = {
         "prompt_tokens": sum(int(r["prompt_tokens"]) for r in rows),
         "completion_tokens": sum(int(r["completion_tokens"]) for r in rows),
@@ -101,15 +100,16 @@ def run_costs(settings: Settings, db: Database, eval_run_id: int, latency: dict)
 def item_pairs(
     settings: Settings,
     db: Database,
-    a_eval_run_id: int,
+    usage_a: list[dict],
+    usage_b: list[dict],
     b_eval_run_id: int,
     matched: dict[str, str],
 ) -> list[ItemPair]:
-    """Every item both runs hold, in A's item order; `matched` is B's item id -> A's (matching.matched_items). The
-    question is as B asked it."""
+    """Every item both runs hold, in A's item order, from each run's items' usage (evals.item_usage); `matched` is
+    B's item id -> A's (matching.matched_items). The question is as B asked it."""
     questions = {matched[i]: q for i, q in evals.item_questions(db, b_eval_run_id).items() if i in matched}
-    rows_a = {r["item_id"]: r for r in evals.item_usage(db, a_eval_run_id)}
-    rows_b = {matched[r["item_id"]]: r for r in evals.item_usage(db, b_eval_run_id) if r["item_id"] in matched}
+    rows_a = {r["item_id"]: r for r in usage_a}
+    rows_b = {matched[r["item_id"]]: r for r in usage_b if r["item_id"] in matched}
     pairs = []
     for item in sorted(set(rows_a) & set(rows_b)):
         a, b = rows_a[item], rows_b[item]

@@ -37,6 +37,7 @@ class Side:
     dataset_hash: str | None
     latency: dict = field(default_factory=dict)  # p50_ms, p95_ms (original costs) and replayed (evals.latency_summary)
     costs: RunCosts | None = None  # latency, tokens and cost of its items' answers
+    item_usage: list[dict] = field(default_factory=list, repr=False)  # per item (evals.item_usage): costs, pairs
 
     @property
     def latency_text(self) -> str:
@@ -162,7 +163,8 @@ def _side(settings: Settings, db: Database, name: str, which: str) -> Side:
         raise InputError(f"there is no evaluation named {name!r} (run {which})", fix="choose one from the list")
     identity = baselines.dataset_identity(db, run.id) or (None, None)
     latency = evals.latency_summary(db, run.id)
-    return Side(run, identity[0], latency, run_costs(settings, db, run.id, latency))
+    usage = evals.item_usage(db, run.id)
+    return Side(run, identity[0], latency, run_costs(settings, usage, latency), usage)
 
 
 def _worse_first(pairs: list[ItemPair], changes: list[ItemChange]) -> list[ItemPair]:
@@ -261,7 +263,7 @@ def compare_runs(settings: Settings, db: Database, a_name: str, b_name: str) -> 
         shared,
         sorted(items_a - set(matched.values())),
         sorted(items_b - set(matched)),
-        _worse_first(item_pairs(settings, db, a.run.id, b.run.id, matched), changes),
+        _worse_first(item_pairs(settings, db, a.item_usage, b.item_usage, b.run.id, matched), changes),
     )
 
 
