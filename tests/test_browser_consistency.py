@@ -322,7 +322,14 @@ def test_every_tab_of_a_drilldown(app, run):
     page = open_page(app, f"runs?run_id={run_id}", f"Run {run_id}")
     settled(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
     for tab in DRILLDOWN_TABS:
-        page.evaluate("window.__drawn = new Map()")  # each tab's cells on their own
         page.get_by_role("tab", name=tab).click()
+        # each tab's cells on their own: the tabs rerun as a fragment, and the tab before's tables can draw again
+        # while they go (on a canvas then removed), so the record starts once they are gone and every table shown
+        # is drawn again (a width change redraws each one)
+        settled(page)
+        page.evaluate("window.__drawn = new Map()")
+        page.set_viewport_size({"width": 1279, "height": 1000})
+        page.wait_for_timeout(300)
+        page.set_viewport_size({"width": 1280, "height": 1000})
         assert_consistent(page, f"drilldown-{run}-{tab.split()[0].lower()}", TRACE_DATA if tab == "Trace" else ())
     page.close()
