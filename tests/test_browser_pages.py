@@ -131,3 +131,38 @@ def test_calibration_heatmap_labels_every_score(app):
     # plotly writes an axis's ticks from its start, the bottom: 5 at the foot, so judge score 1 heads the grid
     expect(y_labels).to_have_text(["5", "4", "3", "2", "1"], timeout=30_000)
     page.close()
+
+
+FETCHED_SCRIPTS = """() => performance.getEntriesByType('resource')
+  .filter(r => r.name.includes('/static/js/') && r.transferSize > 0).map(r => r.name.split('/').pop())"""
+
+
+def test_a_later_page_finds_its_element_scripts_in_the_browser_cache_once_the_first_page_prefetched_them(app):
+    """A browser's first page asks for the scripts of every element kind the pages draw (pages/views/prefetch.py);
+    Evaluate's first render in a new tab then fetches none from the server. A browser that already holds the set's
+    version (so its first page asks for nothing) fetches the metric tile's and the select box's there."""
+    from playwright.sync_api import expect
+
+    from pages.views.prefetch import prefetch_script
+
+    version = re.search(r'version = "([0-9a-f]+)"', prefetch_script()).group(1)
+    fetched = {}
+    for prefetched in (True, False):
+        context = app.browser.new_context(viewport={"width": 1400, "height": 1800})
+        try:
+            if not prefetched:
+                context.add_init_script(f"localStorage.setItem('workbench-prefetched', '{version}')")
+            first = context.new_page()
+            first.goto(app.url, timeout=90_000)
+            expect(first.get_by_role("heading", name="Chat", exact=True)).to_be_visible(timeout=90_000)
+            if prefetched:  # the set's version is kept once every file has come
+                first.wait_for_function(f"localStorage.getItem('workbench-prefetched') === '{version}'", timeout=90_000)
+            page = context.new_page()
+            page.goto(f"{app.url}/evaluate?eval=first", timeout=90_000)
+            expect(page.get_by_test_id("stMetric").nth(3)).to_be_visible(timeout=60_000)
+            fetched[prefetched] = page.evaluate(FETCHED_SCRIPTS)
+        finally:
+            context.close()
+    assert fetched[True] == []
+    assert any(f.startswith("Metric.") for f in fetched[False]), fetched
+    assert any(f.startswith("Selectbox.") for f in fetched[False]), fetched

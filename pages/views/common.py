@@ -10,6 +10,7 @@ import streamlit as st
 
 from pages.views.markup import escape_markdown, plural
 from pages.views.navigation import PAGES, page
+from pages.views.prefetch import prefetch_element_scripts
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.models.health import UNREADABLE_FIX, Check, probe_model_servers, unreadable_entries
@@ -101,6 +102,7 @@ def page_setup(file: str, heading: bool = True) -> tuple[Settings, Database]:
                 help=f"{plural(breaches, 'open floor breach', 'open floor breaches')}: a run's metric below its "
                 "floor (not a regression). See them on the Trends page.",
             )
+        prefetch_element_scripts(st.session_state)  # the later pages' element scripts, on a session's first page
     if heading:
         st.title(this.title)
     return settings, db
