@@ -2,12 +2,12 @@
 (?run_id=ID); a conversation's turns in order (?conversation=NAME); exports."""
 
 import tempfile
-from datetime import datetime, time, timedelta
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from pages.views import run_filters
 from pages.views.common import page_setup
 from pages.views.conversation import conversation_picker, show_conversation
 from pages.views.datasets import add_run_form
@@ -19,7 +19,6 @@ from pipeline.errors import InputError
 from pipeline.history.runs import (
     GROUPS,
     RunColumn,
-    RunFilter,
     export_runs,
     filter_choices,
     find_runs,
@@ -95,46 +94,17 @@ opened = conversation_picker(db)
 if opened is not None:
     st.query_params["conversation"] = opened
     st.rerun()
-choices = filter_choices(db)
 costed = priced(settings)
-FILTER_KEYS = {  # a RunFilter field -> its widget's key
-    "kinds": "runs_kinds",
-    "statuses": "runs_statuses",
-    "models": "runs_models",
-    "pipelines": "runs_pipelines",
-    "tags": "runs_tags",
-    "evaluations": "runs_evaluations",
-    "text": "runs_text",
-    "latency_min_ms": "runs_latency_min",
-    "latency_max_ms": "runs_latency_max",
-    "tokens_min": "runs_tokens_min",
-    "tokens_max": "runs_tokens_max",
-    "cost_min": "runs_cost_min",
-    "cost_max": "runs_cost_max",
-}
 GROUP_NONE = "nothing"
 
 
 def apply_view(view: SavedView) -> None:
-    """Set the filter widgets to the saved view (a callback: it runs before the widgets are drawn)."""
-    f = view.run_filter
-    for name, key in FILTER_KEYS.items():
-        value = getattr(f, name)
-        if key in ("runs_kinds", "runs_statuses", "runs_models", "runs_pipelines", "runs_tags", "runs_evaluations"):
-            value = list(value)
-        st.session_state[key] = value
-    st.session_state["runs_days"] = (
-        (f.since.date(), (f.until - timedelta(days=1)).date()) if f.since and f.until else ()
-    )
-    st.session_state["runs_faithfulness"] = (
-        0.0 if f.faithfulness_min is None else f.faithfulness_min,
-        1.0 if f.faithfulness_max is None else f.faithfulness_max,
-    )
+    """Set the filters and the grouping to the saved view's (a callback: it runs before the widgets are drawn)."""
+    run_filters.apply_view(st.session_state, view)
     st.session_state["runs_group_by"] = view.group_by or GROUP_NONE
 
 
-for key, default in (("runs_days", ()), ("runs_faithfulness", (0.0, 1.0)), ("runs_group_by", GROUP_NONE)):
-    st.session_state.setdefault(key, default)  # set here, not as the widgets' values: a saved view sets them too
+st.session_state.setdefault("runs_group_by", GROUP_NONE)  # set here, not as its value: a saved view sets it too
 views = {v.name: v for v in saved_views(settings, db)}
 with st.expander(f"Saved views ({fmt_count(len(views))})", expanded=bool(views)):
     v1, v2, v3 = st.columns([3, 1, 1], vertical_alignment="bottom")
@@ -149,58 +119,7 @@ with st.expander(f"Saved views ({fmt_count(len(views))})", expanded=bool(views))
         delete_view(db, chosen_view)
         st.rerun()
 
-with st.expander("Filters", expanded=True):
-    c1, c2, c3, c4 = st.columns(4)
-    days = c1.date_input("Date range", format="YYYY-MM-DD", key="runs_days")
-    evaluations = c2.multiselect(
-        "Evaluation", choices["evaluations"], key="runs_evaluations", help="Runs that answered this evaluation's items."
-    )
-    statuses = c3.multiselect("Status", choices["statuses"], key="runs_statuses")
-    models = c4.multiselect("Model", choices["models"], key="runs_models")
-    c5, c6, c7, c8 = st.columns(4)
-    low, high = c5.slider("Faithfulness", 0.0, 1.0, step=0.05, key="runs_faithfulness")
-    kinds = c6.multiselect("Kind", choices["kinds"], key="runs_kinds")
-    tags = c7.multiselect("Tag", choices["tags"], key="runs_tags")
-    pipelines = c8.multiselect(
-        "Pipeline / service",
-        choices["pipelines"],
-        key="runs_pipelines",
-        help="An imported run's pipeline; a traced run's service (its OpenTelemetry service.name).",
-    )
-    n1, n2, n3, n4, n5, n6 = st.columns(6)
-    latency_min = n1.number_input("Latency ≥ ms", 0.0, None, None, step=100.0, key="runs_latency_min")
-    latency_max = n2.number_input("Latency ≤ ms", 0.0, None, None, step=100.0, key="runs_latency_max")
-    tokens_min = n3.number_input("Tokens ≥", 0, None, None, step=100, key="runs_tokens_min")
-    tokens_max = n4.number_input("Tokens ≤", 0, None, None, step=100, key="runs_tokens_max")
-    cost_help = None if costed else "Set the prices per 1000 tokens on the Settings page to estimate a run's cost."
-    cost_min = n5.number_input(
-        "Cost ≥", 0.0, None, None, step=0.01, format="%.4f", key="runs_cost_min", disabled=not costed, help=cost_help
-    )
-    cost_max = n6.number_input(
-        "Cost ≤", 0.0, None, None, step=0.01, format="%.4f", key="runs_cost_max", disabled=not costed, help=cost_help
-    )
-    text = st.text_input("Text in question or answer", key="runs_text")
-scored_only = (low, high) != (0.0, 1.0)
-run_filter = RunFilter(
-    since=datetime.combine(days[0], time.min) if len(days) >= 1 else None,
-    until=datetime.combine(days[-1], time.min) + timedelta(days=1) if len(days) >= 1 else None,
-    kinds=kinds,
-    statuses=statuses,
-    models=models,
-    tags=tags,
-    text=text,
-    pipelines=pipelines,
-    faithfulness_min=low if scored_only else None,
-    faithfulness_max=high if scored_only else None,
-    evaluations=evaluations,
-    latency_min_ms=latency_min,
-    latency_max_ms=latency_max,
-    tokens_min=tokens_min,
-    tokens_max=tokens_max,
-    cost_min=cost_min if costed else None,
-    cost_max=cost_max if costed else None,
-    prices=prices(settings),
-)
+run_filter = run_filters.filter_panel(lambda: filter_choices(db), costed, prices(settings))
 
 g1, g2, g3 = st.columns([2, 2, 1], vertical_alignment="bottom")
 group_by = g1.segmented_control("Group by", [GROUP_NONE, *GROUPS], key="runs_group_by", required=True)

@@ -242,6 +242,9 @@ def test_runs_page_lists_filters_and_opens_a_drilldown_by_deep_link(fake, settin
     at = app("pages/runs.py")
     frame = at.dataframe[0].value
     assert list(frame["status"]) == ["abstained", "accepted"]
+    assert not any(m.label == "Status" for m in at.multiselect)  # the filters are drawn when opened
+    at.session_state["runs_filters_open"] = True
+    at.run()
     next(m for m in at.multiselect if m.label == "Status").set_value(["accepted"]).run()
     assert list(at.dataframe[0].value["id"]) == [accepted.run_id]
     next(t for t in at.text_input if t.label == "Text in question or answer").set_value("PERU").run()

@@ -5,6 +5,7 @@ import pytest
 from test_app import app
 from test_runs_explorer import explored
 
+from pages.views.run_filters import OPEN
 from pipeline.history.views import saved_views
 
 
@@ -33,6 +34,10 @@ def test_runs_page_filters_groups_and_saves_views(settings, db):
     assert shown[:3] == ["open", "status", "question"] and "evaluation" in shown and "tokens" in shown
     assert "kind" not in shown and "cost" not in shown  # kind on request; no cost without prices
 
+    assert not [m for m in at.multiselect if m.label == "Evaluation"]  # the filters are drawn when opened
+    assert not [c for c in at.caption if c.value.startswith("Filtered on")]
+    at.session_state[OPEN] = True
+    at.run()
     widget(at.multiselect, "Evaluation").set_value(["alpha"]).run()
     assert listed_ids(at) == [ids[2], ids[1], ids[0]]
     widget(at.number_input, "Latency ≥ ms").set_value(150.0).run()
@@ -40,6 +45,18 @@ def test_runs_page_filters_groups_and_saves_views(settings, db):
     widget(at.number_input, "Tokens ≤").set_value(25).run()
     assert listed_ids(at) == [ids[1]]
     widget(at.number_input, "Tokens ≤").set_value(None).run()
+    at.session_state[OPEN] = False  # closed: the filters set still apply, and a line says which
+    at.run()
+    at.run()  # and on the run after, when their widgets were not drawn in the run before
+    assert not [m for m in at.multiselect if m.label == "Evaluation"]
+    assert listed_ids(at) == [ids[2], ids[1]]
+    assert [c.value for c in at.caption if c.value.startswith("Filtered on")] == [
+        "Filtered on evaluation, latency: open Filters to change them."
+    ]
+    at.session_state[OPEN] = True
+    at.run()
+    assert widget(at.multiselect, "Evaluation").value == ["alpha"]  # opened again, as they were left
+    assert widget(at.number_input, "Latency ≥ ms").value == 150.0
 
     at.button_group[0].set_value("model").run()  # group by model
     groups = at.dataframe[0].value

@@ -47,9 +47,17 @@ def test_runs_explorer_filters_by_evaluation_and_groups_by_model(app):
     expect(page.get_by_text("6 runs match;")).to_be_visible()
 
     wait_idle(page)
+    assert page.get_by_test_id("stMultiSelect").filter(has_text="Evaluation").count() == 0  # drawn when opened
+    filters = page.get_by_test_id("stExpander").filter(has_text="Filters").locator("summary")
+    filters.click()
     evaluation = page.get_by_test_id("stMultiSelect").filter(has_text="Evaluation")
     evaluation.locator("input").fill("alpha")
     page.keyboard.press("Enter")
+    expect(page.get_by_text("3 runs match;")).to_be_visible()
+    wait_idle(page)
+    filters.click()  # closed, the filter still applies and a line names it
+    expect(page.get_by_text("Filtered on evaluation: open Filters to change them.")).to_be_visible()
+    expect(page.get_by_test_id("stMultiSelect").filter(has_text="Evaluation")).to_have_count(0)
     expect(page.get_by_text("3 runs match;")).to_be_visible()
     runs = page.get_by_test_id("stDataFrame").last
     expect(runs.locator("td").filter(has_text="beta")).to_have_count(0)
