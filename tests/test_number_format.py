@@ -15,6 +15,20 @@ def test_a_mean_shows_its_scale_unless_it_is_0_to_1():
     ]
 
 
+def test_the_cli_writes_a_mean_on_its_scale_as_the_pages_do():
+    from pipeline.cli.reports import fmt_mean
+
+    assert [
+        fmt_mean(4.2, "judge_correctness"),
+        fmt_mean(0.834, "faithfulness"),
+        fmt_mean(None, "judge_helpfulness"),
+    ] == [
+        "4.20 /5",
+        "0.83",
+        "n/a",
+    ]
+
+
 def test_percentages_counts_and_durations():
     assert fmt_pct(0.834) == "83%" and fmt_pct(0.0456, 1) == "4.6%" and fmt_pct(None) == "n/a"
     assert fmt_count(1234567) == "1,234,567" and fmt_count(0) == "0"

@@ -6,10 +6,10 @@ from dataclasses import asdict
 
 from pipeline.cli.tables import Column, Report, Table, emit
 from pipeline.evaluation.conversation_report import ConversationFigures, per_turn_rows, share_sentence
-from pipeline.evaluation.registry import UNIT, get_metric, scale_of
+from pipeline.evaluation.registry import get_metric, scale_of
 from pipeline.evaluation.regression import detectable as regression_detectable
 from pipeline.evaluation.runner import EvalOutcome, EvalReport, weak_slices, what_it_measured, worst_items
-from pipeline.formatting import NOT_AVAILABLE, fmt_change, fmt_count, fmt_ms, fmt_pct, fmt_score
+from pipeline.formatting import NOT_AVAILABLE, fmt_change, fmt_count, fmt_ms, fmt_on_scale, fmt_pct, fmt_score
 from pipeline.text import plural
 from pipeline.verification.sentence_first import claims_label
 
@@ -164,11 +164,8 @@ def groups_table(groups: list[dict], by: str) -> Table:
 
 
 def fmt_mean(value, metric: str) -> str:
-    """A mean on its metric's scale: 0.83, or 4.20 / 5."""
-    if value is None:
-        return NOT_AVAILABLE
-    scale = scale_of(metric)
-    return fmt_score(value) + ("" if scale == UNIT else f" / {scale[1]:g}")
+    """A mean on its metric's scale, as the pages write it: 0.83, or 4.20 /5."""
+    return fmt_on_scale(value, scale_of(metric))
 
 
 METRIC_COLUMNS = (
