@@ -400,9 +400,10 @@ class Settings:
         15.0, "store", "how long to wait for another process holding the store", minimum=0, restart=True
     )
     store_idle_release_s: float = setting(
-        0.5,
+        10.0,
         "store",
-        "the store file is released after this much idle time (at once when another process waits)",
+        "the store file is released after this much idle time (at once when another of the workbench's processes "
+        "waits)",
         minimum=0,
         restart=True,
     )

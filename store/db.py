@@ -2,8 +2,9 @@
 
 DuckDB lets one process at a time open a file for writing. The app and a CLI batch share one file,
 so a connection is opened on first use, shared by this process's threads (each through its own
-cursor) and closed once nobody has used it for `idle_release_s`. Opening retries while another
-process holds the lock, then fails with a message that says what to do.
+cursor) and closed once nobody has used it for `idle_release_s`, or at once when another process waits for the
+file (it looks every WAITER_POLL_S while idle). Opening retries while another process holds the lock, then fails
+with a message that says what to do.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ CORRUPT_MARKERS = (
 # one found it locked, such reads are skipped for OPTIONAL_READ_BACKOFF_S (store/db.py: Database.optional_cursor).
 OPTIONAL_READ_WAIT_S = 0.2
 OPTIONAL_READ_BACKOFF_S = 1.0
+WAITER_POLL_S = 0.1  # while idle and open, how often the handle looks for another process waiting for the file
 # a write that found no room on the disk (DuckDB raises it as an IOException, or a TransactionException when the
 # commit's write-ahead log cannot be written): the store's earlier contents are intact
 FULL_MARKERS = ("No space left on device", "Disk quota exceeded")
@@ -333,11 +335,13 @@ class Database:
                 key_index.ACTIVE.reset(active)
 
     def _schedule_release(self, delay: float | None = None) -> None:
-        """Close after idle_release_s without use; one timer at a time, re-armed while in use."""
+        """Close after idle_release_s without use, or sooner once another process waits: one timer at a time,
+        waking every WAITER_POLL_S at most to look for waiters, re-armed while in use."""
         if self.idle_release_s <= 0:
             self._release()
         elif self._timer is None:
-            self._timer = threading.Timer(self.idle_release_s if delay is None else delay, self._release)
+            wait = min(WAITER_POLL_S, self.idle_release_s if delay is None else delay)
+            self._timer = threading.Timer(wait, self._release)
             self._timer.daemon = True
             self._timer.start()
 
@@ -347,7 +351,7 @@ class Database:
             if self._con is None or self._users:
                 return
             idle = time.monotonic() - self._last_used
-            if self.idle_release_s <= 0 or idle >= self.idle_release_s:
+            if self.idle_release_s <= 0 or idle >= self.idle_release_s or self._queue.others_waiting():
                 self._con.close()
                 self._con = None
             else:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import reset_process_state
+from conftest import ROOT, reset_process_state
 
 from pages.views.navigation import PAGES as NAV_PAGES
 from pages.views.navigation import START_PAGE
@@ -427,6 +427,32 @@ def test_a_process_waiting_for_the_store_gets_it_next(settings, tmp_path):
     with db.cursor() as cur:
         cur.execute("SELECT 1")
     assert db._con is None  # let go at once instead of after 30 s idle
+    db.close()
+
+
+@pytest.mark.slow
+def test_an_idle_holder_lets_another_process_in_without_being_used_again(settings):
+    """The app holds the store between pages (idle_release_s, 10 s by default): a command run meanwhile still gets
+    in, within its lock timeout (here 10 s, a third of this holder's idle release), though the app does nothing
+    more: its idle timer sees the command's waiting marker."""
+    db = store_db.Database(settings.store_path, lock_timeout_s=2, idle_release_s=30)
+    with db.cursor() as cur:
+        cur.execute("SELECT 1")
+    assert db._con is not None
+    write = textwrap.dedent("""
+        import sys
+        from store.db import Database
+        db = Database(sys.argv[1], lock_timeout_s=10, idle_release_s=0)
+        with db.transaction() as cur:
+            cur.execute("CREATE TABLE written_meanwhile AS SELECT 1 AS x")
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", write, settings.store_path], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+    assert db._con is None  # let go for the waiter, not after 30 s
+    with db.cursor() as cur:
+        assert cur.execute("SELECT x FROM written_meanwhile").fetchall() == [(1,)]
     db.close()
 
 
