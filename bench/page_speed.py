@@ -63,8 +63,9 @@ RECORDER = """
 (() => {
   const BUSY = '[data-testid="stSkeleton"], [data-testid="stSkeletonElement"], [data-testid="stAppSkeleton"], '
     + '[data-stale="true"]';
-  const bench = window.__bench = {events: [], last: null};
+  const bench = window.__bench = {events: [], last: null, changed: 0};
   const check = () => {
+    bench.changed = performance.now();
     const app = document.querySelector('[data-testid="stApp"]');
     const state = app ? app.getAttribute('data-test-script-state') : 'none';
     const busy = document.querySelectorAll(BUSY).length > 0;
@@ -75,7 +76,7 @@ RECORDER = """
     }
   };
   new MutationObserver(check).observe(document, {subtree: true, childList: true, attributes: true,
-    attributeFilter: ['data-test-script-state', 'data-stale', 'data-testid']});
+    attributeFilter: ['data-test-script-state', 'data-stale', 'data-testid', 'aria-selected', 'hidden']});
   check();
 })();
 """
@@ -89,7 +90,13 @@ READY = """
   const ran = events.some(e => e.state === 'running' || e.state === 'rerunRequested');
   const now = performance.now();
   if (now - last.t < quiet * 1000) return null;
-  if (!ran && !(events.length && now - t0 > seen * 1000)) return null;
+  // an action that started no script run (a tab the browser shows without one) is ready at its last change
+  // (or whose run was too short for the observer to see it running)
+  if (!ran) {
+    const changed = window.__bench.changed;
+    if (now - t0 <= seen * 1000 || now - changed < quiet * 1000) return null;
+    return {ready: Math.max(changed, t0), finished: t0, runs: 0, busy: 0};
+  }
   const finished = [...events].reverse().find(e => e.state === 'notRunning');
   const runs = events.filter(e => e.state === 'running').length;
   let busy = 0;  // how long some element was a skeleton or stale, between t0 and ready
