@@ -5,7 +5,7 @@ import streamlit as st
 
 from pages.views.cached import comparison
 from pages.views.common import page_setup, show_error
-from pages.views.compare import choose_change, choose_pair, choose_runs, show_comparison, show_costs, show_side_by_side
+from pages.views.compare import choose_runs, item_tabs, show_comparison, show_costs
 from pages.views.markup import escape_markdown
 from pipeline.errors import WorkbenchError
 from pipeline.evaluation.compare_runs import answers_of, default_pair, evaluation_names
@@ -26,7 +26,4 @@ except WorkbenchError as exc:
     st.stop()
 show_comparison(result)
 show_costs(result)
-change = choose_change(result)
-pair = choose_pair(result, change)
-if pair is not None:
-    show_side_by_side(pair, result, answers_of(db, pair))
+item_tabs(result, lambda pair: answers_of(db, pair))

@@ -7,7 +7,7 @@ import re
 from urllib.parse import quote
 
 import pytest
-from browser_server import assert_no_failure, chromium
+from browser_server import assert_no_failure, chromium, wait_idle
 from test_browser import running_app  # noqa: F401 - the fixture
 from test_compare import two_real_runs
 from test_evaluation import ITEMS, dataset
@@ -77,6 +77,7 @@ def test_comparing_two_runs_shows_the_deltas_and_the_item_that_got_worse(compare
         expect(faithfulness.get_by_test_id("stMetricDelta")).to_contain_text("-0.50")
         expect(page.get_by_text("A 1.00 (n=2) → B 0.50 (n=2)")).to_be_visible()
         expect(page.get_by_text("got worse (1)")).to_be_visible()
+        open_item_by_item(page)
         # the worse item: both answers side by side, each with its claims and a link to its run
         expect(page.get_by_text("42 million passages", exact=False).first).to_be_visible()
         expect(page.get_by_text("21 million passages", exact=False).first).to_be_visible()
@@ -86,6 +87,16 @@ def test_comparing_two_runs_shows_the_deltas_and_the_item_that_got_worse(compare
         assert_no_failure(page, page.url)
         assert not errors, errors
         page.screenshot(path=str(_artifacts() / "compare.png"), full_page=True)
+
+
+def open_item_by_item(page):
+    """Choose the Item by item tab (drawn when chosen) once the page has drawn."""
+    from playwright.sync_api import expect
+
+    wait_idle(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
+    page.get_by_role("tab", name="Item by item", exact=True).click()
+    expect(page.get_by_text("Open an item side by side")).to_be_visible(timeout=60_000)
+    wait_idle(page)
 
 
 def _artifacts():
@@ -108,7 +119,7 @@ def test_compare_shows_costs_and_two_answers_side_by_side_with_their_verdicts_at
         # latency and tokens, with B − A
         for label in ("latency p50", "latency p95", "tokens"):
             expect(page.get_by_test_id("stMetric").filter(has_text=label).first).to_be_visible(timeout=30_000)
-        expect(page.get_by_role("heading", name="Item by item")).to_be_visible()
+        open_item_by_item(page)
         # the item that got worse: A's answer (supported) on the left, B's (unsupported) on the right, each with
         # its claims' verdicts as the drilldown shows them
         # (an answer carries its claims' badges; the evidence in a closed expander holds the same words)

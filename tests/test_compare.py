@@ -153,8 +153,6 @@ def test_the_compare_page_defaults_to_the_newest_run_and_its_baseline(fake, sett
     assert next(r for r in at.radio if r.label == "Show").value == "got worse (1)"
     table = next(d.value for d in at.dataframe if "B − A" in d.value.columns)
     assert list(table["item"]) == ["rag-passages"] and table["run A"].iloc[0].startswith("/runs?run_id=")
-    text = "\n".join(m.value for m in at.markdown)
-    assert "42 million passages" in text and "21 million passages" in text
     assert not at.warning  # same dataset, same judge pin
     # latency and tokens with B − A, as the pipeline pairs them; no cost without prices
     result = compare_runs(settings, kb_db, "before", "after")
@@ -162,10 +160,17 @@ def test_the_compare_page_defaults_to_the_newest_run_and_its_baseline(fake, sett
     tokens = tiles["tokens"]
     assert tokens.value == fmt_count(b.tokens) and tokens.delta == fmt_change(b.tokens - a.tokens, fmt_count)
     assert tiles["latency p50"].value == fmt_ms(b.latency_ms) and "cost" not in tiles
+    assert not [d for d in at.dataframe if "tokens B − A" in d.value.columns]  # drawn when its tab is chosen
+    at.session_state["compare_tab"] = "Item by item"
+    at.run()
+    assert not at.exception, at.exception
     items = next(d.value for d in at.dataframe if "tokens B − A" in d.value.columns)
     assert list(items["item"]) == ["rag-passages", "transformer-bleu"]  # the item that got worse first
     assert items["tokens B − A"].iloc[0] == fmt_change(result.pairs[0].usage.tokens, fmt_count)
+    assert not [r for r in at.radio if r.label == "Show"]  # the other tab is not drawn
     # the two answers' claims with their verdicts, as the drilldown shows them
+    text = "\n".join(m.value for m in at.markdown)
+    assert "42 million passages" in text and "21 million passages" in text
     claims = [e.label for e in at.expander if e.label.startswith("Claim ")]
     assert any("— supported" in c for c in claims) and any("42 million" in c and "— unsupported" in c for c in claims)
 
@@ -310,3 +315,17 @@ def test_latency_token_and_cost_deltas_per_run_and_per_item_from_a_seeded_store(
     unpriced = compare_runs(settings, db, "before", "after")
     assert unpriced.a.costs.usage.cost is None and unpriced.pairs[0].usage.cost is None
     assert unpriced.pairs[0].usage.tokens == 400
+
+
+def test_item_by_item_opens_on_the_first_item_of_the_diff_as_chosen_in_the_other_tab(db, settings):
+    from pages.views.compare import preferred_change
+
+    store_run(db, "before", {"faithfulness": [0.1, 0.5, 0.9], "judge_correctness": [2, 3, 3]})
+    store_run(db, "after", {"faithfulness": [0.4, 0.5, 0.2], "judge_correctness": [2, 3, 5]})
+    result = compare_runs(settings, db, "before", "after")
+    assert preferred_change(result, {}).item_id == "i2"  # the first metric's items that got worse
+    assert preferred_change(result, {"compare_way": "got better (1)"}).item_id == "i0"
+    better = preferred_change(result, {"compare_metric": "judge_correctness", "compare_way": "got better (1)"})
+    assert (better.item_id, better.metric) == ("i2", "judge_correctness")
+    assert preferred_change(result, {"compare_metric": "judge_correctness"}) is None  # none got worse on it
+    assert preferred_change(result, {"compare_metric": "gone"}).metric == "faithfulness"  # not in these runs

@@ -8,6 +8,7 @@ from datetime import datetime, time, timedelta
 
 import streamlit as st
 
+from pages.views.kept import keep_widget_values
 from pipeline.history.runs import RunFilter
 from pipeline.history.views import SavedView
 
@@ -69,14 +70,11 @@ def apply_view(state, view: SavedView) -> None:
 
 
 def keep_values(state) -> None:
-    """A widget not drawn in a run loses its value at the run's end, unless the page set it in that run. The date
-    range and the faithfulness range start as ranges (set here, not as the widgets' values: a saved view sets them
-    too)."""
+    """The filters' values, kept while the panel is closed. The date range and the faithfulness range start as
+    ranges (set here, not as the widgets' values: a saved view sets them too)."""
     for key in (DAYS, FAITHFULNESS):
         state.setdefault(key, UNFILTERED[key])
-    for key in UNFILTERED:
-        if key in state:
-            state[key] = state[key]
+    keep_widget_values(state, UNFILTERED)
 
 
 def values(state, costed: bool) -> dict:
