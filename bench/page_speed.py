@@ -29,6 +29,7 @@ VISIT_TARGET_S.
 
 A run's drilldown (Runs at ?run_id=, the run with the most spans; BENCH_PAGES=Drilldown for it alone): its first
 render in a new tab, then a click on each of its tabs until the page is ready (a tab is drawn when chosen).
+Compare's two tabs likewise (in a new tab on its default pair; with BENCH_PAGES=Compare).
 
 Also: the Evaluate page's script runs in IDLE_S seconds with nothing running (a timed fragment reran it every
 second; the target is none)."""
@@ -47,6 +48,7 @@ from pathlib import Path
 
 from bench.common import FakeOllama, Figure
 from bench.scale import ready_store
+from pages.views.compare import ITEM_TABS as COMPARE_TABS
 from pages.views.navigation import DRILLDOWN_TABS, PAGES
 from pages.views.plotly_charts import CONFIG
 
@@ -417,21 +419,36 @@ def drilldown_figures(context, url: str, run: tuple[int, int, int], size: str, f
         figures = [
             Figure(f"a run's drilldown: first render ({size})", first_s, "s", target, note=f"{what}; floor: {floor}")
         ]
-        for again in (False, True):  # the second round tells a tab's own cost from its scripts' first load
-            for label in TABS_CLICKED:
-                t0 = page.evaluate(CLICK_TAB, label)
-                ready_s = after(wait_ready(page, t0), t0)[0]
-                figures.append(
-                    Figure(
-                        f"a run's drilldown: its {label} tab{', clicked again' if again else ''} ({size})",
-                        ready_s,
-                        "s",
-                        VISIT_TARGET_S,
-                        note="tab click to ready (only the chosen tab is drawn: a click reruns the page)"
-                        + ("; every tab opened once before in this browser tab" if again else ""),
-                    )
+        return figures + tab_clicks(page, "a run's drilldown", TABS_CLICKED, size)
+    finally:
+        page.close()
+
+
+def tab_clicks(page, where: str, tabs, size: str) -> list[Figure]:
+    """A click on each tab until the page is ready, twice: the second round tells a tab's own cost from its
+    scripts' first load."""
+    figures = []
+    for again in (False, True):
+        for label in tabs:
+            t0 = page.evaluate(CLICK_TAB, label)
+            figures.append(
+                Figure(
+                    f"{where}: its {label} tab{', clicked again' if again else ''} ({size})",
+                    after(wait_ready(page, t0), t0)[0],
+                    "s",
+                    VISIT_TARGET_S,
+                    note="tab click to ready (only the chosen tab is drawn: a click reruns the tabs)"
+                    + ("; every tab opened once before in this browser tab" if again else ""),
                 )
-        return figures
+            )
+    return figures
+
+
+def compare_tab_figures(context, url: str, size: str) -> list[Figure]:
+    """Compare's tabs below its tiles (its default pair), each clicked until ready, in a new tab."""
+    page = first_render(context, url, "compare")[1]
+    try:
+        return tab_clicks(page, "Compare", (*COMPARE_TABS[1:], COMPARE_TABS[0]), size)
     finally:
         page.close()
 
@@ -508,6 +525,8 @@ def run(n_runs: int | None = None) -> list[Figure]:
                             f"skeleton or stale shown {statistics.median(v[2] for v in visits):.2f} s",
                         )
                     )
+                if not wanted or "Compare" in wanted:
+                    figures += compare_tab_figures(context, url, size)
                 if not wanted or "Drilldown" in wanted:
                     print("  a run's drilldown…", file=sys.stderr, flush=True)
                     figures += drilldown_figures(context, url, busiest, size, floors)
