@@ -173,6 +173,41 @@ def test_the_health_probe_gives_up_on_a_silent_host_after_its_own_short_timeout(
     assert waited < PROBE_TIMEOUT_S + 3, waited  # not the 60 s a model call may take
 
 
+def test_the_settings_pages_health_asks_a_silent_host_with_the_probes_timeout_the_doctor_with_the_settings(
+    monkeypatch, db
+):
+    from pipeline.knowledge import health as knowledge_health
+
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        monkeypatch.setenv("WORKBENCH_REQUEST_TIMEOUT_S", "60")
+        settings = load_settings()
+        asked = []
+        real = knowledge_health.host_statuses
+        monkeypatch.setattr(
+            knowledge_health, "host_statuses", lambda s, roles: asked.append(s.request_timeout_s) or real(s, roles)
+        )
+        started = time.monotonic()
+        checks, _ = knowledge_health.health(settings, db, probe=True)  # the Settings page's
+        waited = time.monotonic() - started
+    assert asked == [PROBE_TIMEOUT_S] and not checks[0].ok
+    assert waited < 2 * PROBE_TIMEOUT_S + 3, waited  # not the 60 s a model call may take
+
+    class Listed(Exception):
+        pass
+
+    def listing(s, roles):
+        asked.append(s.request_timeout_s)
+        raise Listed  # the timeout it would list the hosts with is all this part checks
+
+    monkeypatch.setattr(knowledge_health, "host_statuses", listing)
+    with pytest.raises(Listed):  # the doctor's: the settings' own timeout
+        knowledge_health.health(settings, db)
+    assert asked == [PROBE_TIMEOUT_S, 60]
+
+
 # -- labels in words, tables that fit ---------------------------------------------------------------------------
 
 

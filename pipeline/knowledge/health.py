@@ -7,7 +7,7 @@ from __future__ import annotations
 from pipeline.config import Settings
 from pipeline.errors import WorkbenchError
 from pipeline.knowledge import similarity_scale
-from pipeline.models.health import Check, check_hosts, check_ollama, check_store, ollama_roles
+from pipeline.models.health import Check, check_hosts, check_ollama, check_store, ollama_roles, probing
 from pipeline.models.hosts import HostStatus, host_statuses
 from store import kb
 from store.db import Database
@@ -31,10 +31,13 @@ def check_similarity_scale(settings: Settings, db: Database) -> list[Check]:
     return [Check(name, False, scale.describe(), "check the embedding model above, then check again")]
 
 
-def health(settings: Settings, db: Database) -> tuple[list[Check], list[HostStatus]]:
-    """Every check, and each Ollama host's status (reachability, models, load, latency, backoff)."""
-    statuses = host_statuses(settings, list(ollama_roles(settings)))
-    checks = check_ollama(settings, statuses) + check_hosts(statuses) + check_store(settings, db)
+def health(settings: Settings, db: Database, probe: bool = False) -> tuple[list[Check], list[HostStatus]]:
+    """Every check, and each Ollama host's status (reachability, models, load, latency, backoff). probe: the model
+    servers are asked with a page's short timeout (a page is not held up for a model call's timeout by a host
+    that does not answer); the similarity scale's one embedding call, if it is made, keeps the settings' own."""
+    servers = probing(settings) if probe else settings
+    statuses = host_statuses(servers, list(ollama_roles(settings)))
+    checks = check_ollama(servers, statuses) + check_hosts(statuses) + check_store(settings, db)
     return checks + check_similarity_scale(settings, db), statuses
 
 

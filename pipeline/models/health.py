@@ -55,10 +55,14 @@ def check_ollama(settings: Settings, statuses: list[HostStatus] | None = None) -
 PROBE_TIMEOUT_S = 2.0
 
 
+def probing(settings: Settings) -> Settings:
+    """The settings a page's probe of the model servers uses: each request waits at most PROBE_TIMEOUT_S."""
+    return dataclasses.replace(settings, request_timeout_s=min(settings.request_timeout_s, PROBE_TIMEOUT_S))
+
+
 def probe_model_servers(settings: Settings) -> list[Check]:
     """check_ollama, each request waiting at most PROBE_TIMEOUT_S: the health a page's sidebar shows."""
-    timeout = min(settings.request_timeout_s, PROBE_TIMEOUT_S)
-    return check_ollama(dataclasses.replace(settings, request_timeout_s=timeout))
+    return check_ollama(probing(settings))
 
 
 def _ollama_checks(settings: Settings, roles: dict[str, list[str]], statuses: list[HostStatus] | None) -> list[Check]:
