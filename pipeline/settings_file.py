@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from pipeline.config import (
     parse_value,
 )
 from pipeline.errors import ConfigError, InputError
+from store.atomic import write_atomically
 
 NEW_FILE_HEADER = (
     "# Settings of the RAG quality workbench. Every setting, its valid values and its meaning:\n"
@@ -93,21 +93,6 @@ def _changed_text(text: str, changes: Mapping[str, str]) -> str:
     return tomlkit.dumps(doc)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Replace the file whole: a reader (the app's next page, a CLI command) never sees half of it."""
-    folder = path.parent if str(path.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        if path.exists():
-            os.chmod(temporary, path.stat().st_mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def write_settings(changes: Mapping[str, str], environ: Mapping[str, str] | None = None) -> Written:
     """Write the changes ({setting: value as text}) to the settings file, all or none: every change is checked
     with the file as it would be, by the loader, and a refused one raises its error (a SettingValueError naming
@@ -126,7 +111,7 @@ def write_settings(changes: Mapping[str, str], environ: Mapping[str, str] | None
     after = load_settings(env, path, new_text := _changed_text(text, changes))
     changed = [name for name in changes if getattr(before, name) != getattr(after, name)]
     if new_text != text:
-        _write_atomically(path, new_text)
+        write_atomically(path, new_text)
     return Written(path, changed, [name for name in changed if DECLARATIONS[name].needs_restart])
 
 

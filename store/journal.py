@@ -29,6 +29,7 @@ from types import SimpleNamespace
 import duckdb
 import platformdirs
 
+from store.atomic import write_atomically
 from store.db import _store_error
 from store.errors import ResultNotKept, StoreError, StoreReadOnly
 from store.evals import insert_item, set_eval_status
@@ -128,20 +129,11 @@ def write_entry(store_path: str, kind: str, payload: dict) -> Path:
         if not _writable_dir(folder):
             last = last or _unwritable(folder)
             continue
-        tmp = None
+        final = folder / f"{_sortable_stamp(entry['created_at'])}-{entry['id']}.json"
         try:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(entry, f)
-                f.flush()
-                os.fsync(f.fileno())
-            final = folder / f"{_sortable_stamp(entry['created_at'])}-{entry['id']}.json"
-            os.replace(tmp, final)
-            return final
+            return write_atomically(final, json.dumps(entry), durable=True, prefix=".entry-")
         except OSError as exc:  # a full disk: the part written goes, the next folder is tried
             last = exc
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
     raise last or OSError(f"no writable journal folder for {store_path}")
 
 

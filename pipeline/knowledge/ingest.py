@@ -7,8 +7,6 @@ replaces its chunks; a file that cannot be read as text is skipped with its reas
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import threading
 import unicodedata
 from dataclasses import dataclass
@@ -23,6 +21,7 @@ from pipeline.knowledge.injection import flagged_excerpt, injection_flags
 from pipeline.knowledge.similarity_scale import scale_for
 from pipeline.models.llm import LLM
 from store import kb
+from store.atomic import write_atomically
 from store.db import Database
 from store.llm_log import save_calls
 
@@ -228,14 +227,7 @@ def save_uploads(files: list[tuple[str, bytes]], settings: Settings) -> list[str
     for base, (_, data) in zip(bases, files, strict=True):
         target = folder / base
         try:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".upload-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomically(target, data, prefix=".upload-")
         except OSError as exc:
             raise InputError(
                 f"the uploaded file {base!r} could not be saved in {folder} ({exc.strerror})",
