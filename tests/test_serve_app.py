@@ -25,7 +25,7 @@ serve_app.main(["--server.port", "8600"])
 
 
 @pytest.mark.slow
-def test_the_app_starts_with_every_view_module_imported_its_heap_frozen_the_precompute_waiting_and_streamlit_run_on_chat():
+def test_the_app_starts_with_its_views_imported_its_heap_frozen_the_precompute_waiting_and_streamlit_run_on_chat():
     done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
