@@ -12,6 +12,7 @@ from test_app import app, fresh_streamlit_caches, open_runs_page, show_tab, wait
 from test_imported import ROWS, TOWER, ours, ragas
 
 from pages.views.markup import escape_markdown
+from pages.views.run_filters import OPEN as FILTERS_OPEN
 from pipeline.calibration.annotations import judged_pairs
 from pipeline.evaluation.dataset import parse_dataset
 from pipeline.evaluation.runner import report, run_evaluation
@@ -117,6 +118,8 @@ def test_the_runs_page_lists_imported_runs_with_their_pipeline_and_the_drilldown
     at = app("pages/runs.py")
     frame = at.dataframe[0].value
     assert set(frame["kind"]) == {"imported"} and set(frame["pipeline"]) == {"bot"}
+    at.session_state[FILTERS_OPEN] = True  # the filters are drawn when opened
+    at.run()
     assert "imported" in next(m for m in at.multiselect if m.label == "Kind").options
     at = open_runs_page(str(run_id))
     assert "kind **imported**" in at.markdown[0].value and "pipeline **bot**" in at.markdown[0].value

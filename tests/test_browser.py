@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from browser_server import CHROMIUM, chromium, serving
+from browser_server import CHROMIUM, chromium, serving, wait_idle
 from conftest import ROOT
 
 from pages.views.navigation import PAGES
@@ -62,9 +62,11 @@ def test_runs_page_filters_opens_a_drilldown_and_highlights_the_evidence(running
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 2000})
         page.goto(f"{running_app}/runs")
+        expect(page.get_by_text("2 runs match;", exact=False)).to_be_visible(timeout=60_000)
+        wait_idle(page)
+        page.get_by_test_id("stExpander").filter(has_text="Filters").locator("summary").click()  # drawn when opened
         search = page.get_by_label("Text in question or answer")
         search.wait_for(timeout=60_000)
-        expect(page.get_by_text("2 runs match;", exact=False)).to_be_visible(timeout=30_000)
         sidebar = page.get_by_test_id("stSidebar")  # a deep link gets the shared sidebar, pages in order
         expect(sidebar.get_by_text("Ollama ready at", exact=False)).to_be_visible(timeout=30_000)
         links = [t.strip() for t in sidebar.get_by_test_id("stPageLink").all_inner_texts()]

@@ -13,6 +13,7 @@ import pytest
 from test_app import app, fresh_streamlit_caches  # noqa: F401 - the fixture
 from test_charts import frame_with, plotly_floors, plotly_spec
 
+from pages.views.run_filters import OPEN as FILTERS_OPEN
 from pipeline.cli.main import main
 from pipeline.collect.traced import check_traced, daily_series, latest_complete_day, welch
 from pipeline.collect.worker import OnlineWorker
@@ -84,6 +85,8 @@ def test_the_runs_page_filters_by_pipeline_or_service(db):
     ids = mixed_runs(db)
     at = app("pages/runs.py")
     assert len(at.dataframe[0].value) == 5
+    at.session_state[FILTERS_OPEN] = True  # the filters are drawn when opened
+    at.run()
     assert "traced" in next(m for m in at.multiselect if m.label == "Kind").options
     service = next(m for m in at.multiselect if m.label == "Pipeline / service")
     assert service.options == ["bridge-app", "tower-app", "vendor"]
