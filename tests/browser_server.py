@@ -219,6 +219,16 @@ def screenshot(page, name: str) -> None:
     page.screenshot(path=str(folder / name), full_page=True)
 
 
+def open_item_by_item(page) -> None:
+    """Compare's Item by item tab chosen (drawn when chosen) once the page has drawn."""
+    from playwright.sync_api import expect
+
+    wait_idle(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
+    page.get_by_role("tab", name="Item by item", exact=True).click()
+    expect(page.get_by_text("Open an item side by side")).to_be_visible(timeout=60_000)
+    wait_idle(page)
+
+
 def open_trace_tab(page, url: str, run_id: int):
     """A run's drilldown in `page`, its Trace tab chosen once the page has drawn; the tab's panel."""
     from playwright.sync_api import expect

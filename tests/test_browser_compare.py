@@ -7,7 +7,7 @@ import re
 from urllib.parse import quote
 
 import pytest
-from browser_server import assert_no_failure, chromium, wait_idle
+from browser_server import assert_no_failure, chromium, open_item_by_item
 from test_browser import running_app  # noqa: F401 - the fixture
 from test_compare import two_real_runs
 from test_evaluation import ITEMS, dataset
@@ -87,16 +87,6 @@ def test_comparing_two_runs_shows_the_deltas_and_the_item_that_got_worse(compare
         assert_no_failure(page, page.url)
         assert not errors, errors
         page.screenshot(path=str(_artifacts() / "compare.png"), full_page=True)
-
-
-def open_item_by_item(page):
-    """Choose the Item by item tab (drawn when chosen) once the page has drawn."""
-    from playwright.sync_api import expect
-
-    wait_idle(page)  # a tab clicked while the run still draws the page can be drawn again unclicked
-    page.get_by_role("tab", name="Item by item", exact=True).click()
-    expect(page.get_by_text("Open an item side by side")).to_be_visible(timeout=60_000)
-    wait_idle(page)
 
 
 def _artifacts():

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from browser_server import app_env, assert_no_failure, chromium, prepared_store, screenshot, serving
+from browser_server import app_env, assert_no_failure, chromium, open_item_by_item, prepared_store, screenshot, serving
 from fake_ollama import FakeOllama
 from test_app_datasets import pending_item
 from test_browser import CHROMIUM, QUESTION
@@ -294,7 +294,7 @@ def test_compare_shows_the_abstained_answer_with_the_shared_status_label(app):
     from playwright.sync_api import expect
 
     page = open_page(app, "compare?a=before&b=after", "Compare evaluations")
-    expect(page.get_by_text("Open an item side by side")).to_be_visible(timeout=60_000)
+    open_item_by_item(page)
     # B abstained on the item: its status as on every page, a Material icon and the shared label
     status = page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(r"abstained$"))
     expect(status).to_have_text(re.compile(r"^do_not_disturb_on\s*abstained$"))  # the icon is a ligature's name
