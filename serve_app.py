@@ -2,9 +2,10 @@
 imports plotly's figure classes), then start Streamlit's server on streamlit_app.py with the flags given. Each
 page's first visit after the server starts then finds its modules imported (they were 0.7 s of the Evaluate page's
 first render) instead of importing them in its own script run; importing them here, before the server's threads
-exist, cannot deadlock on the import lock as a warm-up thread beside the first page's run could. What the warm-up
-made is then frozen out of the garbage collector's sight (settle_heap). Once the server is up, a thread computes
-what Evaluate and Calibration show first (pages/views/precompute.py)."""
+exist, cannot deadlock on the import lock as a warm-up thread beside the first page's run could. The list of
+element scripts a browser prefetches is made here too. What the warm-up made is then frozen out of the garbage
+collector's sight (settle_heap). Once the server is up, a thread computes what Evaluate and Calibration show first
+(pages/views/precompute.py)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ def main(flags: list[str] | None = None) -> None:
     from pages.views.plotly_charts import prepare
 
     prepare()
+    from pages.views.prefetch import prefetch_script
+
+    prefetch_script()  # the element scripts' list (0.1 s of reading Streamlit's files), not on the first page's run
     settle_heap()
     from pages.views.common import resources
     from pages.views.precompute import THREAD, precompute_when_serving

@@ -17,7 +17,9 @@ PROBE = """
 import gc, json, sys, threading
 import serve_app
 from streamlit.web import cli
+from pages.views import prefetch
 cli.main = lambda: print(json.dumps({"argv": sys.argv, "frozen": gc.get_freeze_count(), "seen": len(gc.get_objects()),
+    "prefetch_listed": prefetch.prefetch_script.cache_info().currsize,
     "imported": sorted(m for m in sys.modules if m.startswith("pages.views.")),
     "threads": [t.name for t in threading.enumerate()]}))
 serve_app.main(["--server.port", "8600"])
@@ -37,6 +39,7 @@ def test_the_app_starts_with_its_views_imported_its_heap_frozen_the_precompute_w
     # what the warm-up made is out of the collector's sight: Streamlit's collection after each script run walks
     # what the pages made since, not the imported modules (0.24-0.27 s a run when it walked them all)
     assert seen["frozen"] > 100_000 and seen["seen"] < seen["frozen"] / 10, seen
+    assert seen["prefetch_listed"] == 1  # the prefetch's file list is read before the server, not by a page
 
 
 @pytest.mark.slow
